@@ -1,0 +1,32 @@
+# Two commands for a new user: `make demo` and `make test`. Both create .venv if missing and install
+# torch pinned first (a CPU wheel here; an unpinned torch would pull a multi-GB CUDA build).
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+TORCH := torch==2.13.0
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test setup bench clean
+
+$(BIN)/python:
+	$(PY) -m venv $(VENV)
+
+$(STAMP): $(BIN)/python pyproject.toml
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q $(TORCH)
+	$(BIN)/pip install -q -e ".[runtimes,fit,search,test]"
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/python -m annette_torch.demo
+
+test: $(STAMP)
+	$(BIN)/python -m pytest
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/estimator_speed.py
+
+clean:
+	rm -rf $(VENV) build dist *.egg-info out

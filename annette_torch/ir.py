@@ -1,0 +1,556 @@
+"""Layer IR: a network as columns of numpy arrays (struct-of-arrays), names and edges.
+
+Every front end (torch.fx, ONNX, ANNETTE JSON, search-space builders) produces a `Network`; the mapping
+pass and the layer models consume it. Per-layer quantities (ops, element counts) are computed for all
+layers at once, so estimating a network costs a handful of numpy calls, not a Python loop per layer.
+
+Shapes are NCHW. Tensors of other ranks are folded into four dimensions so element counts stay exact:
+``[C] -> (1, C, 1, 1)``, ``[N, C] -> (N, C, 1, 1)``, ``[N, C, L] -> (N, C, L, 1)``,
+``[N, C, D, H, W] -> (N, C, D*H, W)``.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Iterable, Sequence
+
+import numpy as np
+
+from .errors import AnnetteError
+
+__all__ = [
+    "LayerType",
+    "Network",
+    "NetworkBuilder",
+    "IRError",
+    "to_nchw",
+    "TYPE_FALLBACKS",
+]
+
+
+class IRError(AnnetteError):
+    """A network description is inconsistent (bad shape, dangling edge, unknown layer)."""
+
+
+class LayerType(enum.IntEnum):
+    """Layer types of the IR. Values are stable: they index per-type lookup tables of platforms."""
+
+    INPUT = 0
+    CONV = 1
+    DEPTHWISE_CONV = 2
+    GROUP_CONV = 3
+    CONV_TRANSPOSE = 4
+    FULLY_CONNECTED = 5
+    MATMUL = 6
+    MAX_POOL = 7
+    AVG_POOL = 8
+    GLOBAL_POOL = 9
+    BATCH_NORM = 10
+    RELU = 11
+    RELU6 = 12
+    LEAKY_RELU = 13
+    SIGMOID = 14
+    SILU = 15
+    HARDSWISH = 16
+    HARDSIGMOID = 17
+    GELU = 18
+    TANH = 19
+    ADD = 20
+    MUL = 21
+    CONCAT = 22
+    RESHAPE = 23
+    FLATTEN = 24
+    TRANSPOSE = 25
+    RESIZE = 26
+    PAD = 27
+    SOFTMAX = 28
+    UNKNOWN = 29
+    CONV_POOL = 30  # a convolution with a fused pooling layer (produced by the mapping pass)
+    SUB = 31
+    DIV = 32
+    SOFTPLUS = 33
+    CLIP = 34
+    LRN = 35
+    SLICE = 36
+    DROPOUT = 37
+    REDUCE_MEAN = 38
+    LAYER_NORM = 39
+
+    @property
+    def label(self) -> str:
+        """The public name used in platform files, tables and plots (e.g. ``DepthwiseConv``)."""
+        return _LABELS[self]
+
+    @classmethod
+    def from_label(cls, label: str) -> "LayerType":
+        """Parse a public name (case-insensitive, ``_``/``-`` ignored); raises KeyError if unknown."""
+        key = label.replace("_", "").replace("-", "").lower()
+        return _BY_KEY[key]
+
+
+_LABELS: dict[LayerType, str] = {
+    LayerType.INPUT: "Input",
+    LayerType.CONV: "Conv",
+    LayerType.DEPTHWISE_CONV: "DepthwiseConv",
+    LayerType.GROUP_CONV: "GroupConv",
+    LayerType.CONV_TRANSPOSE: "ConvTranspose",
+    LayerType.FULLY_CONNECTED: "FullyConnected",
+    LayerType.MATMUL: "MatMul",
+    LayerType.MAX_POOL: "MaxPool",
+    LayerType.AVG_POOL: "AvgPool",
+    LayerType.GLOBAL_POOL: "GlobalPool",
+    LayerType.BATCH_NORM: "BatchNorm",
+    LayerType.RELU: "Relu",
+    LayerType.RELU6: "Relu6",
+    LayerType.LEAKY_RELU: "LeakyRelu",
+    LayerType.SIGMOID: "Sigmoid",
+    LayerType.SILU: "SiLU",
+    LayerType.HARDSWISH: "HardSwish",
+    LayerType.HARDSIGMOID: "HardSigmoid",
+    LayerType.GELU: "GELU",
+    LayerType.TANH: "Tanh",
+    LayerType.ADD: "Add",
+    LayerType.MUL: "Mul",
+    LayerType.CONCAT: "Concat",
+    LayerType.RESHAPE: "Reshape",
+    LayerType.FLATTEN: "Flatten",
+    LayerType.TRANSPOSE: "Transpose",
+    LayerType.RESIZE: "Resize",
+    LayerType.PAD: "Pad",
+    LayerType.SOFTMAX: "Softmax",
+    LayerType.UNKNOWN: "Unknown",
+    LayerType.CONV_POOL: "ConvPool",
+    LayerType.SUB: "Sub",
+    LayerType.DIV: "Div",
+    LayerType.SOFTPLUS: "Softplus",
+    LayerType.CLIP: "Clip",
+    LayerType.LRN: "LRN",
+    LayerType.SLICE: "Slice",
+    LayerType.DROPOUT: "Dropout",
+    LayerType.REDUCE_MEAN: "ReduceMean",
+    LayerType.LAYER_NORM: "LayerNorm",
+}
+_BY_KEY: dict[str, LayerType] = {v.lower(): k for k, v in _LABELS.items()}
+_BY_KEY.update({"swish": LayerType.SILU, "upsample": LayerType.RESIZE, "gemm": LayerType.FULLY_CONNECTED,
+                "linear": LayerType.FULLY_CONNECTED, "dwconv": LayerType.DEPTHWISE_CONV})
+
+T = LayerType
+
+#: Where a platform looks when it has no model for a type: the first key present wins, ``Base`` last.
+TYPE_FALLBACKS: dict[LayerType, tuple[str, ...]] = {
+    t: (t.label,) for t in LayerType
+}
+TYPE_FALLBACKS.update({
+    T.GROUP_CONV: ("GroupConv", "Conv"),
+    T.CONV_POOL: ("ConvPool", "Conv"),
+    T.MAX_POOL: ("MaxPool", "Pool"),
+    T.AVG_POOL: ("AvgPool", "Pool"),
+    T.GLOBAL_POOL: ("GlobalPool", "Pool"),
+    T.MATMUL: ("MatMul", "FullyConnected"),
+    T.RELU6: ("Relu6", "Relu"),
+    T.LEAKY_RELU: ("LeakyRelu", "Relu"),
+    T.FLATTEN: ("Flatten", "Reshape"),
+    T.TRANSPOSE: ("Transpose", "Reshape"),
+})
+TYPE_FALLBACKS = {t: keys + ("Base",) for t, keys in TYPE_FALLBACKS.items()}
+
+CONV_TYPES = (T.CONV, T.DEPTHWISE_CONV, T.GROUP_CONV, T.CONV_POOL)
+POOL_TYPES = (T.MAX_POOL, T.AVG_POOL, T.GLOBAL_POOL)
+#: Types whose cost is one operation per output element (activations and element-wise math).
+ELEMENTWISE_TYPES = (T.RELU, T.RELU6, T.LEAKY_RELU, T.SIGMOID, T.SILU, T.HARDSWISH, T.HARDSIGMOID, T.GELU,
+                     T.TANH, T.SOFTPLUS, T.CLIP, T.SOFTMAX, T.LRN)
+#: Types combining several inputs element by element: (inputs - 1) operations per output element.
+MERGE_TYPES = (T.ADD, T.MUL, T.SUB, T.DIV)
+#: Pure data movement: no arithmetic.
+MOVE_TYPES = (T.CONCAT, T.RESHAPE, T.FLATTEN, T.TRANSPOSE, T.PAD, T.SLICE, T.DROPOUT, T.RESIZE)
+
+#: Integer columns of a network, one value per layer.
+INT_COLUMNS = ("n", "c_in", "h_in", "w_in", "c_out", "h_out", "w_out",
+               "kh", "kw", "sh", "sw", "ph", "pw", "dh", "dw", "groups")
+
+
+def to_nchw(shape: Sequence[int]) -> tuple[int, int, int, int]:
+    """Fold a tensor shape of any rank into (N, C, H, W) with the same element count."""
+    s = [int(x) for x in shape]
+    if any(x <= 0 for x in s):
+        raise IRError(f"shape {list(shape)} has a zero, negative or dynamic dimension; give a static input shape")
+    if len(s) == 0:
+        return (1, 1, 1, 1)
+    if len(s) == 1:
+        return (1, s[0], 1, 1)
+    if len(s) == 2:
+        return (s[0], s[1], 1, 1)
+    if len(s) == 3:
+        return (s[0], s[1], s[2], 1)
+    if len(s) == 4:
+        return (s[0], s[1], s[2], s[3])
+    h = 1
+    for x in s[2:-1]:
+        h *= x
+    return (s[0], s[1], h, s[-1])
+
+
+@dataclass
+class Network:
+    """A network as parallel per-layer columns (numpy arrays) plus names and edges.
+
+    ``types`` holds `LayerType` values; the integer columns are listed in `INT_COLUMNS`; ``edges`` is an
+    (E, 2) int array of (producer, consumer) layer indices; ``attrs`` holds optional per-layer extras
+    (e.g. absorbed layers after mapping, the original op name of an Unknown layer).
+    """
+
+    name: str
+    names: list[str]
+    types: np.ndarray
+    cols: dict[str, np.ndarray]
+    edges: np.ndarray
+    attrs: dict[str, list] = field(default_factory=dict)
+    _cache: dict = field(default_factory=dict, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        n = len(self.names)
+        if self.types.shape != (n,):
+            raise IRError(f"network {self.name!r}: {n} names but {self.types.shape[0]} types")
+        for c in INT_COLUMNS:
+            if c not in self.cols:
+                raise IRError(f"network {self.name!r}: column {c!r} missing")
+            if self.cols[c].shape != (n,):
+                raise IRError(f"network {self.name!r}: column {c!r} has {self.cols[c].shape[0]} rows, expected {n}")
+        if self.edges.size and (self.edges.min() < 0 or self.edges.max() >= n):
+            raise IRError(f"network {self.name!r}: an edge points outside the {n} layers")
+
+    # ----------------------------------------------------------------------------------------------
+    # column access
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def __getattr__(self, item: str) -> np.ndarray:
+        cols = self.__dict__.get("cols")
+        if cols is not None and item in cols:
+            return cols[item]
+        raise AttributeError(item)
+
+    # ----------------------------------------------------------------------------------------------
+    # derived quantities, all vectorised and cached (a Network is immutable after construction)
+    def _cached(self, key: str, fn):
+        v = self._cache.get(key)
+        if v is None:
+            v = fn()
+            self._cache[key] = v
+        return v
+
+    @property
+    def out_elems(self) -> np.ndarray:
+        """Output element count per layer (float64, exact for realistic sizes)."""
+        return self._cached("out_elems", lambda: self.n.astype(np.float64) * self.c_out * self.h_out * self.w_out)
+
+    @property
+    def in_elems(self) -> np.ndarray:
+        """Input element count per layer: the sum over all producing layers (the own input shape if none)."""
+        def f():
+            own = self.n.astype(np.float64) * self.c_in * self.h_in * self.w_in
+            if not self.edges.size:
+                return own
+            total = np.bincount(self.edges[:, 1], weights=self.out_elems[self.edges[:, 0]], minlength=len(self))
+            has = np.bincount(self.edges[:, 1], minlength=len(self)) > 0
+            return np.where(has, total, own)
+        return self._cached("in_elems", f)
+
+    @property
+    def n_inputs(self) -> np.ndarray:
+        """Number of producing layers per layer."""
+        return self._cached("n_inputs", lambda: np.bincount(self.edges[:, 1], minlength=len(self))
+                            if self.edges.size else np.zeros(len(self), np.int64))
+
+    @property
+    def n_outputs(self) -> np.ndarray:
+        """Number of consuming layers per layer."""
+        return self._cached("n_outputs", lambda: np.bincount(self.edges[:, 0], minlength=len(self))
+                            if self.edges.size else np.zeros(len(self), np.int64))
+
+    @property
+    def weights(self) -> np.ndarray:
+        """Weight (parameter) element count per layer, biases excluded."""
+        return self._cached("weights", lambda: layer_weights(self.types, self.cols))
+
+    @property
+    def ops(self) -> np.ndarray:
+        """Operations per layer: 2 x MACs for convolutions and matrix products, element ops otherwise."""
+        return self._cached("ops", lambda: layer_ops(self.types, self.cols, self.out_elems, self.in_elems,
+                                                     self.n_inputs))
+
+    @property
+    def total_ops(self) -> float:
+        """Sum of `ops` over all layers."""
+        return float(self.ops.sum())
+
+    @property
+    def total_weights(self) -> float:
+        """Sum of `weights` over all layers (parameter count without biases)."""
+        return float(self.weights.sum())
+
+    def parents(self, i: int) -> list[int]:
+        """Indices of the layers feeding layer ``i``."""
+        return [int(s) for s, d in self.edges if d == i]
+
+    def children(self, i: int) -> list[int]:
+        """Indices of the layers fed by layer ``i``."""
+        return [int(d) for s, d in self.edges if s == i]
+
+    def index(self, name: str) -> int:
+        """Row of the layer called ``name``."""
+        idx = self._cached("name_index", lambda: {n: i for i, n in enumerate(self.names)})
+        try:
+            return idx[name]
+        except KeyError:
+            raise KeyError(f"network {self.name!r} has no layer {name!r}") from None
+
+    def type_labels(self) -> list[str]:
+        """Public type names of all layers, in order."""
+        labels = [t.label for t in LayerType]
+        return [labels[t] for t in self.types]
+
+    def in_shape(self, i: int) -> tuple[int, int, int, int]:
+        """Input (first input) shape of layer ``i`` as NCHW."""
+        return tuple(int(self.cols[c][i]) for c in ("n", "c_in", "h_in", "w_in"))  # type: ignore[return-value]
+
+    def out_shape(self, i: int) -> tuple[int, int, int, int]:
+        """Output shape of layer ``i`` as NCHW."""
+        return tuple(int(self.cols[c][i]) for c in ("n", "c_out", "h_out", "w_out"))  # type: ignore[return-value]
+
+    def summary(self) -> dict[str, int]:
+        """Count of layers per public type name."""
+        labels, counts = np.unique(self.types, return_counts=True)
+        return {LayerType(int(t)).label: int(c) for t, c in zip(labels, counts)}
+
+    def unknown_ops(self) -> list[str]:
+        """Original op names of the layers typed `Unknown` (sorted, unique)."""
+        ops = self.attrs.get("op")
+        idx = np.flatnonzero(self.types == T.UNKNOWN)
+        return sorted({(ops[i] if ops else None) or "?" for i in idx})
+
+    def attr(self, key: str, i: int, default=None):
+        """Optional extra attribute ``key`` of layer ``i``."""
+        col = self.attrs.get(key)
+        return default if col is None else col[i]
+
+    def __repr__(self) -> str:
+        return f"Network({self.name!r}, {len(self)} layers, {self.total_ops / 1e9:.3f} GOPs)"
+
+    @classmethod
+    def concat(cls, networks: Sequence["Network"], name: str = "batch") -> tuple["Network", np.ndarray]:
+        """Stack networks into one (disjoint union); returns it and each layer's network index."""
+        if not networks:
+            raise IRError("no networks given")
+        sizes = np.array([len(n) for n in networks])
+        offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+        names: list[str] = []
+        for n in networks:
+            names.extend(n.names)
+        edges = [n.edges + off for n, off in zip(networks, offsets) if n.edges.size]
+        net = cls(
+            name=name,
+            names=names,
+            types=np.concatenate([n.types for n in networks]),
+            cols={c: np.concatenate([n.cols[c] for n in networks]) for c in INT_COLUMNS},
+            edges=np.concatenate(edges) if edges else np.zeros((0, 2), np.int64),
+        )
+        return net, np.repeat(np.arange(len(networks)), sizes)
+
+
+def layer_weights(types: np.ndarray, cols: dict[str, np.ndarray]) -> np.ndarray:
+    """Parameter element count per layer, vectorised over all layers (biases excluded)."""
+    t = types
+    c_in, c_out = cols["c_in"].astype(np.float64), cols["c_out"].astype(np.float64)
+    k = cols["kh"].astype(np.float64) * cols["kw"]
+    g = np.maximum(cols["groups"], 1)
+    w = np.zeros(len(t))
+    conv = np.isin(t, CONV_TYPES)
+    w = np.where(conv, c_out * (c_in / g) * k, w)
+    w = np.where(t == T.CONV_TRANSPOSE, c_in * (c_out / g) * k, w)
+    w = np.where(t == T.FULLY_CONNECTED, c_in * c_out, w)
+    w = np.where(t == T.BATCH_NORM, 2.0 * c_out, w)
+    return w
+
+
+def layer_ops(types: np.ndarray, cols: dict[str, np.ndarray], out_elems: np.ndarray, in_elems: np.ndarray,
+              n_inputs: np.ndarray) -> np.ndarray:
+    """Operations per layer (2 x MACs where there are MACs), vectorised over all layers."""
+    t = types
+    n = cols["n"].astype(np.float64)
+    c_in, c_out = cols["c_in"].astype(np.float64), cols["c_out"].astype(np.float64)
+    k = cols["kh"].astype(np.float64) * cols["kw"]
+    g = np.maximum(cols["groups"], 1)
+    hw_in = cols["h_in"].astype(np.float64) * cols["w_in"]
+    ops = np.zeros(len(t))
+    conv = np.isin(t, (T.CONV, T.DEPTHWISE_CONV, T.GROUP_CONV))
+    # a fused ConvPool's output is the pooled map; its MACs run at the convolution's resolution
+    conv_out = np.where(t == T.CONV_POOL, n * c_out * cols["h_in"] * cols["w_in"] / np.maximum(
+        cols["sh"] * cols["sw"], 1), out_elems)
+    ops = np.where(conv, 2.0 * out_elems * (c_in / g) * k, ops)
+    ops = np.where(t == T.CONV_POOL, 2.0 * conv_out * (c_in / g) * k, ops)
+    ops = np.where(t == T.CONV_TRANSPOSE, 2.0 * n * hw_in * c_in * (c_out / g) * k, ops)
+    # fully connected / matmul: (N*H*W) rows of c_in x c_out
+    ops = np.where((t == T.FULLY_CONNECTED) | (t == T.MATMUL), 2.0 * out_elems * c_in, ops)
+    ops = np.where(np.isin(t, (T.MAX_POOL, T.AVG_POOL)), out_elems * k, ops)
+    ops = np.where(t == T.GLOBAL_POOL, in_elems, ops)
+    ops = np.where(t == T.BATCH_NORM, 2.0 * out_elems, ops)
+    ops = np.where(np.isin(t, ELEMENTWISE_TYPES), out_elems, ops)
+    ops = np.where(np.isin(t, MERGE_TYPES), out_elems * np.maximum(n_inputs - 1, 1), ops)
+    ops = np.where(t == T.RESIZE, out_elems, ops)
+    ops = np.where((t == T.REDUCE_MEAN) | (t == T.LAYER_NORM), in_elems, ops)
+    return ops
+
+
+class NetworkBuilder:
+    """Accumulates layers one by one (front ends) and freezes them into a `Network`.
+
+    Example::
+
+        b = NetworkBuilder("tiny")
+        x = b.input("x", (1, 3, 32, 32))
+        y = b.conv("conv", x, out_channels=8, kernel=3, padding=1)
+        net = b.build()
+    """
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._names: list[str] = []
+        self._types: list[int] = []
+        self._rows: list[tuple[int, ...]] = []
+        self._edges: list[tuple[int, int]] = []
+        self._attrs: dict[str, dict[int, object]] = {}
+        self._index: dict[str, int] = {}
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+    def out_shape(self, layer: int) -> tuple[int, int, int, int]:
+        """NCHW output shape of an already added layer."""
+        r = self._rows[layer]
+        return (r[0], r[4], r[5], r[6])
+
+    def index(self, name: str) -> int:
+        """Index of an already added layer by name."""
+        return self._index[name]
+
+    def add(self, type_: LayerType, name: str, inputs: Iterable[int], out_shape: Sequence[int],
+            in_shape: Sequence[int] | None = None, kernel: tuple[int, int] = (0, 0),
+            stride: tuple[int, int] = (1, 1), padding: tuple[int, int] = (0, 0),
+            dilation: tuple[int, int] = (1, 1), groups: int = 1, **attrs: object) -> int:
+        """Add a layer; shapes may have any rank (folded to NCHW); returns the new layer's index.
+
+        ``in_shape`` defaults to the first input's output shape; ``padding`` is the total padding per
+        spatial axis (both sides). Extra keyword attributes are kept in ``Network.attrs``.
+        """
+        inputs = list(inputs)
+        for i in inputs:
+            if not 0 <= i < len(self._names):
+                raise IRError(f"layer {name!r}: input index {i} does not exist")
+        on, oc, oh, ow = to_nchw(out_shape)
+        if in_shape is not None:
+            inn, ic, ih, iw = to_nchw(in_shape)
+        elif inputs:
+            inn, ic, ih, iw = self.out_shape(inputs[0])
+        else:
+            inn, ic, ih, iw = on, oc, oh, ow
+        if name in self._index:
+            base, k = name, 1
+            while f"{base}_{k}" in self._index:
+                k += 1
+            name = f"{base}_{k}"
+        idx = len(self._names)
+        self._index[name] = idx
+        self._names.append(name)
+        self._types.append(int(type_))
+        self._rows.append((on, ic, ih, iw, oc, oh, ow, int(kernel[0]), int(kernel[1]), int(stride[0]),
+                           int(stride[1]), int(padding[0]), int(padding[1]), int(dilation[0]),
+                           int(dilation[1]), int(groups)))
+        self._edges.extend((i, idx) for i in inputs)
+        for k, v in attrs.items():
+            if v is not None:
+                self._attrs.setdefault(k, {})[idx] = v
+        return idx
+
+    # convenience helpers for the common layers; each computes its output shape analytically
+    def input(self, name: str, shape: Sequence[int]) -> int:
+        """Add a network input of the given shape."""
+        return self.add(T.INPUT, name, [], shape)
+
+    def conv(self, name: str, x: int, out_channels: int, kernel: int | tuple[int, int],
+             stride: int | tuple[int, int] = 1, padding: int | tuple[int, int] = 0,
+             dilation: int | tuple[int, int] = 1, groups: int = 1) -> int:
+        """Add a 2-D convolution (depthwise / grouped typed by ``groups``); ``padding`` per side."""
+        n, c, h, w = self.out_shape(x)
+        kh, kw = _pair(kernel)
+        sh, sw = _pair(stride)
+        ph, pw = _pair(padding)
+        dh, dw = _pair(dilation)
+        oh = (h + 2 * ph - dh * (kh - 1) - 1) // sh + 1
+        ow = (w + 2 * pw - dw * (kw - 1) - 1) // sw + 1
+        return self.add(conv_type(c, out_channels, groups), name, [x], (n, out_channels, oh, ow),
+                        kernel=(kh, kw), stride=(sh, sw), padding=(2 * ph, 2 * pw), dilation=(dh, dw),
+                        groups=groups)
+
+    def pool(self, name: str, x: int, kind: str, kernel: int | tuple[int, int],
+             stride: int | tuple[int, int] | None = None, padding: int | tuple[int, int] = 0,
+             ceil_mode: bool = False) -> int:
+        """Add a max (``kind='max'``) or average (``'avg'``) pooling layer; ``padding`` per side."""
+        n, c, h, w = self.out_shape(x)
+        kh, kw = _pair(kernel)
+        sh, sw = _pair(stride if stride is not None else kernel)
+        ph, pw = _pair(padding)
+        rnd = (lambda a, b: -(-a // b)) if ceil_mode else (lambda a, b: a // b)
+        oh = rnd(h + 2 * ph - kh, sh) + 1
+        ow = rnd(w + 2 * pw - kw, sw) + 1
+        t = T.MAX_POOL if kind == "max" else T.AVG_POOL
+        return self.add(t, name, [x], (n, c, oh, ow), kernel=(kh, kw), stride=(sh, sw), padding=(2 * ph, 2 * pw))
+
+    def global_pool(self, name: str, x: int, kind: str = "avg") -> int:
+        """Add a global pooling layer (output N x C x 1 x 1)."""
+        n, c, h, w = self.out_shape(x)
+        return self.add(T.GLOBAL_POOL, name, [x], (n, c, 1, 1), kernel=(h, w), pool=kind)
+
+    def linear(self, name: str, x: int, out_features: int) -> int:
+        """Add a fully connected layer on the flattened input."""
+        n, c, h, w = self.out_shape(x)
+        return self.add(T.FULLY_CONNECTED, name, [x], (n, out_features), in_shape=(n, c * h * w))
+
+    def same(self, type_: LayerType, name: str, inputs: int | Sequence[int], **attrs: object) -> int:
+        """Add a layer whose output shape equals its first input's (activations, BN, Add, Mul ...)."""
+        ins = [inputs] if isinstance(inputs, (int, np.integer)) else list(inputs)
+        return self.add(type_, name, ins, self.out_shape(ins[0]), **attrs)
+
+    def concat(self, name: str, inputs: Sequence[int]) -> int:
+        """Add a channel concatenation."""
+        n, _, h, w = self.out_shape(inputs[0])
+        c = sum(self.out_shape(i)[1] for i in inputs)
+        return self.add(T.CONCAT, name, inputs, (n, c, h, w))
+
+    def build(self) -> Network:
+        """Freeze into a `Network`."""
+        n = len(self._names)
+        rows = np.array(self._rows, dtype=np.int64).reshape(n, len(INT_COLUMNS))
+        cols = {c: np.ascontiguousarray(rows[:, i]) for i, c in enumerate(INT_COLUMNS)}
+        attrs = {k: [d.get(i) for i in range(n)] for k, d in self._attrs.items()}
+        edges = np.array(self._edges, dtype=np.int64).reshape(-1, 2)
+        return Network(self.name, list(self._names), np.array(self._types, dtype=np.int64), cols, edges, attrs)
+
+
+def conv_type(c_in: int, c_out: int, groups: int) -> LayerType:
+    """Conv, DepthwiseConv (one group per input channel) or GroupConv from the channel counts."""
+    if groups <= 1:
+        return T.CONV
+    if groups == c_in and c_out % c_in == 0:
+        return T.DEPTHWISE_CONV
+    return T.GROUP_CONV
+
+
+def _pair(v: int | Sequence[int]) -> tuple[int, int]:
+    if isinstance(v, (int, np.integer)):
+        return (int(v), int(v))
+    v = tuple(int(x) for x in v)
+    if len(v) == 1:
+        return (v[0], v[0])
+    return (v[0], v[1])
