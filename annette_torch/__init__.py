@@ -30,8 +30,8 @@ def __getattr__(name: str):
         from .frontends.annette_json import from_annette_json
         return from_annette_json
     if name in ("estimate", "estimate_many", "Estimate"):
-        from . import estimate as _e
-        return getattr(_e, name if name != "estimate" else "estimate")
+        from . import estimator as _e
+        return getattr(_e, name)
     if name in ("load_platform", "list_platforms", "Platform"):
         from . import platform as _p
         return getattr(_p, name)
