@@ -247,14 +247,16 @@ class Network:
 
     @property
     def in_elems(self) -> np.ndarray:
-        """Input element count per layer: the sum over all producing layers (the own input shape if none)."""
+        """Input element count per layer: the sum over all producing layers (the own input shape if none).
+
+        Network inputs read nothing (0): their cost, if a platform gives them one, is writing the output.
+        """
         def f():
             own = self.n.astype(np.float64) * self.c_in * self.h_in * self.w_in
-            if not self.edges.size:
-                return own
-            total = np.bincount(self.edges[:, 1], weights=self.out_elems[self.edges[:, 0]], minlength=len(self))
-            has = np.bincount(self.edges[:, 1], minlength=len(self)) > 0
-            return np.where(has, total, own)
+            if self.edges.size:
+                total = np.bincount(self.edges[:, 1], weights=self.out_elems[self.edges[:, 0]], minlength=len(self))
+                own = np.where(self.n_inputs > 0, total, own)
+            return np.where(self.types == T.INPUT, 0.0, own)
         return self._cached("in_elems", f)
 
     @property
@@ -384,17 +386,14 @@ def layer_ops(types: np.ndarray, cols: dict[str, np.ndarray], out_elems: np.ndar
     g = np.maximum(cols["groups"], 1)
     hw_in = cols["h_in"].astype(np.float64) * cols["w_in"]
     ops = np.zeros(len(t))
-    conv = np.isin(t, (T.CONV, T.DEPTHWISE_CONV, T.GROUP_CONV))
-    # a fused ConvPool's output is the pooled map; its MACs run at the convolution's resolution
-    conv_out = np.where(t == T.CONV_POOL, n * c_out * cols["h_in"] * cols["w_in"] / np.maximum(
-        cols["sh"] * cols["sw"], 1), out_elems)
-    ops = np.where(conv, 2.0 * out_elems * (c_in / g) * k, ops)
-    ops = np.where(t == T.CONV_POOL, 2.0 * conv_out * (c_in / g) * k, ops)
+    # a ConvPool row keeps the convolution's shapes (the mapping pass records the pooled output size)
+    ops = np.where(np.isin(t, CONV_TYPES), 2.0 * out_elems * (c_in / g) * k, ops)
     ops = np.where(t == T.CONV_TRANSPOSE, 2.0 * n * hw_in * c_in * (c_out / g) * k, ops)
     # fully connected / matmul: (N*H*W) rows of c_in x c_out
     ops = np.where((t == T.FULLY_CONNECTED) | (t == T.MATMUL), 2.0 * out_elems * c_in, ops)
-    ops = np.where(np.isin(t, (T.MAX_POOL, T.AVG_POOL)), out_elems * k, ops)
-    ops = np.where(t == T.GLOBAL_POOL, in_elems, ops)
+    # pooling: 2 ops per window element (the convention ANNETTE's published Pool op_s were fitted with)
+    ops = np.where(np.isin(t, (T.MAX_POOL, T.AVG_POOL)), 2.0 * out_elems * k, ops)
+    ops = np.where(t == T.GLOBAL_POOL, 2.0 * in_elems, ops)
     ops = np.where(t == T.BATCH_NORM, 2.0 * out_elems, ops)
     ops = np.where(np.isin(t, ELEMENTWISE_TYPES), out_elems, ops)
     ops = np.where(np.isin(t, MERGE_TYPES), out_elems * np.maximum(n_inputs - 1, 1), ops)

@@ -1,0 +1,192 @@
+"""Estimator: network -> mapping pass -> layer models -> per-layer and total execution time.
+
+``estimate`` scores one network and keeps the per-layer detail; ``estimate_many`` stacks many networks
+into one and scores them with the same handful of array operations (for NAS loops).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import sys
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any, Sequence
+
+import numpy as np
+
+from .errors import ModelLoadError
+from .ir import LayerType, Network
+from .mapping import MappedNetwork
+from .platform import Platform, load_platform
+
+__all__ = ["Estimate", "estimate", "estimate_many", "to_network"]
+
+TABLE_COLUMNS = ("name", "type", "input_shape", "output_shape", "ops", "bytes", "fused_into", "absorbed",
+                 "time_ms", "model")
+
+
+def to_network(model: Any, input_shape: Sequence[int] | None = None) -> Network:
+    """Any supported model description -> `Network`: a Network, an nn.Module (with ``input_shape``),
+    a path to an ``.onnx`` file or an ANNETTE ``.json`` graph, or an ``onnx.ModelProto``."""
+    if isinstance(model, Network):
+        return model
+    if isinstance(model, (str, os.PathLike)):
+        path = os.fspath(model)
+        if not os.path.exists(path):
+            raise ModelLoadError(f"{path}: no such file")
+        low = path.lower()
+        if low.endswith(".onnx"):
+            from .frontends.onnx import from_onnx
+            return from_onnx(path, input_shape=input_shape)
+        if low.endswith(".json"):
+            from .frontends.annette_json import from_annette_json
+            return from_annette_json(path)
+        raise ModelLoadError(f"{path}: unknown model format (expected .onnx or an ANNETTE .json graph)")
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(model, torch.nn.Module):
+        if input_shape is None:
+            raise ModelLoadError("an nn.Module needs input_shape, e.g. input_shape=(1, 3, 224, 224)")
+        from .frontends.fx import trace
+        return trace(model, input_shape)
+    onnx = sys.modules.get("onnx")
+    if onnx is not None and isinstance(model, onnx.ModelProto):
+        from .frontends.onnx import from_onnx
+        return from_onnx(model, input_shape=input_shape)
+    raise ModelLoadError(f"cannot estimate a {type(model).__name__}: give an nn.Module, a Network, "
+                         "or a path to an .onnx / ANNETTE .json file")
+
+
+@dataclass
+class Estimate:
+    """The predicted execution time of one network on one platform, per layer and in total.
+
+    Per original layer: ``time_ms`` (0 for layers fused into another), the model that produced it, and
+    the layer that executes it (``fused_into``).
+    """
+
+    network: Network
+    platform: Platform
+    mapped: MappedNetwork
+    mapped_time_ms: np.ndarray
+    mapped_model: np.ndarray
+
+    @property
+    def total_ms(self) -> float:
+        """Predicted execution time of the whole network in milliseconds."""
+        return float(self.mapped_time_ms.sum())
+
+    @cached_property
+    def time_ms(self) -> np.ndarray:
+        """Per original layer: its predicted time (a fused group's time sits on its executing layer)."""
+        t = np.zeros(len(self.network))
+        t[self.mapped.kept] = self.mapped_time_ms
+        return t
+
+    @cached_property
+    def model_used(self) -> list[str]:
+        """Per original layer: ``kind:key`` of the layer model that estimated it ('fused' if absorbed)."""
+        labels = self.platform.model_labels()
+        out = ["fused"] * len(self.network)
+        for row, m in zip(self.mapped.kept, self.mapped_model):
+            out[row] = labels[m]
+        return out
+
+    @property
+    def unknown_layers(self) -> list[str]:
+        """Names of layers of unsupported type (estimated from their tensor sizes only)."""
+        return [self.network.names[i] for i in np.flatnonzero(self.network.types == LayerType.UNKNOWN)]
+
+    def by_type(self) -> dict[str, float]:
+        """Predicted time per executed layer type (after fusion), in ms, largest first."""
+        labels = self.mapped.network.type_labels()
+        acc: dict[str, float] = {}
+        for lab, t in zip(labels, self.mapped_time_ms):
+            acc[lab] = acc.get(lab, 0.0) + float(t)
+        return dict(sorted(acc.items(), key=lambda kv: -kv[1]))
+
+    def table(self) -> list[dict[str, Any]]:
+        """One row per original layer with the columns of `TABLE_COLUMNS`."""
+        net, m = self.network, self.mapped
+        labels = net.type_labels()
+        mapped_labels = m.network.type_labels()
+        kept_pos = {int(r): i for i, r in enumerate(m.kept)}
+        absorbed: dict[int, list[str]] = {}
+        for i, r in enumerate(m.fused_into):
+            if r != i:
+                absorbed.setdefault(int(r), []).append(net.names[i])
+        mn = m.network
+        plat_bytes = self._bytes(mn)
+        rows = []
+        for i, name in enumerate(net.names):
+            r = int(m.fused_into[i])
+            k = kept_pos.get(i)
+            rows.append({
+                "name": name,
+                "type": mapped_labels[k] if k is not None else labels[i],
+                "input_shape": "x".join(map(str, net.in_shape(i))),
+                "output_shape": "x".join(map(str, net.out_shape(i))),
+                "ops": float(net.ops[i]),
+                "bytes": float(plat_bytes[k]) if k is not None else 0.0,
+                "fused_into": net.names[r] if r != i else "",
+                "absorbed": ";".join(absorbed.get(i, [])),
+                "time_ms": float(self.time_ms[i]),
+                "model": self.model_used[i],
+            })
+        return rows
+
+    def _bytes(self, mn: Network) -> np.ndarray:
+        p = self.platform
+        mi = p._model_of_type[mn.types]
+        ba = np.array([getattr(p.layers[k], "bit_act", 8) / 8 for k in p._keys])[mi]
+        bw = np.array([getattr(p.layers[k], "bit_weights", 8) / 8 for k in p._keys])[mi]
+        return (mn.in_elems + mn.out_elems) * ba + mn.weights * bw
+
+    def to_dict(self, per_layer: bool = True) -> dict[str, Any]:
+        """JSON-ready summary: network, platform, total_ms, time by type, unknown layers, layers."""
+        d: dict[str, Any] = {"network": self.network.name, "platform": self.platform.name,
+                             "total_ms": self.total_ms, "layers_in": len(self.network),
+                             "layers_executed": len(self.mapped.kept), "by_type_ms": self.by_type(),
+                             "unknown_layers": self.unknown_layers}
+        if per_layer:
+            d["layers"] = self.table()
+        return d
+
+    def to_csv(self, path: str | os.PathLike | None = None) -> str:
+        """The per-layer table as CSV text; also written to ``path`` when given."""
+        buf = io.StringIO()
+        w = csv.DictWriter(buf, fieldnames=list(TABLE_COLUMNS), lineterminator="\n")
+        w.writeheader()
+        w.writerows(self.table())
+        text = buf.getvalue()
+        if path is not None:
+            with open(path, "w", encoding="utf-8", newline="") as f:
+                f.write(text)
+        return text
+
+    def __repr__(self) -> str:
+        return (f"Estimate({self.network.name!r} on {self.platform.name}: {self.total_ms:.4f} ms, "
+                f"{len(self.network)} layers -> {len(self.mapped.kept)} executed)")
+
+
+def estimate(model: Any, platform: str | os.PathLike | Platform = "zcu102",
+             input_shape: Sequence[int] | None = None) -> Estimate:
+    """Predict the execution time of ``model`` on ``platform`` (a shipped name or a platform file)."""
+    plat = load_platform(platform)
+    net = to_network(model, input_shape)
+    mapped = plat.mapping.apply(net)
+    t, mi = plat.predict(mapped.network)
+    return Estimate(net, plat, mapped, t, mi)
+
+
+def estimate_many(networks: Sequence[Network], platform: str | os.PathLike | Platform = "zcu102") -> np.ndarray:
+    """Total predicted time (ms) of each network, scored in one vectorised pass over all of them."""
+    plat = load_platform(platform)
+    nets = [to_network(n) for n in networks]
+    if not nets:
+        return np.zeros(0)
+    big, seg = Network.concat(nets)
+    mapped = plat.mapping.apply(big)
+    t, _ = plat.predict(mapped.network)
+    return np.bincount(seg[mapped.kept], weights=t, minlength=len(nets))

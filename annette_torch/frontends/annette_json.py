@@ -1,0 +1,207 @@
+"""Front end for the original ANNETTE graph JSON format (NHWC shapes, batch -1) -> `Network` (NCHW).
+
+Format: ``{"name", "layers": {name: {"type", "parents", "children", "input_shape", "output_shape",
+"kernel_shape": [kh, kw, cin_per_group, cout], "strides": [1, sh, sw, 1], "pads": [0, top, left, 0, 0,
+bottom, right, 0], "dilations", "pooling_type"}}}``. Depthwise and grouped convolutions stored as ``Conv``
+are recognised from ``kernel_shape[2]`` (input channels per group) being smaller than the input channels.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections import deque
+from typing import Any, Mapping
+
+from ..errors import ModelLoadError
+from ..ir import IRError, LayerType, Network, NetworkBuilder, conv_type
+
+__all__ = ["from_annette_json"]
+
+log = logging.getLogger(__name__)
+T = LayerType
+
+_SIMPLE: dict[str, LayerType] = {
+    "DataInput": T.INPUT, "Input": T.INPUT, "BatchNorm": T.BATCH_NORM, "Relu": T.RELU, "Relu6": T.RELU6,
+    "LeakyRelu": T.LEAKY_RELU, "Sigmoid": T.SIGMOID, "Tanh": T.TANH, "Softplus": T.SOFTPLUS, "Swish": T.SILU,
+    "HardSwish": T.HARDSWISH, "HardSigmoid": T.HARDSIGMOID, "Gelu": T.GELU, "Add": T.ADD, "Mul": T.MUL,
+    "Sub": T.SUB, "Div": T.DIV, "RealDiv": T.DIV, "Concat": T.CONCAT, "Flatten": T.FLATTEN,
+    "Reshape": T.RESHAPE, "Squeeze": T.RESHAPE, "Unsqueeze": T.RESHAPE, "Transpose": T.TRANSPOSE,
+    "Softmax": T.SOFTMAX, "Pad": T.PAD, "Slice": T.SLICE, "Dropout": T.DROPOUT, "LRN": T.LRN, "Clip": T.CLIP,
+    "Resize": T.RESIZE, "ResizeNearestNeighbor": T.RESIZE, "ResizeBilinear": T.RESIZE, "Upsample": T.RESIZE,
+    "ReduceMean": T.REDUCE_MEAN, "FullyConnected": T.FULLY_CONNECTED, "MatMul": T.FULLY_CONNECTED,
+}
+_CONV = {"Conv", "Conv1d", "DepthwiseConv", "ConvTranspose", "ConvTranspose2d"}
+_POOL = {"Pool", "Pool1d"}
+
+
+def _nchw(shape: Any) -> list[int] | None:
+    """NHWC (or N,L,C / N,C) list with batch -1 -> NCHW-ordered list; None when unusable."""
+    if not isinstance(shape, list) or not shape or isinstance(shape[0], list):
+        return None
+    if any(isinstance(x, str) for x in shape):
+        raise ModelLoadError(f"shape {shape} holds placeholders: this is a benchmark template, fill it first")
+    s = [1 if x == -1 else int(x) for x in shape]
+    if any(x <= 0 for x in s) or len(s) < 2:
+        return None
+    if len(s) == 2:
+        return s
+    return [s[0], s[-1], *s[1:-1]]
+
+
+def _hw(v: Any, default: int) -> tuple[int, int]:
+    """(h, w) from an NHWC-style 4-list ``[1, h, w, 1]``, a 3-list (1-D) or 2-list."""
+    if not isinstance(v, list) or not v:
+        return (default, default)
+    v = [int(x) for x in v]
+    if len(v) >= 4:
+        return (v[1], v[2])
+    if len(v) == 3:
+        return (v[1], 1)
+    return (v[0], v[1]) if len(v) == 2 else (v[0], v[0])
+
+
+def _pads(v: Any) -> tuple[int, int]:
+    """Total padding per spatial axis from ANNETTE's 8-entry (begin NHWC, end NHWC) list."""
+    if not isinstance(v, list) or len(v) < 8:
+        return (0, 0)
+    v = [int(x) for x in v]
+    return (v[1] + v[5], v[2] + v[6])
+
+
+def _topo_order(layers: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """Kahn's order over ``parents``; parents that are not layers are ignored (with a warning later)."""
+    parents = {k: [p.split(":")[0] for p in (v.get("parents") or []) if p.split(":")[0] in layers]
+               for k, v in layers.items()}
+    indeg = {k: len(p) for k, p in parents.items()}
+    children: dict[str, list[str]] = {k: [] for k in layers}
+    for k, ps in parents.items():
+        for p in ps:
+            children[p].append(k)
+    queue = deque(k for k in layers if indeg[k] == 0)
+    order: list[str] = []
+    while queue:
+        k = queue.popleft()
+        order.append(k)
+        for c in children[k]:
+            indeg[c] -= 1
+            if indeg[c] == 0:
+                queue.append(c)
+    if len(order) != len(layers):
+        stuck = sorted(set(layers) - set(order))[:5]
+        raise ModelLoadError(f"graph has a cycle through layers {stuck}")
+    return order
+
+
+def from_annette_json(source: str | os.PathLike | Mapping[str, Any], name: str | None = None) -> Network:
+    """Read an ANNETTE graph (path or already-parsed dict) into a `Network`."""
+    if isinstance(source, Mapping):
+        data = source
+        default_name = str(data.get("name", "graph"))
+    else:
+        path = os.fspath(source)
+        if not os.path.isfile(path):
+            raise ModelLoadError(f"{path}: no such file")
+        try:
+            with open(path, encoding="utf-8") as f:
+                data = json.load(f)
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise ModelLoadError(f"{path}: not valid JSON ({e})") from None
+        default_name = os.path.splitext(os.path.basename(path))[0]
+    layers = data.get("layers") if isinstance(data, Mapping) else None
+    if not isinstance(layers, Mapping) or not layers:
+        raise ModelLoadError(f"{name or default_name}: not an ANNETTE graph (no 'layers' object)")
+    for k, v in layers.items():
+        if not isinstance(v, Mapping) or "type" not in v:
+            raise ModelLoadError(f"{name or default_name}: layer {k!r} has no 'type'")
+
+    b = NetworkBuilder(name or str(data.get("name") or default_name))
+    unknown: set[str] = set()
+    notes: list[str] = []
+    for key in _topo_order(layers):
+        L = layers[key]
+        try:
+            _add_layer(b, key, L, layers, unknown, notes)
+        except IRError as e:
+            raise ModelLoadError(f"{b.name}: layer {key!r}: {e}") from None
+    if unknown:
+        log.warning("%s: unsupported layer types estimated from tensor sizes only: %s", b.name,
+                    ", ".join(sorted(unknown)))
+    for n in notes:
+        log.info("%s: %s", b.name, n)
+    return b.build()
+
+
+def _add_layer(b: NetworkBuilder, key: str, L: Mapping[str, Any], layers: Mapping[str, Any],
+               unknown: set[str], notes: list[str]) -> None:
+    typ = str(L["type"])
+    inputs = [b.index(p.split(":")[0]) for p in (L.get("parents") or []) if p.split(":")[0] in layers]
+    out = _nchw(L.get("output_shape"))
+    ins = _nchw(L.get("input_shape"))
+    if ins is None and inputs:
+        ins = list(b.out_shape(inputs[0]))
+    if out is None:
+        if ins is None:
+            if typ in ("DataInput", "Input"):
+                raise IRError("input layer without a usable output_shape")
+            notes.append(f"{key}: no usable shapes; treated as a 1-element tensor")
+            out = ins = [1, 1]
+        else:
+            notes.append(f"{key}: output_shape {L.get('output_shape')} unusable; input shape used")
+            out = ins
+    if typ in _CONV and ins is None and isinstance(L.get("kernel_shape"), list) and len(out) == 4:
+        # a first convolution without input_shape: its input follows from the kernel and the strides
+        sh, sw = _hw(L.get("strides"), 1)
+        ins = [out[0], int(L["kernel_shape"][2]), out[2] * sh, out[3] * sw]
+        notes.append(f"{key}: no input_shape; input {ins} inferred from kernel and strides")
+    if ins is None:
+        if typ in _CONV or typ in _POOL:
+            raise IRError("no input_shape and no parent to take it from")
+        ins = out
+    if typ in _CONV:
+        ks = [int(x) for x in (L.get("kernel_shape") or [1, 1, ins[1], out[1]])]
+        kh, kw = (ks[0], ks[1]) if len(ks) >= 4 else (ks[0], 1)
+        c_in, c_out = ins[1], out[1]
+        if typ.startswith("ConvTranspose"):
+            t, groups = T.CONV_TRANSPOSE, 1
+        elif typ == "DepthwiseConv":
+            t, groups = T.DEPTHWISE_CONV, c_in
+        else:
+            cpg = ks[2] if len(ks) >= 4 else ks[1]
+            if 0 < cpg < c_in and c_in % cpg == 0:
+                groups = c_in // cpg
+            else:
+                if cpg != c_in:
+                    notes.append(f"{key}: kernel expects {cpg} input channels, input_shape says {c_in}; kernel used")
+                    c_in = cpg
+                    ins = [ins[0], cpg, *ins[2:]]
+                groups = 1
+            t = conv_type(c_in, c_out, groups)
+        b.add(t, key, inputs, out, in_shape=ins, kernel=(kh, kw), stride=_hw(L.get("strides"), 1),
+              padding=_pads(L.get("pads")), dilation=_hw(L.get("dilations"), 1), groups=groups)
+    elif typ in _POOL:
+        kh, kw = _hw(L.get("kernel_shape"), 1)
+        kind = str(L.get("pooling_type", "MAX")).upper()
+        spatial_in = ins[2:] if len(ins) > 2 else [1]
+        spatial_out = out[2:] if len(out) > 2 else [1]
+        if all(x == 1 for x in spatial_out) and (kh * kw >= _prod(spatial_in) or kh * kw == 1):
+            b.add(T.GLOBAL_POOL, key, inputs, out, in_shape=ins, kernel=tuple(spatial_in + [1])[:2],
+                  pool=kind.lower())
+        else:
+            b.add(T.MAX_POOL if kind == "MAX" else T.AVG_POOL, key, inputs, out, in_shape=ins, kernel=(kh, kw),
+                  stride=_hw(L.get("strides"), 1), padding=_pads(L.get("pads")), pool=kind.lower())
+    elif typ in ("FullyConnected", "MatMul"):
+        b.add(T.FULLY_CONNECTED, key, inputs, [out[0], _prod(out[1:])], in_shape=[ins[0], _prod(ins[1:])])
+    elif typ in _SIMPLE:
+        b.add(_SIMPLE[typ], key, inputs, out, in_shape=ins)
+    else:
+        unknown.add(typ)
+        b.add(T.UNKNOWN, key, inputs, out, in_shape=ins, op=typ)
+
+
+def _prod(v: list[int]) -> int:
+    r = 1
+    for x in v:
+        r *= int(x)
+    return r

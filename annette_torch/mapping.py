@@ -1,0 +1,230 @@
+"""Mapping pass: reproduce the layer fusions of a platform's toolchain on a `Network`, vectorised.
+
+A rule fuses a *primary* layer with its only consumer (the *secondary*) when their types match and the
+rule's conditions hold; the fused layer takes the rule's *result* type (e.g. Conv + MaxPool -> ConvPool)
+and keeps the primary's shapes and operations, while its output becomes the secondary's output. Rules
+apply repeatedly, so chains collapse (Conv -> BatchNorm -> Relu -> MaxPool becomes one ConvPool).
+All candidate pairs of a round are found with array operations over the edge list.
+"""
+
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from .errors import PlatformError
+from .ir import INT_COLUMNS, LayerType, Network
+
+__all__ = ["FusionRule", "Condition", "MappingModel", "MappedNetwork", "expand_types"]
+
+#: Group names usable in rules besides the type labels.
+TYPE_GROUPS: dict[str, tuple[LayerType, ...]] = {
+    "Pool": (LayerType.MAX_POOL, LayerType.AVG_POOL, LayerType.GLOBAL_POOL),
+    "AnyConv": (LayerType.CONV, LayerType.GROUP_CONV, LayerType.DEPTHWISE_CONV),
+}
+_OPS = {"==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le, ">": operator.gt,
+        ">=": operator.ge}
+#: Attributes a condition may test: the integer columns of the IR.
+CONDITION_ATTRS = INT_COLUMNS
+
+
+def expand_types(labels: str | Sequence[str], where: str) -> tuple[LayerType, ...]:
+    """Type labels (or group names such as ``Pool``) -> layer types; errors name ``where``."""
+    if isinstance(labels, str):
+        labels = [labels]
+    out: list[LayerType] = []
+    for lab in labels:
+        if not isinstance(lab, str):
+            raise PlatformError(f"{where}: expected a layer type name, got {lab!r}")
+        if lab in TYPE_GROUPS:
+            out.extend(TYPE_GROUPS[lab])
+            continue
+        try:
+            out.append(LayerType.from_label(lab))
+        except KeyError:
+            raise PlatformError(f"{where}: unknown layer type {lab!r}") from None
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class Condition:
+    """``<layer>.<attr> <op> <value>``, e.g. the secondary's kernel height == 2."""
+
+    layer: str  # "primary" or "secondary"
+    attr: str
+    op: str
+    value: float
+
+    def holds(self, net: Network, rows: np.ndarray) -> np.ndarray:
+        return _OPS[self.op](net.cols[self.attr][rows], self.value)
+
+    @classmethod
+    def from_dict(cls, d: Any, where: str) -> "Condition":
+        if not isinstance(d, Mapping):
+            raise PlatformError(f"{where}: expected an object with layer, attr, op, value")
+        layer, attr, op, value = d.get("layer"), d.get("attr"), d.get("op"), d.get("value")
+        if layer not in ("primary", "secondary"):
+            raise PlatformError(f"{where}.layer: must be 'primary' or 'secondary', got {layer!r}")
+        if attr not in CONDITION_ATTRS:
+            raise PlatformError(f"{where}.attr: unknown attribute {attr!r} (known: {', '.join(CONDITION_ATTRS)})")
+        if op not in _OPS:
+            raise PlatformError(f"{where}.op: unknown comparison {op!r} (known: {' '.join(_OPS)})")
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise PlatformError(f"{where}.value: expected a number, got {value!r}")
+        return cls(layer, attr, op, float(value))
+
+    def to_dict(self) -> dict[str, Any]:
+        v = int(self.value) if float(self.value).is_integer() else self.value
+        return {"layer": self.layer, "attr": self.attr, "op": self.op, "value": v}
+
+
+@dataclass(frozen=True)
+class FusionRule:
+    """Fuse a primary of one of ``primary`` types with its only consumer of one of ``secondary`` types."""
+
+    name: str
+    primary: tuple[str, ...]
+    secondary: tuple[str, ...]
+    result: str | None = None  # None: the primary keeps its type
+    when: tuple[Condition, ...] = ()
+    origin: str = ""
+    _types: tuple[tuple[LayerType, ...], tuple[LayerType, ...], LayerType | None] = field(
+        default=None, compare=False, repr=False)  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        where = f"mapping.rules[{self.name}]"
+        p = expand_types(self.primary, f"{where}.primary")
+        s = expand_types(self.secondary, f"{where}.secondary")
+        r = expand_types(self.result, f"{where}.result")[0] if self.result else None
+        object.__setattr__(self, "_types", (p, s, r))
+
+    @classmethod
+    def from_dict(cls, d: Any, where: str) -> "FusionRule":
+        if not isinstance(d, Mapping):
+            raise PlatformError(f"{where}: expected an object")
+        for k in ("name", "primary", "secondary"):
+            if k not in d:
+                raise PlatformError(f"{where}.{k}: missing")
+        when = d.get("when", [])
+        if not isinstance(when, list):
+            raise PlatformError(f"{where}.when: expected a list of conditions")
+        as_tuple = (lambda v: (v,) if isinstance(v, str) else tuple(v))
+        for k in ("primary", "secondary"):
+            if not isinstance(d[k], (str, list)) or not d[k]:
+                raise PlatformError(f"{where}.{k}: expected a type name or a non-empty list of them")
+        return cls(name=str(d["name"]), primary=as_tuple(d["primary"]), secondary=as_tuple(d["secondary"]),
+                   result=d.get("result"),
+                   when=tuple(Condition.from_dict(c, f"{where}.when[{i}]") for i, c in enumerate(when)),
+                   origin=str(d.get("origin", "")))
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"name": self.name, "primary": list(self.primary), "secondary": list(self.secondary)}
+        if self.result:
+            d["result"] = self.result
+        if self.when:
+            d["when"] = [c.to_dict() for c in self.when]
+        if self.origin:
+            d["origin"] = self.origin
+        return d
+
+
+@dataclass
+class MappedNetwork:
+    """The network as the toolchain executes it, plus where each original layer went.
+
+    ``network`` holds the surviving layers (shapes of the primary, output size of the last fused layer);
+    ``kept`` maps its rows to original rows; ``fused_into`` gives, per original layer, the original row of
+    the layer that executes it (itself when not fused).
+    """
+
+    network: Network
+    kept: np.ndarray
+    fused_into: np.ndarray
+    rules_applied: np.ndarray  # per original layer: index of the rule that absorbed it, -1 if none
+
+
+class MappingModel:
+    """An ordered list of fusion rules; ``apply`` runs them to a fixed point, vectorised over edges."""
+
+    def __init__(self, rules: Sequence[FusionRule] = ()) -> None:
+        self.rules = list(rules)
+        n_types = max(LayerType) + 1
+        # table[p, s] = index of the first rule fusing type p with type s, -1 if none
+        self._table = np.full((n_types, n_types), -1, dtype=np.int64)
+        for i in reversed(range(len(self.rules))):
+            p, s, _ = self.rules[i]._types
+            self._table[np.ix_(p, s)] = i
+        self._result = np.array([int(r._types[2]) if r._types[2] is not None else -1 for r in self.rules] or [-1])
+        self._conditional = [i for i, r in enumerate(self.rules) if r.when]
+
+    @classmethod
+    def from_dict(cls, d: Any, where: str = "mapping") -> "MappingModel":
+        if not isinstance(d, Mapping):
+            raise PlatformError(f"{where}: expected an object with 'rules'")
+        rules = d.get("rules", [])
+        if not isinstance(rules, list):
+            raise PlatformError(f"{where}.rules: expected a list")
+        return cls([FusionRule.from_dict(r, f"{where}.rules[{i}]") for i, r in enumerate(rules)])
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"rules": [r.to_dict() for r in self.rules]}
+
+    def apply(self, net: Network) -> MappedNetwork:
+        """Fuse ``net`` as the toolchain would; the input network is not modified."""
+        n = len(net)
+        types = net.types.copy()
+        root = np.arange(n)
+        tail = np.arange(n)
+        rule_of = np.full(n, -1, dtype=np.int64)
+        edges = net.edges
+        if self.rules and edges.size:
+            for _ in range(16):  # chains are short; 16 rounds bound pathological inputs
+                src, dst = edges[:, 0], edges[:, 1]
+                out_deg = np.bincount(src, minlength=n)
+                in_deg = np.bincount(dst, minlength=n)
+                r = self._table[types[src], types[dst]]
+                cand = (r >= 0) & (out_deg[src] == 1) & (in_deg[dst] == 1)
+                if not cand.any():
+                    break
+                idx = np.flatnonzero(cand)
+                for ri in self._conditional:
+                    sel = idx[r[idx] == ri]
+                    if sel.size:
+                        ok = np.ones(sel.size, dtype=bool)
+                        for c in self.rules[ri].when:
+                            rows = src[sel] if c.layer == "primary" else dst[sel]
+                            ok &= c.holds(net, rows)
+                        cand[sel[~ok]] = False
+                # a layer that is absorbed in this round cannot absorb in it too: chains go one link per round
+                p, s = src[cand], dst[cand]
+                busy = np.zeros(n, dtype=bool)
+                busy[s] = True
+                keep = ~busy[p]
+                p, s, rr = p[keep], s[keep], r[cand][keep]
+                if not p.size:
+                    break
+                res = self._result[rr]
+                types[p] = np.where(res >= 0, res, types[p])
+                tail[p] = tail[s]
+                rule_of[s] = rr
+                remap = np.arange(n)
+                remap[s] = p
+                root = remap[root]
+                # contract the edges: the secondary's consumers now read the primary
+                e = remap[edges]
+                edges = np.unique(e[e[:, 0] != e[:, 1]], axis=0) if e.size else e
+        alive = root == np.arange(n)
+        kept = np.flatnonzero(alive)
+        new_index = np.full(n, -1, dtype=np.int64)
+        new_index[kept] = np.arange(kept.size)
+        cols = {c: v[kept] for c, v in net.cols.items()}
+        out = Network(net.name, [net.names[i] for i in kept], types[kept], cols,
+                      new_index[edges] if edges.size else np.zeros((0, 2), np.int64),
+                      {k: [v[i] for i in kept] for k, v in net.attrs.items()})
+        # the fused layer computes what its primary computes and writes what its last secondary writes
+        out._cache.update(ops=net.ops[kept], weights=net.weights[kept], in_elems=net.in_elems[kept],
+                          out_elems=net.out_elems[tail[kept]])
+        return MappedNetwork(out, kept, root, rule_of)

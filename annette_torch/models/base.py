@@ -1,0 +1,136 @@
+"""The layer-model interface: sklearn-style estimators over per-layer feature columns.
+
+A layer model predicts the execution time (ms) of many layers of one type at once. Hyper-parameters and
+fitted parameters are plain data, so a model round-trips through a platform JSON file without pickles.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar, Mapping
+
+import numpy as np
+
+from ..errors import PlatformError
+from ..ir import Network
+
+__all__ = ["LayerFeatures", "LayerModel", "MODEL_KINDS", "register", "model_from_dict", "check_number"]
+
+
+@dataclass(frozen=True)
+class LayerFeatures:
+    """Feature columns of a set of layers (one row per layer): shapes, kernel, stride, ops, element counts.
+
+    Built from a `Network` (optionally a subset of its rows) so that every layer model sees the same
+    vocabulary; statistical models use `matrix()`.
+    """
+
+    n: np.ndarray
+    c_in: np.ndarray
+    h_in: np.ndarray
+    w_in: np.ndarray
+    c_out: np.ndarray
+    h_out: np.ndarray
+    w_out: np.ndarray
+    kh: np.ndarray
+    kw: np.ndarray
+    sh: np.ndarray
+    sw: np.ndarray
+    groups: np.ndarray
+    ops: np.ndarray
+    in_elems: np.ndarray
+    out_elems: np.ndarray
+    weights: np.ndarray
+
+    NAMES: ClassVar[tuple[str, ...]] = ("n", "c_in", "h_in", "w_in", "c_out", "h_out", "w_out", "kh", "kw",
+                                        "sh", "sw", "groups", "ops", "in_elems", "out_elems", "weights")
+
+    @classmethod
+    def from_network(cls, net: Network, rows: np.ndarray | None = None) -> "LayerFeatures":
+        """Features of ``net``'s layers (all, or the rows selected by an index/bool array)."""
+        cols = net.cols
+        data = {c: cols[c] for c in ("n", "c_in", "h_in", "w_in", "c_out", "h_out", "w_out", "kh", "kw", "sh",
+                                     "sw", "groups")}
+        data.update(ops=net.ops, in_elems=net.in_elems, out_elems=net.out_elems, weights=net.weights)
+        if rows is not None:
+            data = {k: v[rows] for k, v in data.items()}
+        return cls(**data)
+
+    def __len__(self) -> int:
+        return len(self.ops)
+
+    def matrix(self) -> np.ndarray:
+        """All features as a float64 matrix (rows = layers, columns in `NAMES` order)."""
+        return np.column_stack([getattr(self, k).astype(np.float64) for k in self.NAMES])
+
+    def bytes(self, bit_act: float, bit_weights: float) -> np.ndarray:
+        """Bytes moved per layer: inputs and outputs at the activation width, weights at the weight width."""
+        return (self.in_elems + self.out_elems) * (bit_act / 8.0) + self.weights * (bit_weights / 8.0)
+
+
+class LayerModel:
+    """Predicts per-layer execution time in milliseconds from `LayerFeatures` (sklearn contract).
+
+    Subclasses set ``kind`` (the name in platform files), take hyper-parameters in ``__init__`` (no work),
+    learn attributes in ``fit`` and keep ``predict`` pure and vectorised.
+    """
+
+    kind: ClassVar[str] = "base"
+
+    def fit(self, X: LayerFeatures, y: np.ndarray) -> "LayerModel":
+        """Learn parameters from measured times ``y`` (ms); returns self."""
+        raise NotImplementedError(f"{type(self).__name__} cannot be fitted")
+
+    def predict(self, X: LayerFeatures) -> np.ndarray:
+        """Predicted time in ms for every row of ``X``."""
+        raise NotImplementedError
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain-data form for the platform file (``{"model": kind, ...}``)."""
+        raise NotImplementedError
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], where: str) -> "LayerModel":
+        """Build from plain data, validating every field; ``where`` names the place for errors."""
+        raise NotImplementedError
+
+
+MODEL_KINDS: dict[str, type[LayerModel]] = {}
+
+
+def register(cls: type[LayerModel]) -> type[LayerModel]:
+    """Class decorator: make a model kind loadable from platform files by its ``kind`` name."""
+    MODEL_KINDS[cls.kind] = cls
+    return cls
+
+
+def model_from_dict(d: Any, where: str) -> LayerModel:
+    """Instantiate the layer model described by ``d`` (its ``model`` field picks the kind)."""
+    if not isinstance(d, Mapping):
+        raise PlatformError(f"{where}: expected an object, got {type(d).__name__}")
+    kind = d.get("model")
+    if kind not in MODEL_KINDS:
+        raise PlatformError(f"{where}.model: unknown model kind {kind!r} (known: {', '.join(sorted(MODEL_KINDS))})")
+    return MODEL_KINDS[kind].from_dict(d, where)
+
+
+def check_number(d: Mapping[str, Any], key: str, where: str, *, positive: bool = False,
+                 minimum: float | None = None, maximum: float | None = None, default: Any = ...) -> float:
+    """Read a finite number ``d[key]`` with range checks; errors name the field ``where.key``."""
+    if key not in d:
+        if default is not ...:
+            return default
+        raise PlatformError(f"{where}.{key}: missing")
+    v = d[key]
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise PlatformError(f"{where}.{key}: expected a number, got {v!r}")
+    v = float(v)
+    if not np.isfinite(v):
+        raise PlatformError(f"{where}.{key}: must be finite, got {v!r}")
+    if positive and v <= 0:
+        raise PlatformError(f"{where}.{key}: must be > 0, got {v!r}")
+    if minimum is not None and v < minimum:
+        raise PlatformError(f"{where}.{key}: must be >= {minimum}, got {v!r}")
+    if maximum is not None and v > maximum:
+        raise PlatformError(f"{where}.{key}: must be <= {maximum}, got {v!r}")
+    return v

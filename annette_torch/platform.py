@@ -1,0 +1,198 @@
+"""Platforms: one JSON file each, holding a mapping model and a layer model per layer type.
+
+The file is plain data with a versioned schema (see docs/platform-format.md), validated on load with an
+error naming the offending field; it is never unpickled. ``load_platform("zcu102")`` finds a shipped
+platform by name; any path to a ``.json`` file works too.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+
+from .errors import PlatformError
+from .ir import TYPE_FALLBACKS, LayerType, Network
+from .mapping import MappingModel
+from .models import LayerFeatures, LayerModel, Roofline, model_from_dict
+
+__all__ = ["Platform", "load_platform", "list_platforms", "SCHEMA", "SCHEMA_VERSION", "platform_dir"]
+
+log = logging.getLogger(__name__)
+
+SCHEMA = "annette-torch/platform"
+SCHEMA_VERSION = 1
+#: Layer-model keys a platform may define: every type label plus the fallback groups.
+LAYER_KEYS = frozenset({t.label for t in LayerType} | {"Base", "Pool"})
+
+
+def platform_dir() -> Path:
+    """Folder of the shipped platform files (inside the installed package, or the source tree)."""
+    try:
+        p = Path(str(resources.files("annette_torch.platforms")))
+        if p.is_dir() and any(p.glob("*.json")):
+            return p
+    except (ModuleNotFoundError, TypeError):
+        pass
+    return Path(__file__).resolve().parent.parent / "platforms"
+
+
+class Platform:
+    """A mapping model plus layer models keyed by layer type (``Base`` is the mandatory fallback)."""
+
+    def __init__(self, name: str, layers: Mapping[str, LayerModel], mapping: MappingModel | None = None,
+                 description: str = "", meta: Mapping[str, Any] | None = None) -> None:
+        if "Base" not in layers:
+            raise PlatformError(f"platform {name!r}: layers.Base missing (every layer needs a fallback model)")
+        self.name = name
+        self.description = description
+        self.layers = dict(layers)
+        self.mapping = mapping or MappingModel()
+        self.meta = dict(meta or {})
+        self._build_tables()
+
+    def _build_tables(self) -> None:
+        """Per layer type: which model serves it, and the roofline parameters for the batched fast path."""
+        self._keys = list(self.layers)
+        models = [self.layers[k] for k in self._keys]
+        n_types = max(LayerType) + 1
+        self._model_of_type = np.zeros(n_types, dtype=np.int64)
+        for t in LayerType:
+            key = next(k for k in TYPE_FALLBACKS[t] if k in self.layers)
+            self._model_of_type[t] = self._keys.index(key)
+        self._op_s = np.array([m.op_s if isinstance(m, Roofline) else np.nan for m in models])
+        self._bw = np.array([m.bandwidth if isinstance(m, Roofline) else np.nan for m in models])
+        self._ba = np.array([m.bit_act / 8 if isinstance(m, Roofline) else np.nan for m in models])
+        self._bwt = np.array([m.bit_weights / 8 if isinstance(m, Roofline) else np.nan for m in models])
+        self._special = [i for i, m in enumerate(models) if type(m) is not Roofline]
+
+    def model_for(self, t: LayerType) -> tuple[str, LayerModel]:
+        """The key and model that estimate layers of type ``t``."""
+        k = self._keys[self._model_of_type[t]]
+        return k, self.layers[k]
+
+    def model_labels(self) -> list[str]:
+        """Short description of each model slot, in the order of `predict`'s model indices."""
+        return [f"{self.layers[k].kind}:{k}" for k in self._keys]
+
+    def predict(self, net: Network) -> tuple[np.ndarray, np.ndarray]:
+        """Time in ms per layer of an (already mapped) network, and the index of the model used."""
+        mi = self._model_of_type[net.types]
+        ops, in_e, out_e, w = net.ops, net.in_elems, net.out_elems, net.weights
+        byts = (in_e + out_e) * self._ba[mi] + w * self._bwt[mi]
+        t = np.maximum(ops / self._op_s[mi], byts / self._bw[mi]) * 1e3
+        for m in self._special:
+            rows = np.flatnonzero(mi == m)
+            if rows.size:
+                t[rows] = self.layers[self._keys[m]].predict(LayerFeatures.from_network(net, rows))
+        return t, mi
+
+    # ------------------------------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        """The platform file's content."""
+        layers = {}
+        for k, m in self.layers.items():
+            d = m.to_dict()
+            origin = getattr(m, "origin", None)
+            if origin:
+                d["origin"] = origin
+            layers[k] = d
+        return {"schema": SCHEMA, "schema_version": SCHEMA_VERSION, "name": self.name,
+                "description": self.description, **self.meta, "layers": layers, "mapping": self.mapping.to_dict()}
+
+    def save(self, path: str | os.PathLike) -> None:
+        """Write the platform file (JSON, UTF-8)."""
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(self.to_dict(), f, indent=2)
+            f.write("\n")
+
+    @classmethod
+    def from_dict(cls, d: Any, source: str = "platform") -> "Platform":
+        """Validate plain data and build the platform; errors name ``source`` and the field."""
+        if not isinstance(d, Mapping):
+            raise PlatformError(f"{source}: expected a JSON object at the top level")
+        if d.get("schema") != SCHEMA:
+            raise PlatformError(f"{source}: schema: expected {SCHEMA!r}, got {d.get('schema')!r}")
+        v = d.get("schema_version")
+        if not isinstance(v, int) or isinstance(v, bool):
+            raise PlatformError(f"{source}: schema_version: expected an integer, got {v!r}")
+        if v > SCHEMA_VERSION:
+            raise PlatformError(f"{source}: schema_version {v} is newer than this annette-torch understands "
+                                f"({SCHEMA_VERSION}); upgrade annette-torch")
+        if v < 1:
+            raise PlatformError(f"{source}: schema_version: must be >= 1, got {v}")
+        name = d.get("name")
+        if not isinstance(name, str) or not name:
+            raise PlatformError(f"{source}: name: expected a non-empty string")
+        layers_d = d.get("layers")
+        if not isinstance(layers_d, Mapping) or not layers_d:
+            raise PlatformError(f"{source}: layers: expected an object of layer models")
+        layers: dict[str, LayerModel] = {}
+        for k, md in layers_d.items():
+            if k not in LAYER_KEYS:
+                raise PlatformError(f"{source}: layers.{k}: unknown layer type")
+            m = model_from_dict(md, f"{source}: layers.{k}")
+            if isinstance(md, Mapping) and "origin" in md:
+                m.origin = str(md["origin"])  # type: ignore[attr-defined]
+            layers[k] = m
+        mapping = MappingModel.from_dict(d.get("mapping", {"rules": []}), f"{source}: mapping")
+        meta = {k: v for k, v in d.items() if k not in ("schema", "schema_version", "name", "description",
+                                                         "layers", "mapping")}
+        return cls(name, layers, mapping, str(d.get("description", "")), meta)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> "Platform":
+        """Read and validate a platform file."""
+        p = os.fspath(path)
+        if not os.path.isfile(p):
+            raise PlatformError(f"{p}: no such platform file")
+        try:
+            with open(p, encoding="utf-8") as f:
+                data = json.load(f)
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise PlatformError(f"{p}: not valid JSON ({e})") from None
+        return cls.from_dict(data, p)
+
+    def __repr__(self) -> str:
+        return f"Platform({self.name!r}, {len(self.layers)} layer models, {len(self.mapping.rules)} fusion rules)"
+
+
+def list_platforms() -> dict[str, str]:
+    """Shipped platforms: name -> one-line description."""
+    out = {}
+    for p in sorted(platform_dir().glob("*.json")):
+        try:
+            with open(p, encoding="utf-8") as f:
+                d = json.load(f)
+            out[p.stem] = str(d.get("description", "")).split("\n")[0]
+        except (OSError, json.JSONDecodeError):
+            out[p.stem] = "(unreadable platform file)"
+    return out
+
+
+@lru_cache(maxsize=32)
+def _load_cached(path: str, mtime: float) -> Platform:
+    return Platform.load(path)
+
+
+def load_platform(platform: "str | os.PathLike | Platform") -> Platform:
+    """A `Platform` from a shipped name (``zcu102``), a path to a platform file, or a Platform itself."""
+    if isinstance(platform, Platform):
+        return platform
+    s = os.fspath(platform)
+    if s.endswith(".json") or os.sep in s or os.path.isfile(s):
+        path = s
+    else:
+        path = str(platform_dir() / f"{s}.json")
+        if not os.path.isfile(path):
+            known = ", ".join(list_platforms()) or "none"
+            raise PlatformError(f"unknown platform {s!r} (shipped: {known}; or give a path to a platform .json)")
+    if not os.path.isfile(path):
+        raise PlatformError(f"{path}: no such platform file")
+    return _load_cached(os.path.abspath(path), os.path.getmtime(path))
