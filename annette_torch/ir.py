@@ -165,6 +165,8 @@ MERGE_TYPES = (T.ADD, T.MUL, T.SUB, T.DIV)
 #: Pure data movement: no arithmetic.
 MOVE_TYPES = (T.CONCAT, T.RESHAPE, T.FLATTEN, T.TRANSPOSE, T.PAD, T.SLICE, T.DROPOUT, T.RESIZE)
 
+_INPUT = int(T.INPUT)
+
 #: Integer columns of a network, one value per layer.
 INT_COLUMNS = ("n", "c_in", "h_in", "w_in", "c_out", "h_out", "w_out",
                "kh", "kw", "sh", "sw", "ph", "pw", "dh", "dw", "groups")
@@ -256,7 +258,7 @@ class Network:
             if self.edges.size:
                 total = np.bincount(self.edges[:, 1], weights=self.out_elems[self.edges[:, 0]], minlength=len(self))
                 own = np.where(self.n_inputs > 0, total, own)
-            return np.where(self.types == T.INPUT, 0.0, own)
+            return np.where(self.types == _INPUT, 0.0, own)
         return self._cached("in_elems", f)
 
     @property
@@ -361,44 +363,53 @@ class Network:
         return net, np.repeat(np.arange(len(networks)), sizes)
 
 
+def _table(entries: dict[tuple[LayerType, ...], float]) -> np.ndarray:
+    """A per-type coefficient table (indexed by type value)."""
+    tab = np.zeros(max(LayerType) + 1)
+    for types, v in entries.items():
+        tab[list(types)] = v
+    return tab
+
+
+# Operations = sum over a few basis quantities, each weighted by a per-type coefficient. One table lookup
+# per basis replaces per-type branching, so counting costs the same for 10 or 10,000 layers of any mix.
+_OPS_CONV = _table({CONV_TYPES: 2.0})                       # 2 * out * (c_in / groups) * kh * kw
+_OPS_CONVT = _table({(T.CONV_TRANSPOSE,): 2.0})              # 2 * n * h_in * w_in * c_in * (c_out / groups) * k
+_OPS_FC = _table({(T.FULLY_CONNECTED, T.MATMUL): 2.0})       # 2 * out * c_in
+_OPS_POOL = _table({(T.MAX_POOL, T.AVG_POOL): 2.0})          # 2 ops per window element (ANNETTE's convention)
+_OPS_IN = _table({(T.GLOBAL_POOL,): 2.0, (T.REDUCE_MEAN, T.LAYER_NORM): 1.0})   # per input element
+_OPS_OUT = _table({(T.BATCH_NORM,): 2.0, ELEMENTWISE_TYPES: 1.0, (T.RESIZE,): 1.0})  # per output element
+_OPS_MERGE = _table({MERGE_TYPES: 1.0})                     # (inputs - 1) per output element
+_W_CONV = _table({CONV_TYPES: 1.0})
+_W_CONVT = _table({(T.CONV_TRANSPOSE,): 1.0})
+_W_FC = _table({(T.FULLY_CONNECTED,): 1.0})
+_W_BN = _table({(T.BATCH_NORM,): 2.0})
+
+
 def layer_weights(types: np.ndarray, cols: dict[str, np.ndarray]) -> np.ndarray:
     """Parameter element count per layer, vectorised over all layers (biases excluded)."""
-    t = types
     c_in, c_out = cols["c_in"].astype(np.float64), cols["c_out"].astype(np.float64)
-    k = cols["kh"].astype(np.float64) * cols["kw"]
-    g = np.maximum(cols["groups"], 1)
-    w = np.zeros(len(t))
-    conv = np.isin(t, CONV_TYPES)
-    w = np.where(conv, c_out * (c_in / g) * k, w)
-    w = np.where(t == T.CONV_TRANSPOSE, c_in * (c_out / g) * k, w)
-    w = np.where(t == T.FULLY_CONNECTED, c_in * c_out, w)
-    w = np.where(t == T.BATCH_NORM, 2.0 * c_out, w)
-    return w
+    kg = cols["kh"] * cols["kw"] / np.maximum(cols["groups"], 1)
+    return (_W_CONV[types] * c_out * c_in * kg + _W_CONVT[types] * c_in * c_out * kg
+            + _W_FC[types] * c_in * c_out + _W_BN[types] * c_out)
 
 
 def layer_ops(types: np.ndarray, cols: dict[str, np.ndarray], out_elems: np.ndarray, in_elems: np.ndarray,
               n_inputs: np.ndarray) -> np.ndarray:
-    """Operations per layer (2 x MACs where there are MACs), vectorised over all layers."""
+    """Operations per layer (2 x MACs where there are MACs), vectorised over all layers.
+
+    A ConvPool row keeps the convolution's shapes (the mapping pass records the pooled output size).
+    """
     t = types
-    n = cols["n"].astype(np.float64)
-    c_in, c_out = cols["c_in"].astype(np.float64), cols["c_out"].astype(np.float64)
+    c_in = cols["c_in"].astype(np.float64)
     k = cols["kh"].astype(np.float64) * cols["kw"]
-    g = np.maximum(cols["groups"], 1)
-    hw_in = cols["h_in"].astype(np.float64) * cols["w_in"]
-    ops = np.zeros(len(t))
-    # a ConvPool row keeps the convolution's shapes (the mapping pass records the pooled output size)
-    ops = np.where(np.isin(t, CONV_TYPES), 2.0 * out_elems * (c_in / g) * k, ops)
-    ops = np.where(t == T.CONV_TRANSPOSE, 2.0 * n * hw_in * c_in * (c_out / g) * k, ops)
-    # fully connected / matmul: (N*H*W) rows of c_in x c_out
-    ops = np.where((t == T.FULLY_CONNECTED) | (t == T.MATMUL), 2.0 * out_elems * c_in, ops)
-    # pooling: 2 ops per window element (the convention ANNETTE's published Pool op_s were fitted with)
-    ops = np.where(np.isin(t, (T.MAX_POOL, T.AVG_POOL)), 2.0 * out_elems * k, ops)
-    ops = np.where(t == T.GLOBAL_POOL, 2.0 * in_elems, ops)
-    ops = np.where(t == T.BATCH_NORM, 2.0 * out_elems, ops)
-    ops = np.where(np.isin(t, ELEMENTWISE_TYPES), out_elems, ops)
-    ops = np.where(np.isin(t, MERGE_TYPES), out_elems * np.maximum(n_inputs - 1, 1), ops)
-    ops = np.where(t == T.RESIZE, out_elems, ops)
-    ops = np.where((t == T.REDUCE_MEAN) | (t == T.LAYER_NORM), in_elems, ops)
+    kg = k / np.maximum(cols["groups"], 1)
+    ops = _OPS_CONV[t] * (out_elems * c_in * kg)
+    ops += _OPS_CONVT[t] * (cols["n"] * cols["h_in"] * cols["w_in"] * c_in * cols["c_out"] * kg)
+    ops += _OPS_FC[t] * (out_elems * c_in)
+    ops += _OPS_POOL[t] * (out_elems * k)
+    ops += _OPS_IN[t] * in_elems
+    ops += (_OPS_OUT[t] + _OPS_MERGE[t] * np.maximum(n_inputs - 1, 1)) * out_elems
     return ops
 
 

@@ -214,8 +214,9 @@ class MappingModel:
                 remap[s] = p
                 root = remap[root]
                 # contract the edges: the secondary's consumers now read the primary
+                # (no duplicates can arise: a primary has exactly one consumer, the secondary)
                 e = remap[edges]
-                edges = np.unique(e[e[:, 0] != e[:, 1]], axis=0) if e.size else e
+                edges = e[e[:, 0] != e[:, 1]]
         alive = root == np.arange(n)
         kept = np.flatnonzero(alive)
         new_index = np.full(n, -1, dtype=np.int64)

@@ -1,0 +1,120 @@
+"""Platform files: schema validation with field-naming errors, round trips, layer-model formulas."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import numpy as np
+import pytest
+
+from annette_torch import PlatformError
+from annette_torch.ir import LayerType as T, NetworkBuilder
+from annette_torch.models import LayerFeatures, RefinedRoofline, Roofline
+from annette_torch.models.refined import efficiency
+from annette_torch.platform import Platform, list_platforms, load_platform
+
+
+def _net():
+    b = NetworkBuilder("n")
+    x = b.input("x", (1, 24, 20, 20))
+    c = b.conv("c", x, 40, 3, padding=1)
+    b.same(T.RELU, "r", c)
+    return b.build()
+
+
+def test_roofline_is_max_of_compute_and_memory():
+    net = _net()
+    X = LayerFeatures.from_network(net)
+    m = Roofline(op_s=1e9, bandwidth=1e8, bit_act=16, bit_weights=8)
+    byts = (net.in_elems + net.out_elems) * 2 + net.weights
+    np.testing.assert_allclose(m.predict(X), np.maximum(net.ops / 1e9, byts / 1e8) * 1e3)
+
+
+def test_refined_efficiency_steps():
+    # 20 channels on 16 units: two steps, 20/32 used
+    assert efficiency(np.array([20]), 16, 1.0)[0] == pytest.approx(20 / 32)
+    assert efficiency(np.array([32]), 16, 1.0)[0] == pytest.approx(1.0)
+    assert efficiency(np.array([20]), 16, 0.0)[0] == pytest.approx(1.0)  # alpha 0: no effect
+    assert efficiency(np.array([5]), 16, 1.0, replicate=True)[0] == 1.0
+    assert efficiency(np.array([5]), 16, 1.0, replicate=False)[0] == pytest.approx(5 / 16)
+    a = 0.5
+    assert efficiency(np.array([20]), 16, a)[0] == pytest.approx(1 / ((1 - a) + a / (20 / 32)))
+
+
+def test_refined_roofline_slows_compute_bound_layers_only():
+    net = _net()
+    X = LayerFeatures.from_network(net, np.array([1]))
+    plain = Roofline(op_s=1e9, bandwidth=1e12)
+    ref = RefinedRoofline(op_s=1e9, bandwidth=1e12, unroll={"c": {"s": 16, "alpha": 1.0}, "f": {"s": 16, "alpha": 1.0}})
+    # c = 24 -> 24/32, f = 40 -> 40/48
+    assert ref.predict(X)[0] == pytest.approx(plain.predict(X)[0] / (24 / 32 * 40 / 48))
+
+
+def test_shipped_platforms_listed_and_load():
+    names = list_platforms()
+    assert {"zcu102", "ncs2"} <= set(names)
+    for n in ("zcu102", "ncs2"):
+        p = load_platform(n)
+        assert p.name == n and "Base" in p.layers and p.mapping.rules
+        assert isinstance(p.layers["Conv"], RefinedRoofline)
+        assert all(getattr(m, "origin", "") for m in p.layers.values()), "every number documents its origin"
+
+
+def test_round_trip_is_identical(tmp_path):
+    p = load_platform("zcu102")
+    path = tmp_path / "p.json"
+    p.save(path)
+    q = Platform.load(path)
+    assert q.to_dict() == p.to_dict()
+    net = _net()
+    m1, m2 = p.mapping.apply(net), q.mapping.apply(net)
+    np.testing.assert_array_equal(p.predict(m1.network)[0], q.predict(m2.network)[0])
+
+
+def _base_dict():
+    return load_platform("zcu102").to_dict()
+
+
+@pytest.mark.parametrize("mutate, field", [
+    (lambda d: d["layers"]["Conv"].__setitem__("op_s", -5.0), "layers.Conv.op_s"),
+    (lambda d: d["layers"]["Base"].__setitem__("bandwidth", "fast"), "layers.Base.bandwidth"),
+    (lambda d: d["layers"]["Pool"].pop("op_s"), "layers.Pool.op_s"),
+    (lambda d: d["layers"].pop("Base"), "layers.Base"),
+    (lambda d: d["layers"].__setitem__("Warp", {"model": "roofline", "op_s": 1, "bandwidth": 1}), "layers.Warp"),
+    (lambda d: d["layers"]["Conv"].__setitem__("model", "magic"), "layers.Conv.model"),
+    (lambda d: d["layers"]["Conv"]["unroll"]["c"].__setitem__("alpha", 1.5), "layers.Conv.unroll.c.alpha"),
+    (lambda d: d["layers"]["Conv"]["unroll"].__setitem__("z", {"s": 2, "alpha": 1}), "layers.Conv.unroll.z"),
+    (lambda d: d["mapping"]["rules"][0].__setitem__("primary", "Conv9"), "primary"),
+    (lambda d: d["mapping"]["rules"][0].__setitem__("when", [{"layer": "x", "attr": "kh", "op": "==", "value": 1}]),
+     "when[0].layer"),
+    (lambda d: d.__setitem__("schema_version", 99), "newer"),
+    (lambda d: d.__setitem__("schema", "something-else"), "schema"),
+    (lambda d: d.pop("name"), "name"),
+])
+def test_malformed_platform_names_the_field(tmp_path, mutate, field):
+    d = copy.deepcopy(_base_dict())
+    mutate(d)
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(d))
+    with pytest.raises(PlatformError, match=field.replace(".", r"\.").replace("[", r"\[").replace("]", r"\]")):
+        Platform.load(path)
+
+
+def test_truncated_and_missing_platform_files(tmp_path):
+    good = json.dumps(_base_dict())
+    path = tmp_path / "t.json"
+    path.write_text(good[: len(good) // 2])
+    with pytest.raises(PlatformError, match="not valid JSON"):
+        Platform.load(path)
+    with pytest.raises(PlatformError, match="no such platform file"):
+        load_platform(tmp_path / "nope.json")
+    with pytest.raises(PlatformError, match="unknown platform 'tpu9'.*zcu102"):
+        load_platform("tpu9")
+
+
+def test_platform_files_are_plain_json_no_pickle():
+    from annette_torch.platform import platform_dir
+    for f in platform_dir().glob("*.json"):
+        json.loads(f.read_text())  # plain JSON
+        assert ".sav" not in f.read_text() and "pickle" not in f.read_text()
