@@ -1,0 +1,614 @@
+"""ONNX front end: an ONNX model (file or ``ModelProto``) -> `Network`.
+
+Every ONNX node becomes one IR layer named after the node (or its first output when unnamed); edges follow
+tensors from producer to consumer. Graph inputs become ``Input`` layers. Shapes come from ONNX's own shape
+inference (``onnx.shape_inference.infer_shapes``), never from hand-written rules.
+
+Decisions worth knowing:
+
+* Constants are not layers and not edges: initializers (also those listed as graph inputs), ``Constant``
+  nodes, ``Shape``/``Size`` nodes (shapes are static here) and every node whose inputs are all constants
+  (e.g. ``Transpose`` of a weight, ``Gather`` on a shape). Small constant computations are evaluated
+  (``onnx.reference``) so that shape inference sees the values that the shape arithmetic of dynamic-shape
+  exports produces once ``input_shape`` fixes the input (ONNX's own data propagation covers only part of it).
+* ``Identity`` is skipped (its consumers connect to its producer).
+* ``Gemm`` and ``MatMul`` with a constant second operand are ``FullyConnected``; ``MatMul`` (or ``Gemm``)
+  of two activations is ``MatMul``. For both, ``c_in`` is the reduced dimension K and ``c_out`` is N, so
+  ``ops = 2 * out_elems * c_in`` is the true 2 x MACs count. Rank-2 products ``[M, K] x [K, N]`` are stored
+  as rows in N: in ``(M, K, 1, 1)``, out ``(M, N, 1, 1)``; products with batch dimensions
+  ``[B..., M, K] x [K, N]`` as in ``(prod(B), K, M, 1)``, out ``(prod(B), N, M, 1)`` (features in C, rows
+  in H; element counts are exact).
+* ``Clip`` is ``Relu6`` only when its bounds are exactly 0 and 6 (attributes before opset 11, constant
+  inputs from opset 11); otherwise ``Clip``.
+* ``ReduceMean``/``ReduceMax`` over all spatial axes are ``GlobalPool``; other ``ReduceMean`` are
+  ``ReduceMean``. ``Squeeze``/``Unsqueeze`` are ``Reshape``; ``Split`` is ``Slice`` (its layer's output
+  shape is the first output's); ``PRelu`` is ``LeakyRelu``; ``LogSoftmax`` is ``Softmax``; ``Sum`` is ``Add``.
+* Spatial attributes of 1-D and 3-D operators are folded like shapes (see `ir.to_nchw`): a 1-D kernel
+  ``k`` is ``(k, 1)``; a 3-D kernel ``(kd, kh, kw)`` is ``(kd * kh, kw)`` so that operation counts stay exact.
+* Any other op is an ``Unknown`` layer keeping its output shape, with attribute ``op``; every layer carries
+  ``op`` (its ONNX op type). One warning lists the unknown op types. An unknown op whose output shape ONNX
+  cannot infer gets its input's shape (said in the same warning) and shape inference is rerun past it.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+from collections import Counter
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import onnx
+from google.protobuf.message import DecodeError
+from onnx import TensorProto, helper, numpy_helper
+
+from ..errors import ModelLoadError
+from ..ir import IRError, LayerType, Network, NetworkBuilder, conv_type, to_nchw
+
+__all__ = ["from_onnx"]
+
+log = logging.getLogger(__name__)
+T = LayerType
+
+#: Constants with more elements than this are hidden from shape inference as typed graph inputs, so that
+#: inference does not copy the weights (shape data such as Reshape targets is always far smaller).
+_BIG_CONST = 4096
+
+#: Ops whose layer takes the inferred output shape and needs nothing else.
+_SIMPLE: dict[str, LayerType] = {
+    "Relu": T.RELU, "LeakyRelu": T.LEAKY_RELU, "PRelu": T.LEAKY_RELU, "Sigmoid": T.SIGMOID,
+    "HardSigmoid": T.HARDSIGMOID, "HardSwish": T.HARDSWISH, "Tanh": T.TANH, "Gelu": T.GELU,
+    "Softplus": T.SOFTPLUS, "Softmax": T.SOFTMAX, "LogSoftmax": T.SOFTMAX,
+    "Add": T.ADD, "Sum": T.ADD, "Sub": T.SUB, "Mul": T.MUL, "Div": T.DIV, "Concat": T.CONCAT,
+    "Reshape": T.RESHAPE, "Squeeze": T.RESHAPE, "Unsqueeze": T.RESHAPE, "Flatten": T.FLATTEN,
+    "Transpose": T.TRANSPOSE, "Resize": T.RESIZE, "Upsample": T.RESIZE, "Pad": T.PAD, "Slice": T.SLICE,
+    "Split": T.SLICE, "Dropout": T.DROPOUT, "LRN": T.LRN, "BatchNormalization": T.BATCH_NORM,
+    "LayerNormalization": T.LAYER_NORM,
+}
+#: Ops with their own conversion below.
+_SPECIAL = frozenset({"Conv", "ConvTranspose", "Gemm", "MatMul", "MaxPool", "AveragePool", "GlobalAveragePool",
+                      "GlobalMaxPool", "ReduceMean", "ReduceMax", "Clip"})
+_SUPPORTED = frozenset(_SIMPLE) | _SPECIAL | {"Identity", "Constant"}
+#: Ops whose outputs are constants whatever their inputs (shapes are static once the input shape is).
+_ALWAYS_CONST = frozenset({"Constant", "Shape", "Size"})
+
+
+def from_onnx(model: str | os.PathLike | onnx.ModelProto, name: str | None = None,
+              input_shape: Sequence[int] | None = None) -> Network:
+    """Convert an ONNX model (a file path or a loaded ``ModelProto``) into a `Network`.
+
+    ``name`` defaults to the file's stem (or the graph's name for a ``ModelProto``). ``input_shape``
+    replaces the shape of the first graph input, e.g. to fix a dynamic batch dimension; every graph input
+    must have a static shape after that. The given ``ModelProto`` is not modified.
+
+    Raises `ModelLoadError` for a missing, truncated or non-ONNX file, a dynamic input shape, or a
+    supported node whose output shape cannot be inferred.
+    """
+    proto, base_dir, default_name = _load(model)
+    graph = proto.graph
+    net_name = name or default_name or graph.name or "onnx_model"
+
+    inits = {t.name: t for t in graph.initializer}
+    first_input = next((vi.name for vi in graph.input if vi.name not in inits), None)
+    if first_input is None:
+        raise ModelLoadError(f"ONNX model {net_name!r} has no graph input (all inputs are initializers)")
+
+    # one sweep: which tensors are constants, which nodes become layers, which of those are unsupported
+    consts = set(inits)
+    layer_nodes: list[onnx.NodeProto] = []
+    const_nodes: list[onnx.NodeProto] = []
+    for node in graph.node:
+        ins = [i for i in node.input if i]
+        if node.op_type in _ALWAYS_CONST or all(i in consts for i in ins):
+            consts.update(o for o in node.output if o)
+            const_nodes.append(node)
+        else:
+            layer_nodes.append(node)
+    unsupported = [n for n in layer_nodes if n.op_type not in _SUPPORTED]
+    values = _Constants(inits, const_nodes, base_dir)
+
+    inf_model = _inference_model(proto, inits, first_input, input_shape)
+    for vi in inf_model.graph.input:
+        shp = _tensor_shape(vi)
+        if vi.name in inits or _static(shp):
+            continue
+        what = f"ONNX model {net_name!r}: input {vi.name!r} has a dynamic, symbolic or zero dimension " \
+               f"({_show(shp)})"
+        if vi.name != first_input:
+            raise ModelLoadError(f"{what}; input_shape only sets the first input ({first_input!r}): export the "
+                                 "model with static input shapes")
+        example = tuple(d if d else 1 for d in shp) if shp else (1, 3, 224, 224)
+        raise ModelLoadError(f"{what}; pass a static input shape, e.g. input_shape={example}")
+    guessed: list[str] = []  # unknown-op nodes whose output shape was assumed equal to the input shape
+    shapes = _infer_static(inf_model, const_nodes, unsupported, consts, values, guessed)
+
+    b = NetworkBuilder(net_name)
+    producer: dict[str, int] = {}
+    for vi in graph.input:
+        if vi.name not in inits:
+            producer[vi.name] = b.input(vi.name, shapes[vi.name])
+
+    unknown_ops: Counter[str] = Counter()
+    for node in layer_nodes:
+        op = node.op_type
+        outs = [o for o in node.output if o]
+        lname = node.name or (outs[0] if outs else op)
+        acts = [i for i in node.input if i and i not in consts]
+        for i in acts:
+            if i not in producer:
+                raise ModelLoadError(f"ONNX node {lname!r} ({op}) reads tensor {i!r}, which no earlier node, graph "
+                                     f"input or initializer defines (graph not topologically sorted?)")
+        if op == "Identity":
+            producer[outs[0]] = producer[acts[0]]
+            continue
+        parents = [producer[i] for i in acts]
+        x_shape = shapes.get(acts[0])
+        in_shape = x_shape if _static(x_shape) else None
+        out_shape = shapes.get(outs[0]) if outs else None
+        kind, kw = _convert(node, consts, values, shapes, in_shape, out_shape)
+        if kind == T.UNKNOWN:
+            unknown_ops[_op_label(node)] += 1
+            if not _static(out_shape):
+                if in_shape is None:
+                    raise ModelLoadError(f"cannot infer the output shape of ONNX node {lname!r} ({op}) nor of its "
+                                         f"input {acts[0]!r}")
+                out_shape = in_shape
+                if lname not in guessed:
+                    guessed.append(lname)
+        elif not _static(out_shape):
+            raise ModelLoadError(f"cannot infer a static output shape for ONNX node {lname!r} ({op}): shape "
+                                 f"inference gave {_show(out_shape)}")
+        kw.setdefault("in_shape", in_shape)
+        kw.setdefault("out_shape", out_shape)
+        try:
+            idx = b.add(kind, lname, parents, op=_op_label(node), **kw)
+        except IRError as e:
+            raise ModelLoadError(f"ONNX node {lname!r} ({op}): {e}") from None
+        for o in outs:
+            producer[o] = idx
+
+    net = b.build()
+    if unknown_ops:
+        listed = ", ".join(f"{op} ({k})" for op, k in sorted(unknown_ops.items()))
+        msg = f"ONNX model {net_name!r}: {sum(unknown_ops.values())} layer(s) of unsupported op types mapped to " \
+              f"Unknown: {listed}"
+        if guessed:
+            msg += f"; output shape could not be inferred for {', '.join(repr(g) for g in guessed)}, " \
+                   "assumed equal to the input shape"
+        log.warning(msg)
+    return net
+
+
+# --------------------------------------------------------------------------------------------------
+# loading and shape inference
+
+
+def _load(model) -> tuple[onnx.ModelProto, str | None, str | None]:
+    """The ModelProto, the folder for external data and a default network name."""
+    if isinstance(model, onnx.ModelProto):
+        proto, base_dir, stem = model, None, None
+    elif isinstance(model, (str, os.PathLike)):
+        path = Path(model)
+        if not path.exists():
+            raise ModelLoadError(f"ONNX file not found: {str(path)!r}")
+        if not path.is_file():
+            raise ModelLoadError(f"not a file: {str(path)!r}")
+        try:
+            # weights stored as external data are not needed (only their shapes are)
+            proto = onnx.load(str(path), load_external_data=False)
+        except DecodeError as e:
+            raise ModelLoadError(f"{str(path)!r} is not a valid ONNX model (truncated or corrupt protobuf: {e})") \
+                from None
+        except OSError as e:
+            raise ModelLoadError(f"cannot read ONNX file {str(path)!r}: {e}") from None
+        base_dir, stem = str(path.parent), path.stem
+    else:
+        raise TypeError(f"from_onnx expects a path or an onnx.ModelProto, got {type(model).__name__}")
+    if not proto.HasField("graph") or proto.ir_version <= 0 or not (proto.graph.node or proto.graph.input):
+        where = "the given ModelProto" if stem is None else repr(str(model))
+        raise ModelLoadError(f"{where} is not an ONNX model (no graph, IR version or nodes)")
+    return proto, base_dir, stem
+
+
+def _numel(dims) -> int:
+    return math.prod(int(d) for d in dims)
+
+
+def _inference_model(proto: onnx.ModelProto, inits: dict, first_input: str,
+                     input_shape: Sequence[int] | None) -> onnx.ModelProto:
+    """A copy of the model for shape inference: big constants become typed inputs, the input shape is set."""
+    g = proto.graph
+    m = onnx.ModelProto()
+    m.ir_version = proto.ir_version
+    m.opset_import.extend(proto.opset_import)
+    m.functions.extend(proto.functions)
+    ng = m.graph
+    ng.name = g.name
+    big = {n for n, t in inits.items() if _numel(t.dims) > _BIG_CONST}
+    declared = set()
+    for vi in g.input:
+        declared.add(vi.name)
+        if vi.name in big:
+            t = inits[vi.name]
+            ng.input.append(helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)))
+        else:
+            ng.input.append(vi)
+    for t in g.initializer:
+        if t.name not in big:
+            ng.initializer.append(t)
+        elif t.name not in declared:
+            ng.input.append(helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)))
+    ng.sparse_initializer.extend(g.sparse_initializer)
+    for node in g.node:
+        t = _constant_tensor(node) if node.op_type == "Constant" else None
+        if t is not None and _numel(t.dims) > _BIG_CONST:
+            ng.input.append(helper.make_tensor_value_info(node.output[0], t.data_type, list(t.dims)))
+        else:
+            ng.node.append(node)
+    ng.output.extend(g.output)
+
+    if input_shape is None:
+        ng.value_info.extend(g.value_info)
+        return m
+    try:
+        dims = [int(d) for d in input_shape]
+    except (TypeError, ValueError):
+        raise ModelLoadError(f"input_shape must be a sequence of positive integers, got {input_shape!r}") from None
+    if not dims or any(d <= 0 for d in dims):
+        raise ModelLoadError(f"input_shape must be a sequence of positive integers, got {list(input_shape)!r}")
+    vi = next(v for v in ng.input if v.name == first_input)
+    tt = vi.type.tensor_type
+    if tt.HasField("shape") and len(tt.shape.dim) != len(dims):
+        raise ModelLoadError(f"input_shape {dims} has {len(dims)} dimensions but model input {first_input!r} has "
+                             f"{len(tt.shape.dim)}")
+    tt.ClearField("shape")
+    for d in dims:
+        tt.shape.dim.add().dim_value = d
+    if not tt.elem_type:
+        tt.elem_type = TensorProto.FLOAT
+    # shapes recorded for the old input shape would contradict the new one: let inference redo them
+    for out in ng.output:
+        if out.type.HasField("tensor_type"):
+            out.type.tensor_type.ClearField("shape")
+    return m
+
+
+def _infer(m: onnx.ModelProto) -> onnx.ModelProto:
+    try:
+        return onnx.shape_inference.infer_shapes(m, check_type=False, strict_mode=False, data_prop=True)
+    except Exception as e:  # onnx raises several unrelated types (InferenceError, ValidationError, RuntimeError)
+        raise ModelLoadError(f"ONNX shape inference failed: {e}") from None
+
+
+def _tensor_shape(vi: onnx.ValueInfoProto) -> tuple | None:
+    """Dims of a typed tensor (None for unknown ones), or None when the rank is unknown or it is no tensor."""
+    if not vi.type.HasField("tensor_type") or not vi.type.tensor_type.HasField("shape"):
+        return None
+    return tuple(d.dim_value if d.HasField("dim_value") else None for d in vi.type.tensor_type.shape.dim)
+
+
+def _collect_types(g: onnx.GraphProto) -> tuple[dict[str, tuple | None], dict[str, int]]:
+    """Shape (see `_tensor_shape`) and element type of every typed tensor of a graph."""
+    shapes: dict[str, tuple | None] = {}
+    elems: dict[str, int] = {}
+    for vi in (*g.input, *g.value_info, *g.output):
+        if not vi.type.HasField("tensor_type"):
+            continue
+        elems[vi.name] = vi.type.tensor_type.elem_type
+        shp = _tensor_shape(vi)
+        if shp is not None or vi.name not in shapes:
+            shapes[vi.name] = shp
+    for t in g.initializer:
+        shapes[t.name] = tuple(int(d) for d in t.dims)
+        elems[t.name] = t.data_type
+    return shapes, elems
+
+
+def _static(shape) -> bool:
+    return shape is not None and all(d is not None and d > 0 for d in shape)
+
+
+def _show(shape) -> str:
+    if shape is None:
+        return "no shape"
+    return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
+
+
+def _infer_static(m: onnx.ModelProto, const_nodes: list, unsupported: list, consts: set, values: "_Constants",
+                  guessed: list) -> dict[str, tuple | None]:
+    """Shapes of all tensors: ONNX shape inference, rerun on ``m`` (modified in place) while it makes progress.
+
+    Between runs, (1) constant computations on now static shapes (``Shape -> Gather -> Div -> Slice`` chains
+    of dynamic-shape exports, which ONNX's data propagation only partly evaluates) are folded into
+    initializers, and (2) unsupported ops that shape inference cannot handle get their input's shape
+    (their names are appended to ``guessed``).
+    """
+    opsets = {o.domain if o.domain != "ai.onnx" else "": o.version for o in m.opset_import}
+    pending = [n for n in const_nodes if n.op_type != "Constant" and _foldable(n)]
+    tried: set[str] = set()
+    while True:
+        shapes, elems = _collect_types(_infer(m).graph)
+        folded = _fold_constants(pending, shapes, values, opsets)
+        fixes = []
+        for node in unsupported:
+            outs = [o for o in node.output if o]
+            acts = [i for i in node.input if i and i not in consts]
+            if outs and acts and outs[0] not in tried and not _static(shapes.get(outs[0])) \
+                    and _static(shapes.get(acts[0])):
+                tried.add(outs[0])
+                fixes.append((outs[0], elems.get(acts[0]) or TensorProto.FLOAT, shapes[acts[0]]))
+                guessed.append(node.name or outs[0])
+        if not folded and not fixes:
+            return shapes
+        g = m.graph
+        if folded:
+            keep = [n for n in g.node if not any(o in folded for o in n.output)]
+            del g.node[:]
+            g.node.extend(keep)
+            g.initializer.extend(folded.values())
+        if fixes:
+            names = {f[0] for f in fixes}
+            outputs = {o.name: o for o in g.output}
+            keep_vi = [vi for vi in g.value_info if vi.name not in names]
+            del g.value_info[:]
+            g.value_info.extend(keep_vi)
+            for tname, elem, shp in fixes:
+                vi = helper.make_tensor_value_info(tname, elem, list(shp))
+                if tname in outputs:
+                    outputs[tname].type.CopyFrom(vi.type)
+                else:
+                    g.value_info.append(vi)
+
+
+# --------------------------------------------------------------------------------------------------
+# constants
+
+
+def _constant_tensor(node: onnx.NodeProto) -> TensorProto | None:
+    for a in node.attribute:
+        if a.name == "value" and a.type == onnx.AttributeProto.TENSOR:
+            return a.t
+    return None
+
+
+class _Constants:
+    """Values of constant tensors: initializers, Constant nodes and folded computations (read lazily)."""
+
+    def __init__(self, inits: dict, const_nodes: list, base_dir: str | None) -> None:
+        self._inits = inits
+        self._nodes = {n.output[0]: n for n in const_nodes if n.op_type == "Constant" and n.output}
+        self._base = base_dir or ""
+        self.values: dict[str, np.ndarray] = {}
+
+    def get(self, name: str, limit: int | None = None) -> np.ndarray | None:
+        """The value of constant ``name``; None if unknown, unreadable or (with ``limit``) too large."""
+        v = self.values.get(name)
+        if v is not None:
+            return v
+        try:
+            if name in self._inits:
+                t = self._inits[name]
+                if limit is not None and _numel(t.dims) > limit:
+                    return None
+                v = numpy_helper.to_array(t, self._base)
+            elif name in self._nodes:
+                attr = self._nodes[name].attribute
+                if not attr or attr[0].type == onnx.AttributeProto.SPARSE_TENSOR:
+                    return None
+                if attr[0].type == onnx.AttributeProto.TENSOR:
+                    if limit is not None and _numel(attr[0].t.dims) > limit:
+                        return None
+                    v = numpy_helper.to_array(attr[0].t, self._base)
+                else:
+                    raw = helper.get_attribute_value(attr[0])
+                    v = np.asarray(raw, np.float32 if attr[0].type in (onnx.AttributeProto.FLOAT,
+                                                                         onnx.AttributeProto.FLOATS) else None)
+            else:
+                return None
+        except Exception:  # unreadable external data or an exotic encoding: treat the value as unknown
+            return None
+        if limit is not None and v.size > limit:
+            return None
+        if v.size <= _BIG_CONST:
+            self.values[name] = v
+        return v
+
+
+def _foldable(node: onnx.NodeProto) -> bool:
+    """Whether a constant node may be evaluated at load time (deterministic, no subgraphs)."""
+    if node.op_type.startswith("Random") or node.op_type in ("Multinomial", "Bernoulli"):
+        return False
+    return not any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in node.attribute)
+
+
+def _fold_constants(pending: list, shapes: dict, values: _Constants, opsets: dict) -> dict[str, TensorProto]:
+    """Evaluate the pending constant nodes whose inputs are known and small; removes them from ``pending``."""
+    folded: dict[str, TensorProto] = {}
+    rest = []
+    for node in pending:
+        outs = _fold_node(node, shapes, values, opsets)
+        if outs is None:
+            rest.append(node)
+            continue
+        for name, v in outs.items():
+            values.values[name] = v
+            folded[name] = numpy_helper.from_array(v, name)
+    pending[:] = rest
+    return folded
+
+
+def _fold_node(node: onnx.NodeProto, shapes: dict, values: _Constants, opsets: dict) -> dict | None:
+    op = node.op_type
+    if op in ("Shape", "Size"):
+        shp = shapes.get(node.input[0])
+        if not _static(shp):
+            return None
+        if op == "Size":
+            return {node.output[0]: np.array(math.prod(shp), np.int64)}
+        a = _attrs(node)
+        return {node.output[0]: np.array(shp[slice(a.get("start", 0), a.get("end", len(shp)))], np.int64)}
+    feeds = {}
+    for i in node.input:
+        if i:
+            v = values.get(i, limit=_BIG_CONST)
+            if v is None:
+                return None
+            feeds[i] = v
+    try:
+        from onnx.reference import ReferenceEvaluator
+
+        res = ReferenceEvaluator(node, opsets=opsets).run(None, feeds)
+        out = {}
+        for name, v in zip(node.output, res):
+            if not name:
+                continue
+            if not isinstance(v, np.ndarray) or v.size > _BIG_CONST:
+                return None
+            numpy_helper.from_array(v, name)  # representable as an initializer
+            out[name] = v
+    except Exception:  # an op the reference evaluator lacks, or odd values: leave it to shape inference
+        return None
+    return out
+
+
+# --------------------------------------------------------------------------------------------------
+# per-op conversion
+
+
+def _op_label(node: onnx.NodeProto) -> str:
+    return node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}.{node.op_type}"
+
+
+def _attrs(node: onnx.NodeProto) -> dict:
+    out = {}
+    for a in node.attribute:
+        v = helper.get_attribute_value(a)
+        out[a.name] = v.decode() if isinstance(v, bytes) else v
+    return out
+
+
+def _fold_axes(vals: Sequence[int], fill: int, combine=math.prod) -> tuple[int, int]:
+    """Spatial per-axis values folded to (h, w) the way `to_nchw` folds the spatial dimensions."""
+    v = [int(x) for x in vals]
+    if not v:
+        return (fill, fill)
+    if len(v) == 1:
+        return (v[0], fill)
+    if len(v) == 2:
+        return (v[0], v[1])
+    return (int(combine(v[:-1])), v[-1])
+
+
+def _window(a: dict, x: Sequence[int], out: Sequence[int], kernel: Sequence[int]) -> dict:
+    """kernel / stride / total padding / dilation of a sliding-window op, folded to two axes."""
+    nsp = len(kernel)
+    s = list(a.get("strides") or [1] * nsp)
+    d = list(a.get("dilations") or [1] * nsp)
+    auto_pad = a.get("auto_pad", "NOTSET") or "NOTSET"
+    if auto_pad == "NOTSET":
+        p = list(a.get("pads") or [0] * 2 * nsp)
+        tot = [p[i] + p[i + nsp] for i in range(nsp)]
+    else:  # SAME_* / VALID: the padding that produces the inferred output size
+        tot = [max((out[2 + i] - 1) * s[i] + (kernel[i] - 1) * d[i] + 1 - x[2 + i], 0) for i in range(nsp)]
+    return dict(kernel=_fold_axes(kernel, 1), stride=_fold_axes(s, 1), padding=_fold_axes(tot, 0, sum),
+                dilation=_fold_axes(d, 1))
+
+
+def _need(shape, node: onnx.NodeProto, what: str):
+    if not _static(shape):
+        raise ModelLoadError(f"cannot infer a static shape for the {what} of ONNX node "
+                             f"{node.name or node.output[0]!r} ({node.op_type}): got {_show(shape)}")
+    return shape
+
+
+def _matmul_shapes(a: Sequence[int], b: Sequence[int], out: Sequence[int], trans_a: bool = False):
+    """(in_shape, out_shape) of a matrix product with c_in = K and c_out = N (see the module docstring)."""
+    k = a[0] if trans_a else a[-1]
+    m = (a[1] if trans_a else a[-2]) if len(a) >= 2 else 1
+    n = b[-1] if len(b) >= 2 else 1
+    if len(out) >= 3:
+        batch = _numel(out) // max(m * n, 1)
+        return (batch, k, m, 1), (batch, n, m, 1)
+    return (m, k), (m, n)
+
+
+def _convert(node, consts, values, shapes, in_shape, out_shape):
+    """Layer type and `NetworkBuilder.add` keywords for one node (shapes default to the tensors')."""
+    op = node.op_type
+    if op in _SIMPLE:
+        kw: dict = {}
+        if op == "LeakyRelu":
+            kw["alpha"] = float(_attrs(node).get("alpha", 0.01))
+        return _SIMPLE[op], kw
+    if op not in _SPECIAL:
+        return T.UNKNOWN, {}
+    a = _attrs(node)
+    if op == "Clip":
+        lo, hi = a.get("min"), a.get("max")
+        dynamic = False
+        for pos, key in ((1, "lo"), (2, "hi")):
+            if len(node.input) > pos and node.input[pos]:
+                if node.input[pos] not in consts:
+                    dynamic = True
+                    continue
+                v = values.get(node.input[pos])
+                if v is None or v.size != 1:
+                    dynamic = True
+                    continue
+                if key == "lo":
+                    lo = float(v.reshape(-1)[0])
+                else:
+                    hi = float(v.reshape(-1)[0])
+        if not dynamic and lo == 0.0 and hi == 6.0:
+            return T.RELU6, {}
+        return T.CLIP, {"clip_min": lo, "clip_max": hi}
+    x = _need(in_shape, node, "input")
+    out = _need(out_shape, node, "output")
+    if op in ("Conv", "ConvTranspose"):
+        w = _need(shapes.get(node.input[1]), node, "weight")
+        groups = int(a.get("group", 1))
+        kernel = list(a.get("kernel_shape") or w[2:])
+        if op == "Conv":
+            kw = _window(a, x, out, kernel)
+            return conv_type(int(x[1]), int(out[1]), groups), dict(groups=groups, **kw)
+        nsp = len(kernel)
+        s = list(a.get("strides") or [1] * nsp)
+        d = list(a.get("dilations") or [1] * nsp)
+        if a.get("pads") and a.get("auto_pad", "NOTSET") in ("NOTSET", "") and "output_shape" not in a:
+            p = list(a["pads"])
+            tot = [p[i] + p[i + nsp] for i in range(nsp)]
+        else:  # derived from the inferred output size (auto_pad, output_shape)
+            op_ = list(a.get("output_padding") or [0] * nsp)
+            tot = [max(s[i] * (x[2 + i] - 1) + op_[i] + (kernel[i] - 1) * d[i] + 1 - out[2 + i], 0)
+                   for i in range(nsp)]
+        return T.CONV_TRANSPOSE, dict(kernel=_fold_axes(kernel, 1), stride=_fold_axes(s, 1),
+                                      padding=_fold_axes(tot, 0, sum), dilation=_fold_axes(d, 1), groups=groups)
+    if op in ("MaxPool", "AveragePool"):
+        kw = _window(a, x, out, list(a["kernel_shape"]))
+        return (T.MAX_POOL if op == "MaxPool" else T.AVG_POOL), kw
+    if op in ("GlobalAveragePool", "GlobalMaxPool"):
+        _, _, h, wd = to_nchw(x)
+        return T.GLOBAL_POOL, dict(kernel=(h, wd), pool="avg" if op == "GlobalAveragePool" else "max")
+    if op in ("ReduceMean", "ReduceMax"):
+        axes = a.get("axes")
+        if axes is None and len(node.input) > 1 and node.input[1]:
+            v = values.get(node.input[1]) if node.input[1] in consts else None
+            axes = None if v is None else [int(i) for i in v.reshape(-1)]
+        r = len(x)
+        spatial = list(range(2, r))
+        if axes is not None and r >= 3 and sorted({int(i) % r for i in axes}) == spatial:
+            _, _, h, wd = to_nchw(x)
+            return T.GLOBAL_POOL, dict(kernel=(h, wd), pool="avg" if op == "ReduceMean" else "max")
+        return (T.REDUCE_MEAN if op == "ReduceMean" else T.UNKNOWN), {}
+    if op in ("Gemm", "MatMul"):
+        a_shape = _need(shapes.get(node.input[0]), node, "first operand")
+        b_shape = _need(shapes.get(node.input[1]), node, "second operand")
+        trans_a = op == "Gemm" and bool(a.get("transA", 0))
+        if op == "Gemm" and a.get("transB", 0):
+            b_shape = tuple(reversed(b_shape))
+        ins, outs = _matmul_shapes(a_shape, b_shape, out, trans_a)
+        kind = T.FULLY_CONNECTED if node.input[1] in consts else T.MATMUL
+        return kind, dict(in_shape=ins, out_shape=outs)
+    raise AssertionError(op)  # pragma: no cover - _SPECIAL and the branches above agree
