@@ -1,0 +1,378 @@
+"""Command line: ``annette estimate MODEL --platform P`` and ``annette platforms``.
+
+MODEL is an ``.onnx`` file, an original ANNETTE ``.json`` graph, a model-zoo name (``resnet18``) or
+``package.module:callable`` returning an ``nn.Module``. Only this module prints; the library logs, and
+its warnings are shown here as ``annette: warning: ...`` lines on stderr. A user mistake ends in one
+``annette: error: ...`` line and exit code 2 (bad command line) or 1 (bad input found at run time).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import csv
+import importlib
+import json
+import logging
+import os
+import sys
+from typing import Any, Iterator, Sequence
+
+from . import __version__
+from .errors import AnnetteError, ModelLoadError
+
+__all__ = ["main", "build_parser", "parse_input_shape"]
+
+PROG = "annette"
+#: longest layer name shown in the per-layer table (longer names are shortened in the middle)
+NAME_WIDTH = 44
+
+
+# ------------------------------------------------------------------------------------------------------
+# argument parsing
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors: ``annette: error: <message>`` and exit code 2, no usage dump."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        hint = f" (see '{self.prog} --help')"
+        self.exit(2, f"{PROG}: error: {_one_line(message)}{hint}\n")
+
+
+def parse_input_shape(text: str) -> tuple[int, ...] | list[tuple[int, ...]]:
+    """``1,3,224,224`` (or ``1x3x224x224``) -> a shape; ``1,3,32,32;1,10`` -> one shape per input."""
+    parts = [p.strip() for p in text.split(";")]
+    shapes = []
+    for part in parts:
+        dims = [d.strip() for d in part.replace("x", ",").split(",")]
+        try:
+            shape = tuple(int(d) for d in dims)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"expected comma-separated positive integers such as 1,3,224,224, got {text!r}") from None
+        if any(d <= 0 for d in shape):
+            raise argparse.ArgumentTypeError(
+                f"every dimension must be a positive integer (batch included), got {text!r}")
+        shapes.append(shape)
+    return shapes[0] if len(shapes) == 1 else shapes
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog=PROG, description="Predict a neural network's execution time on hardware accelerators "
+                                       "(ANNETTE stacked models: mapping model + per-layer models).")
+    p.add_argument("--version", action="version", version=f"{PROG} {__version__}")
+    p.add_argument("-v", "--verbose", action="store_true", help="also show the library's info messages")
+    p.add_argument("-q", "--quiet", action="store_true", help="hide the library's warnings")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+
+    e = sub.add_parser("estimate", help="predict the execution time of a model on one or more platforms",
+                       description="Predict the execution time of MODEL on one or more platforms.")
+    e.add_argument("model", metavar="MODEL",
+                   help="an .onnx file, an ANNETTE .json graph, a model-zoo name (e.g. resnet18) or "
+                        "package.module:callable returning an nn.Module")
+    e.add_argument("-p", "--platform", action="append", metavar="P",
+                   help="shipped platform name or platform .json file; repeat or comma-separate for several "
+                        "(default: zcu102; see 'annette platforms')")
+    e.add_argument("-i", "--input-shape", type=parse_input_shape, metavar="SHAPE",
+                   help="input shape, e.g. 1,3,224,224 (';' separates the shapes of several inputs); needed for "
+                        "module:callable models, optional for zoo names and ONNX files")
+    e.add_argument("--per-layer", action="store_true", help="print the per-layer table")
+    e.add_argument("--json", action="store_true",
+                   help="print one JSON object (per layer detail included; several platforms: {\"estimates\": [...]})")
+    e.add_argument("--csv", metavar="FILE", help="write the per-layer table as CSV")
+    e.add_argument("--plot", metavar="FILE", help="write a per-layer breakdown chart (PNG)")
+
+    pl = sub.add_parser("platforms", help="list the shipped platforms", description="List the shipped platforms.")
+    pl.add_argument("--json", action="store_true", help="print {name: description} as JSON")
+    return p
+
+
+# ------------------------------------------------------------------------------------------------------
+# logging: library warnings -> "annette: warning: ..." on stderr, each message once
+
+
+class _StderrHandler(logging.Handler):
+    def __init__(self, level: int) -> None:
+        super().__init__(level)
+        self._seen: set[tuple[int, str]] = set()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            msg = record.getMessage()
+            key = (record.levelno, msg)
+            if key in self._seen:
+                return
+            self._seen.add(key)
+            level = "error" if record.levelno >= logging.ERROR else record.levelname.lower()
+            sys.stderr.write(f"{PROG}: {level}: {msg}\n")  # sys.stderr looked up now (it may be redirected)
+        except Exception:  # noqa: BLE001 - logging must never break the command
+            self.handleError(record)
+
+
+@contextlib.contextmanager
+def _library_logging(level: int) -> Iterator[None]:
+    logger = logging.getLogger("annette_torch")
+    handler = _StderrHandler(level)
+    old = (logger.level, logger.propagate)
+    logger.addHandler(handler)
+    logger.setLevel(level)
+    logger.propagate = False  # shown once, here, even if the root logger has handlers too
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(old[0])
+        logger.propagate = old[1]
+
+
+def _warn(msg: str) -> None:
+    logging.getLogger("annette_torch.cli").warning(msg)
+
+
+# ------------------------------------------------------------------------------------------------------
+# model resolution
+
+
+def _load_model(spec: str, input_shape: Any):
+    """MODEL argument -> `Network`."""
+    low = spec.lower()
+    if low.endswith((".onnx", ".json")) or os.path.exists(spec):
+        if not os.path.exists(spec):
+            raise ModelLoadError(f"{spec}: no such file")
+        if os.path.isdir(spec):
+            raise ModelLoadError(f"{spec}: is a directory, expected an .onnx file or an ANNETTE .json graph")
+        if low.endswith(".json") and input_shape is not None:
+            _warn("--input-shape is ignored for ANNETTE .json graphs (their shapes are fixed)")
+        from .estimator import to_network
+        if low.endswith(".json"):
+            return to_network(spec)
+        if isinstance(input_shape, list):
+            raise ModelLoadError("an ONNX file takes one --input-shape (for its first input)")
+        return to_network(spec, input_shape)
+    if ":" in spec:
+        return _from_callable(spec, input_shape)
+    zoo = _zoo()
+    if spec in zoo.ZOO:
+        from .frontends.fx import trace
+        shape = input_shape if input_shape is not None else zoo.INPUT_SHAPES[spec]
+        return trace(zoo.get(spec), shape, name=spec)
+    raise ModelLoadError(f"unknown model {spec!r}: not a file, not a zoo model ({', '.join(sorted(zoo.ZOO))}) "
+                         "and not package.module:callable")
+
+
+def _zoo():
+    from . import zoo
+    return zoo
+
+
+def _from_callable(spec: str, input_shape: Any):
+    mod_name, _, attr = spec.partition(":")
+    if not mod_name or not attr or not all(p.isidentifier() for p in mod_name.split(".") + attr.split(".")):
+        raise ModelLoadError(f"{spec!r}: expected package.module:callable (e.g. torchvision.models:resnet18)")
+    added = False
+    if os.getcwd() not in sys.path and "" not in sys.path:  # the console script does not see the cwd
+        sys.path.insert(0, os.getcwd())
+        added = True
+    try:
+        module = importlib.import_module(mod_name)
+    except Exception as e:  # noqa: BLE001 - the user's module: any failure is a user error
+        raise ModelLoadError(f"cannot import module {mod_name!r}: {type(e).__name__}: {e}") from None
+    finally:
+        if added:
+            sys.path.remove(os.getcwd())
+    obj: Any = module
+    for part in attr.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise ModelLoadError(f"module {mod_name!r} has no attribute {attr!r}") from None
+    if not callable(obj):
+        raise ModelLoadError(f"{spec}: {attr} is a {type(obj).__name__}, not a callable")
+    try:
+        model = obj()
+    except Exception as e:  # noqa: BLE001
+        raise ModelLoadError(f"calling {spec}() failed: {type(e).__name__}: {e}") from None
+    import torch
+    if not isinstance(model, torch.nn.Module):
+        raise ModelLoadError(f"{spec}() returned a {type(model).__name__}, expected a torch.nn.Module")
+    name = attr.split(".")[-1]
+    if input_shape is None:
+        shapes = getattr(_zoo(), "INPUT_SHAPES", {})
+        if name not in shapes:
+            raise ModelLoadError(f"{spec}: give the input shape, e.g. --input-shape 1,3,224,224")
+        input_shape = shapes[name]
+    from .frontends.fx import trace
+    return trace(model, input_shape, name=name)
+
+
+# ------------------------------------------------------------------------------------------------------
+# output
+
+
+def _one_line(msg: str, limit: int = 600) -> str:
+    text = " ".join(line.strip() for line in str(msg).strip().splitlines() if line.strip())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _short(name: str, width: int = NAME_WIDTH) -> str:
+    if len(name) <= width:
+        return name
+    head = (width - 3) // 2
+    return name[:head] + "..." + name[-(width - 3 - head):]
+
+
+def _summary(est) -> str:
+    net, plat = est.network, est.platform
+    desc = plat.description.split(": ")[0]
+    total = est.total_ms
+    lines = [f"network   {net.name} ({len(net)} layers, {len(est.mapped.kept)} executed after fusion)",
+             f"platform  {plat.name}" + (f" ({desc})" if desc else ""),
+             f"total     {total:.4f} ms"]
+    items = list(est.by_type().items())
+    w = max((len(k) for k, _ in items[:5]), default=0)
+    for i, (label, t) in enumerate(items[:5]):
+        share = 100 * t / total if total > 0 else 0.0
+        lines.append(f"{'by type' if i == 0 else '':<10}{label:<{w}}  {t:10.4f} ms  {share:5.1f}%")
+    if len(items) > 5:
+        rest = sum(t for _, t in items[5:])
+        lines.append(f"{'':<10}{'(other)':<{w}}  {rest:10.4f} ms  {100 * rest / total if total > 0 else 0:5.1f}%")
+    unknown = est.unknown_layers
+    if unknown:
+        shown = ", ".join(unknown[:5]) + (f", ... ({len(unknown) - 5} more)" if len(unknown) > 5 else "")
+        lines.append(f"warning   {len(unknown)} layer(s) of unsupported type, estimated from tensor sizes only: "
+                     f"{shown}")
+    return "\n".join(lines)
+
+
+def _per_layer(est) -> str:
+    head = ("name", "type", "out shape", "MOPs", "time_ms", "model", "fused_into")
+    rows = [(_short(r["name"]), r["type"], r["output_shape"], f"{r['ops'] / 1e6:.2f}", f"{r['time_ms']:.4f}",
+             r["model"], _short(r["fused_into"])) for r in est.table()]
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(head)]
+    right = {3, 4}
+
+    def fmt(cells: Sequence[str]) -> str:
+        return "  ".join(c.rjust(w) if i in right else c.ljust(w)
+                         for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
+
+    out = [f"# {est.network.name} on {est.platform.name}", fmt(head), fmt(["-" * w for w in widths])]
+    out += [fmt(r) for r in rows]
+    return "\n".join(out)
+
+
+def _write_csv(estimates: list, path: str) -> None:
+    if len(estimates) == 1:
+        estimates[0].to_csv(path)
+        return
+    from .estimator import TABLE_COLUMNS
+    with open(path, "w", encoding="utf-8", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=["platform", *TABLE_COLUMNS], lineterminator="\n")
+        w.writeheader()
+        for est in estimates:
+            for row in est.table():
+                w.writerow({"platform": est.platform.name, **row})
+
+
+def _platform_names(values: list[str] | None) -> list[str]:
+    names: list[str] = []
+    for v in values or ["zcu102"]:
+        for n in v.split(","):
+            n = n.strip()
+            if n and n not in names:
+                names.append(n)
+    if not names:
+        raise AnnetteError("--platform: no platform given")
+    return names
+
+
+# ------------------------------------------------------------------------------------------------------
+# commands
+
+
+def _cmd_estimate(args: argparse.Namespace) -> int:
+    from .estimator import estimate
+    from .platform import load_platform
+
+    platforms = [load_platform(p) for p in _platform_names(args.platform)]  # fail fast, before tracing
+    net = _load_model(args.model, args.input_shape)
+    estimates = [estimate(net, p) for p in platforms]
+
+    if args.csv:
+        try:
+            _write_csv(estimates, args.csv)
+        except OSError as e:
+            raise AnnetteError(f"cannot write {args.csv}: {e.strerror or e}") from None
+    if args.plot:
+        from .plots import plot_breakdown
+        try:
+            plot_breakdown(estimates if len(estimates) > 1 else estimates[0], args.plot)
+        except OSError as e:
+            raise AnnetteError(f"cannot write {args.plot}: {e.strerror or e}") from None
+
+    if args.json:
+        if len(estimates) == 1:
+            doc: Any = estimates[0].to_dict()
+        else:
+            doc = {"estimates": [e.to_dict() for e in estimates]}
+        print(json.dumps(doc, indent=2))
+        return 0
+
+    blocks = []
+    for est in estimates:
+        blocks.append((_per_layer(est) + "\n\n" if args.per_layer else "") + _summary(est))
+    print("\n\n".join(blocks))
+    if len(estimates) > 1:
+        ranked = sorted(estimates, key=lambda e: e.total_ms)
+        print("\nfastest   " + ", ".join(f"{e.platform.name} {e.total_ms:.4f} ms" for e in ranked))
+    if args.csv:
+        print(f"\nper-layer CSV written to {args.csv}")
+    if args.plot:
+        print(f"breakdown chart written to {args.plot}")
+    return 0
+
+
+def _cmd_platforms(args: argparse.Namespace) -> int:
+    from .platform import list_platforms
+
+    plats = list_platforms()
+    if args.json:
+        print(json.dumps(plats, indent=2))
+        return 0
+    w = max((len(n) for n in plats), default=0)
+    for name, desc in plats.items():
+        print(f"{name:<{w}}  {desc}")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``annette`` command; returns the exit code (0 ok, 1 bad input, 2 bad command line)."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:  # --help, --version, usage errors (already reported in one line)
+        return e.code if isinstance(e.code, int) else (0 if e.code is None else 2)
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return 2
+    level = logging.ERROR if args.quiet else logging.INFO if args.verbose else logging.WARNING
+    try:
+        with _library_logging(level):
+            if args.command == "estimate":
+                return _cmd_estimate(args)
+            return _cmd_platforms(args)
+    except AnnetteError as e:
+        sys.stderr.write(f"{PROG}: error: {_one_line(str(e))}\n")
+        return 1
+    except KeyboardInterrupt:
+        sys.stderr.write(f"{PROG}: interrupted\n")
+        return 130
+    except BrokenPipeError:  # e.g. `annette estimate ... --per-layer | head`
+        with contextlib.suppress(Exception):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

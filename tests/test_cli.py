@@ -1,0 +1,272 @@
+"""Command line (`annette_torch.cli.main`, in-process and as a real process) and the breakdown chart."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import warnings
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn as nn
+
+from annette_torch.cli import main
+
+GRAPHS = Path(__file__).resolve().parents[1].parent / "shared" / "annette-reference" / "graphs"
+RESNET50_JSON = GRAPHS / "cf_resnet50.json"
+needs_graphs = pytest.mark.skipif(not RESNET50_JSON.is_file(), reason="annette-reference graphs not available")
+
+
+class Tiny(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+        self.bn = nn.BatchNorm2d(8)
+        self.pool = nn.AdaptiveAvgPool2d(1)
+        self.fc = nn.Linear(8, 10)
+
+    def forward(self, x):
+        return self.fc(torch.flatten(self.pool(torch.relu(self.bn(self.conv(x)))), 1))
+
+
+@pytest.fixture(scope="module")
+def tiny_onnx(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("onnx") / "tiny.onnx"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(Tiny().eval(), torch.zeros(1, 3, 32, 32), str(path), dynamo=False, opset_version=17)
+    return path
+
+
+@pytest.fixture
+def user_models(tmp_path, monkeypatch) -> str:
+    """An importable module of user model factories; returns its module name."""
+    name = "annette_cli_test_models"
+    (tmp_path / f"{name}.py").write_text(textwrap.dedent("""
+        import torch, torch.nn as nn
+
+        class Odd(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.conv = nn.Conv2d(3, 8, 3)
+
+            def forward(self, x):
+                return torch.cumsum(self.conv(x), 1)   # no layer model for cumsum -> Unknown
+
+        def tiny():
+            return nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU())
+
+        def odd():
+            return Odd()
+
+        def broken():
+            raise RuntimeError("checkpoint missing")
+
+        def not_a_model():
+            return 42
+    """))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, name, raising=False)
+    return name
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def assert_one_line_error(code: int, out: str, err: str, *fragments: str) -> None:
+    assert code != 0
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("annette: error: "), err
+    assert "Traceback" not in err + out
+    for f in fragments:
+        assert f in lines[0], (f, err)
+
+
+# ------------------------------------------------------------------------------------------------------
+# estimate
+
+
+@needs_graphs
+def test_estimate_annette_graph_summary(capsys):
+    code, out, err = run(capsys, "estimate", RESNET50_JSON, "--platform", "zcu102")
+    assert code == 0, err
+    assert "cf_resnet50" in out and "zcu102" in out
+    total_line = next(line for line in out.splitlines() if line.startswith("total"))
+    assert float(total_line.split()[1]) > 0
+    assert "by type" in out and "Conv" in out
+    assert err == ""
+
+
+@needs_graphs
+def test_estimate_json_layers_sum_to_total(capsys):
+    code, out, err = run(capsys, "estimate", RESNET50_JSON, "--json")
+    assert code == 0, err
+    d = json.loads(out)
+    assert d["platform"] == "zcu102" and d["network"] == "cf_resnet50"
+    assert d["total_ms"] > 0
+    assert sum(r["time_ms"] for r in d["layers"]) == pytest.approx(d["total_ms"], rel=1e-9)
+    assert {"name", "type", "time_ms", "model", "fused_into"} <= set(d["layers"][0])
+
+
+def test_estimate_zoo_name_several_platforms_json(capsys):
+    code, out, err = run(capsys, "estimate", "tiny_resnet", "--platform", "zcu102,ncs2", "--json")
+    assert code == 0, err
+    d = json.loads(out)
+    assert [e["platform"] for e in d["estimates"]] == ["zcu102", "ncs2"]
+    for e in d["estimates"]:
+        assert e["network"] == "tiny_resnet"
+        assert sum(r["time_ms"] for r in e["layers"]) == pytest.approx(e["total_ms"], rel=1e-9)
+    assert d["estimates"][0]["total_ms"] != d["estimates"][1]["total_ms"]
+
+
+def test_estimate_zoo_name_per_layer_table(capsys):
+    code, out, err = run(capsys, "estimate", "tiny_cnn", "-p", "ncs2", "-p", "zcu102", "--per-layer")
+    assert code == 0, err
+    header = next(line for line in out.splitlines() if line.startswith("name"))
+    assert header.split() == ["name", "type", "out", "shape", "MOPs", "time_ms", "model", "fused_into"]
+    assert out.count("# tiny_cnn on") == 2
+    assert "fastest" in out
+
+
+def test_estimate_onnx_file_with_csv(capsys, tiny_onnx, tmp_path):
+    csv_path = tmp_path / "layers.csv"
+    code, out, err = run(capsys, "estimate", tiny_onnx, "--csv", csv_path)
+    assert code == 0, err
+    assert "tiny" in out
+    lines = csv_path.read_text().splitlines()
+    assert lines[0].startswith("name,type,")
+    assert len(lines) > 3
+
+
+def test_onnx_input_shape_override(capsys, tiny_onnx):
+    _, out_small, _ = run(capsys, "estimate", tiny_onnx, "--json")
+    code, out_big, err = run(capsys, "estimate", tiny_onnx, "--input-shape", "1,3,64,64", "--json")
+    assert code == 0, err
+    assert json.loads(out_big)["total_ms"] > json.loads(out_small)["total_ms"]
+
+
+def test_module_callable(capsys, user_models):
+    code, out, err = run(capsys, "estimate", f"{user_models}:tiny", "--input-shape", "1,3,16,16", "--json")
+    assert code == 0, err
+    d = json.loads(out)
+    assert d["network"] == "tiny" and d["total_ms"] > 0
+
+
+def test_library_warning_shown_once_as_annette_warning(capsys, user_models):
+    code, out, err = run(capsys, "estimate", f"{user_models}:odd", "-i", "1,3,16,16", "-p", "zcu102,ncs2")
+    assert code == 0, err
+    warn = [line for line in err.splitlines() if line.startswith("annette: warning:")]
+    assert len(warn) == 1 and "cumsum" in warn[0], err
+    assert out.count("unsupported type") == 2  # the summary of each platform says so too
+
+
+# ------------------------------------------------------------------------------------------------------
+# platforms and errors
+
+
+def test_platforms(capsys):
+    code, out, err = run(capsys, "platforms")
+    assert code == 0, err
+    names = [line.split()[0] for line in out.splitlines()]
+    assert "zcu102" in names and "ncs2" in names
+    assert all(len(line.split(None, 1)) == 2 for line in out.splitlines())  # each has a description
+
+
+@pytest.mark.parametrize("argv, fragment, code", [
+    (["estimate", "no/such/model.onnx"], "no such file", 1),
+    (["estimate", "tiny_cnn", "--platform", "tpu9000"], "unknown platform 'tpu9000'", 1),
+    (["estimate", "tiny_cnn", "--input-shape", "1,3,x"], "--input-shape", 2),
+    (["estimate", "tiny_cnn", "--input-shape", "0,3,224,224"], "positive", 2),
+    (["estimate", "no_such_model_name"], "unknown model", 1),
+    (["estimate"], "MODEL", 2),
+    (["frobnicate"], "invalid choice", 2),
+])
+def test_errors_are_one_line(capsys, argv, fragment, code):
+    got, out, err = run(capsys, *argv)
+    assert got == code
+    assert_one_line_error(got, out, err, fragment)
+
+
+def test_truncated_onnx(capsys, tiny_onnx, tmp_path):
+    bad = tmp_path / "truncated.onnx"
+    bad.write_bytes(tiny_onnx.read_bytes()[:200])
+    got, out, err = run(capsys, "estimate", bad)
+    assert got == 1
+    assert_one_line_error(got, out, err, "truncated.onnx")
+
+
+@needs_graphs
+def test_malformed_annette_json(capsys, tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text(RESNET50_JSON.read_text()[:300])
+    got, out, err = run(capsys, "estimate", bad)
+    assert_one_line_error(got, out, err, "bad.json")
+
+
+@pytest.mark.parametrize("suffix, fragment", [
+    (":broken", "checkpoint missing"),
+    (":not_a_model", "expected a torch.nn.Module"),
+    (":no_such_factory", "no attribute"),
+    (":tiny", "--input-shape"),  # no shape given and not a zoo name
+])
+def test_bad_module_callable(capsys, user_models, suffix, fragment):
+    got, out, err = run(capsys, "estimate", user_models + suffix)
+    assert got == 1
+    assert_one_line_error(got, out, err, fragment)
+
+
+def test_unimportable_module(capsys):
+    got, out, err = run(capsys, "estimate", "no_such_package_xyz.models:net", "-i", "1,3,8,8")
+    assert_one_line_error(got, out, err, "cannot import module 'no_such_package_xyz.models'")
+
+
+# ------------------------------------------------------------------------------------------------------
+# the real console entry point
+
+
+def _cli(*argv: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    return subprocess.run([sys.executable, "-m", "annette_torch.cli", *map(str, argv)], capture_output=True,
+                          text=True, timeout=120, cwd=cwd, env=env)
+
+
+def test_console_entry(tiny_onnx, tmp_path):
+    ok = _cli("estimate", tiny_onnx, "--platform", "ncs2", "--json")
+    assert ok.returncode == 0, ok.stderr
+    assert json.loads(ok.stdout)["platform"] == "ncs2"
+    bad = _cli("estimate", tiny_onnx, "--platform", "nope", cwd=tmp_path)
+    assert bad.returncode == 1
+    assert bad.stderr.startswith("annette: error: unknown platform 'nope'")
+    assert len(bad.stderr.strip().splitlines()) == 1 and "Traceback" not in bad.stderr
+
+
+# ------------------------------------------------------------------------------------------------------
+# plots
+
+
+def test_plot_breakdown(tmp_path):
+    from annette_torch import estimate, zoo
+    from annette_torch.frontends.fx import trace
+    from annette_torch.plots import plot_breakdown
+
+    net = trace(zoo.get("tiny_resnet"), zoo.INPUT_SHAPES["tiny_resnet"], name="tiny_resnet")
+    one = plot_breakdown(estimate(net, "zcu102"), tmp_path / "one.png", top=5)
+    both = plot_breakdown([estimate(net, "zcu102"), estimate(net, "ncs2")], tmp_path / "sub" / "both.png")
+    for p in (one, both):
+        data = Path(p).read_bytes()
+        assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5000
+
+
+def test_cli_plot_option(capsys, tmp_path):
+    png = tmp_path / "chart.png"
+    code, out, err = run(capsys, "estimate", "tiny_cnn", "-p", "zcu102,ncs2", "--plot", png)
+    assert code == 0, err
+    assert png.stat().st_size > 5000 and str(png) in out

@@ -1,0 +1,111 @@
+"""The model zoo: parameter counts match the published figures, every model runs, traces and names errors.
+
+Models are built on the meta device for the cheap checks (parameter counts, fx tracing, output shapes):
+no memory is allocated and no arithmetic is done. A few small models also run for real on the CPU.
+"""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+import torch
+import torch.fx
+
+from annette_torch import zoo
+from annette_torch.errors import ModelLoadError
+
+# published parameter counts (ImageNet, 1000 classes; googlenet without the auxiliary heads)
+PARAMS = {
+    "resnet18": 11.69e6,
+    "resnet34": 21.80e6,
+    "resnet50": 25.56e6,
+    "mobilenet_v2": 3.50e6,
+    "mobilenet_v3_small": 2.54e6,
+    "vgg11": 132.86e6,
+    "vgg16": 138.36e6,
+    "squeezenet1_1": 1.24e6,
+    "densenet121": 7.98e6,
+    "efficientnet_b0": 5.29e6,
+    "mnasnet0_5": 2.22e6,
+    "shufflenet_v2_x0_5": 1.37e6,
+    "googlenet": 6.62e6,
+    "alexnet": 61.10e6,
+    "regnetx_400mf": 5.50e6,
+}
+REAL_FORWARD = ["tiny_cnn", "tiny_resnet", "resnet18", "mobilenet_v2", "shufflenet_v2_x0_5", "efficientnet_b0"]
+
+
+def _meta(name: str) -> torch.nn.Module:
+    with torch.device("meta"):
+        return zoo.get(name)
+
+
+def _n_params(m: torch.nn.Module) -> int:
+    return sum(p.numel() for p in m.parameters())
+
+
+def test_registry_is_consistent():
+    assert set(zoo.ZOO) == set(zoo.INPUT_SHAPES)
+    assert set(PARAMS) | {"tiny_cnn", "tiny_resnet"} == set(zoo.ZOO)
+    assert zoo.INPUT_SHAPES["resnet18"] == (1, 3, 224, 224)
+    assert zoo.INPUT_SHAPES["tiny_cnn"] == zoo.INPUT_SHAPES["tiny_resnet"] == (1, 3, 32, 32)
+    assert zoo.names() == sorted(zoo.ZOO)
+
+
+@pytest.mark.parametrize("name", sorted(PARAMS))
+def test_parameter_count_matches_published(name):
+    n = _n_params(_meta(name))
+    assert n == pytest.approx(PARAMS[name], rel=0.02), f"{name}: {n:,} parameters"
+
+
+@pytest.mark.parametrize("name", sorted(zoo.ZOO))
+def test_traces_and_gives_logits(name):
+    m = _meta(name)
+    assert not m.training
+    gm = torch.fx.symbolic_trace(m)
+    assert any(node.op == "call_module" for node in gm.graph.nodes)
+    x = torch.empty(zoo.INPUT_SHAPES[name], device="meta")
+    with torch.no_grad():
+        assert m(x).shape == (1, 1000)
+        assert gm(x).shape == (1, 1000)
+
+
+@pytest.mark.parametrize("name", REAL_FORWARD)
+def test_real_forward_matches_traced(name):
+    torch.manual_seed(0)
+    m = zoo.get(name)
+    x = torch.randn(zoo.INPUT_SHAPES[name])
+    with torch.no_grad():
+        y = m(x)
+        y_fx = torch.fx.symbolic_trace(m)(x)
+    assert y.shape == (1, 1000)
+    assert torch.isfinite(y).all()
+    torch.testing.assert_close(y_fx, y)
+
+
+def test_num_classes_is_a_parameter():
+    m = zoo.get("tiny_resnet", num_classes=10)
+    with torch.no_grad():
+        assert m(torch.randn(2, 3, 32, 32)).shape == (2, 10)
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+@pytest.mark.parametrize("name", ["tiny_cnn", "tiny_resnet", "shufflenet_v2_x0_5"])
+def test_onnx_export(name):
+    onnx = pytest.importorskip("onnx")
+    m = zoo.get(name)
+    f = io.BytesIO()
+    torch.onnx.export(m, torch.randn(zoo.INPUT_SHAPES[name]), f, dynamo=False, opset_version=17)
+    model = onnx.load_from_string(f.getvalue())
+    onnx.checker.check_model(model)
+    assert any(n.op_type == "Conv" for n in model.graph.node)
+
+
+def test_unknown_name_raises_model_load_error_listing_names():
+    with pytest.raises(ModelLoadError) as exc:
+        zoo.get("nope")
+    assert "nope" in str(exc.value)
+    assert "resnet18" in str(exc.value) and "tiny_cnn" in str(exc.value)
+    with pytest.raises(ModelLoadError):
+        zoo.get(None)  # type: ignore[arg-type]
