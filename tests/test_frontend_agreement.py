@@ -1,0 +1,52 @@
+"""The same network through torch.fx, through an ONNX export, and through its ANNETTE JSON graph gives the
+same layer types, shapes and operations (and so the same estimate)."""
+
+from __future__ import annotations
+
+import io
+from collections import Counter
+
+import numpy as np
+import onnx
+import pytest
+import torch
+
+import annette_torch as at
+from annette_torch import zoo
+
+
+def _export(model, shape) -> onnx.ModelProto:
+    buf = io.BytesIO()
+    # no constant folding: keeps BatchNorm as its own node, as in the module (folding is the toolchain's job)
+    torch.onnx.export(model, torch.zeros(shape), buf, dynamo=False, opset_version=17, do_constant_folding=False)
+    return onnx.load_from_string(buf.getvalue())
+
+
+def _signature(net):
+    """Multiset of (type, input shape, output shape, ops, weights) over all layers."""
+    return Counter((net.type_labels()[i], net.in_shape(i), net.out_shape(i), float(net.ops[i]), float(net.weights[i]))
+                   for i in range(len(net)))
+
+
+@pytest.mark.parametrize("name", ["tiny_resnet", "resnet18", "squeezenet1_1", "mobilenet_v2"])
+def test_fx_and_onnx_agree(name):
+    model, shape = zoo.get(name), zoo.INPUT_SHAPES[name]
+    fx = at.trace(model, shape)
+    ox = at.from_onnx(_export(model, shape))
+    assert _signature(fx) == _signature(ox)
+    assert len(fx.edges) == len(ox.edges)
+    for p in ("zcu102", "ncs2"):
+        assert at.estimate(fx, p).total_ms == pytest.approx(at.estimate(ox, p).total_ms, rel=1e-12)
+
+
+@pytest.mark.parametrize("name, graph", [("resnet18", "resnet18"), ("resnet50", "pt_resnet50"),
+                                         ("squeezenet1_1", "squeezenet1_1")])
+def test_fx_and_annette_json_agree(ref_dir, name, graph):
+    fx = at.trace(zoo.get(name), zoo.INPUT_SHAPES[name])
+    js = at.from_annette_json(ref_dir / "graphs" / f"{graph}.json")
+    # the JSON graphs do not record padding or the stride of pools the same way; compare what estimation uses
+    sig = lambda n: Counter((n.type_labels()[i], n.out_shape(i), float(n.ops[i]), float(n.weights[i]),
+                             float(n.in_elems[i])) for i in range(len(n)))
+    assert sig(fx) == sig(js)
+    for p in ("zcu102", "ncs2"):
+        np.testing.assert_allclose(at.estimate(fx, p).total_ms, at.estimate(js, p).total_ms, rtol=1e-9)
