@@ -1,0 +1,1 @@
+"""Latency-aware neural architecture search on top of annette-torch estimates."""

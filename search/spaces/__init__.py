@@ -1,0 +1,1 @@
+"""Search spaces with direct IR builders (fast estimation) and torch builders (training)."""
