@@ -1,1 +1,6 @@
-"""Search spaces with direct IR builders (fast estimation) and torch builders (training)."""
+"""Search spaces with direct IR builders (fast estimation) and torch builders (training).
+
+``nb201`` (NAS-Bench-201 cells), ``nb101`` (NAS-Bench-101 cells) and ``mbv2`` (MobileNetV2 / ProxylessNAS
+blocks); each module has ``build_network`` (IR, no torch) and ``build_module`` (``nn.Module``), which trace
+to the same IR.
+"""
