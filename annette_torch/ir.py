@@ -209,6 +209,8 @@ class Network:
     edges: np.ndarray
     attrs: dict[str, list] = field(default_factory=dict)
     _cache: dict = field(default_factory=dict, repr=False, compare=False)
+    #: optional (len(INT_COLUMNS), L) int64 array the columns are rows of (lets `concat` stack in one call)
+    matrix: np.ndarray | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         n = len(self.names)
@@ -221,6 +223,12 @@ class Network:
                 raise IRError(f"network {self.name!r}: column {c!r} has {self.cols[c].shape[0]} rows, expected {n}")
         if self.edges.size and (self.edges.min() < 0 or self.edges.max() >= n):
             raise IRError(f"network {self.name!r}: an edge points outside the {n} layers")
+
+    @classmethod
+    def from_matrix(cls, name: str, names: list[str], types: np.ndarray, matrix: np.ndarray, edges: np.ndarray,
+                    attrs: dict[str, list] | None = None) -> "Network":
+        """A network whose integer columns are the rows of ``matrix`` (shape (len(INT_COLUMNS), L))."""
+        return cls(name, names, types, dict(zip(INT_COLUMNS, matrix)), edges, attrs or {}, matrix=matrix)
 
     # ----------------------------------------------------------------------------------------------
     # column access
@@ -343,23 +351,30 @@ class Network:
         return f"Network({self.name!r}, {len(self)} layers, {self.total_ops / 1e9:.3f} GOPs)"
 
     @classmethod
-    def concat(cls, networks: Sequence["Network"], name: str = "batch") -> tuple["Network", np.ndarray]:
-        """Stack networks into one (disjoint union); returns it and each layer's network index."""
+    def concat(cls, networks: Sequence["Network"], name: str = "batch",
+               keep_names: bool = True) -> tuple["Network", np.ndarray]:
+        """Stack networks into one (disjoint union); returns it and each layer's network index.
+
+        Without ``keep_names`` the layer names are left empty (batch scoring does not need them).
+        """
         if not networks:
             raise IRError("no networks given")
-        sizes = np.array([len(n) for n in networks])
-        offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]])
-        names: list[str] = []
-        for n in networks:
-            names.extend(n.names)
-        edges = [n.edges + off for n, off in zip(networks, offsets) if n.edges.size]
-        net = cls(
-            name=name,
-            names=names,
-            types=np.concatenate([n.types for n in networks]),
-            cols={c: np.concatenate([n.cols[c] for n in networks]) for c in INT_COLUMNS},
-            edges=np.concatenate(edges) if edges else np.zeros((0, 2), np.int64),
-        )
+        sizes = np.fromiter((len(n.types) for n in networks), np.int64, len(networks))
+        offsets = np.zeros(len(networks), np.int64)
+        np.cumsum(sizes[:-1], out=offsets[1:])
+        total = int(sizes.sum())
+        if keep_names:
+            names: list[str] = []
+            for n in networks:
+                names.extend(n.names)
+        else:
+            names = [""] * total
+        e_sizes = np.fromiter((len(n.edges) for n in networks), np.int64, len(networks))
+        edges = (np.concatenate([n.edges for n in networks]) + np.repeat(offsets, e_sizes)[:, None]
+                 if e_sizes.sum() else np.zeros((0, 2), np.int64))
+        matrix = np.concatenate([n.matrix if n.matrix is not None else np.stack([n.cols[c] for c in INT_COLUMNS])
+                                 for n in networks], axis=1)
+        net = cls.from_matrix(name, names, np.concatenate([n.types for n in networks]), matrix, edges)
         return net, np.repeat(np.arange(len(networks)), sizes)
 
 
@@ -541,11 +556,11 @@ class NetworkBuilder:
     def build(self) -> Network:
         """Freeze into a `Network`."""
         n = len(self._names)
-        rows = np.array(self._rows, dtype=np.int64).reshape(n, len(INT_COLUMNS))
-        cols = {c: np.ascontiguousarray(rows[:, i]) for i, c in enumerate(INT_COLUMNS)}
+        matrix = np.array(self._rows, dtype=np.int64).reshape(n, len(INT_COLUMNS)).T.copy()
         attrs = {k: [d.get(i) for i in range(n)] for k, d in self._attrs.items()}
         edges = np.array(self._edges, dtype=np.int64).reshape(-1, 2)
-        return Network(self.name, list(self._names), np.array(self._types, dtype=np.int64), cols, edges, attrs)
+        return Network.from_matrix(self.name, list(self._names), np.array(self._types, dtype=np.int64), matrix,
+                                   edges, attrs)
 
 
 def conv_type(c_in: int, c_out: int, groups: int) -> LayerType:

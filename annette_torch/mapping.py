@@ -172,59 +172,81 @@ class MappingModel:
     def to_dict(self) -> dict[str, Any]:
         return {"rules": [r.to_dict() for r in self.rules]}
 
-    def apply(self, net: Network) -> MappedNetwork:
-        """Fuse ``net`` as the toolchain would; the input network is not modified."""
+    def apply(self, net: Network, light: bool = False) -> MappedNetwork:
+        """Fuse ``net`` as the toolchain would; the input network is not modified.
+
+        Round one looks at every edge; later rounds only at the edges leaving a layer that has just absorbed
+        its consumer (nothing else changed). ``light`` skips names and extra attributes of the result
+        (batch scoring needs neither).
+        """
         n = len(net)
         types = net.types.copy()
-        root = np.arange(n)
         tail = np.arange(n)
+        absorber = np.arange(n)
         rule_of = np.full(n, -1, dtype=np.int64)
-        edges = net.edges
-        if self.rules and edges.size:
-            for _ in range(16):  # chains are short; 16 rounds bound pathological inputs
-                src, dst = edges[:, 0], edges[:, 1]
-                out_deg = np.bincount(src, minlength=n)
-                in_deg = np.bincount(dst, minlength=n)
-                r = self._table[types[src], types[dst]]
-                cand = (r >= 0) & (out_deg[src] == 1) & (in_deg[dst] == 1)
-                if not cand.any():
-                    break
+        src, dst = net.edges[:, 0], net.edges[:, 1]
+        if self.rules and src.size:
+            out_deg = np.bincount(src, minlength=n)
+            in_deg = np.bincount(dst, minlength=n)
+            act = None  # edges to examine this round (None: all)
+            for _ in range(64):  # each round extends every chain by one link; chains are short
+                s_, d_ = (src, dst) if act is None else (src[act], dst[act])
+                r = self._table[types[s_], types[d_]]
+                cand = (r >= 0) & (out_deg[s_] == 1) & (in_deg[d_] == 1)
                 idx = np.flatnonzero(cand)
+                if not idx.size:
+                    break
                 for ri in self._conditional:
                     sel = idx[r[idx] == ri]
                     if sel.size:
                         ok = np.ones(sel.size, dtype=bool)
                         for c in self.rules[ri].when:
-                            rows = src[sel] if c.layer == "primary" else dst[sel]
-                            ok &= c.holds(net, rows)
+                            ok &= c.holds(net, s_[sel] if c.layer == "primary" else d_[sel])
                         cand[sel[~ok]] = False
-                # a layer that is absorbed in this round cannot absorb in it too: chains go one link per round
-                p, s = src[cand], dst[cand]
-                busy = np.zeros(n, dtype=bool)
-                busy[s] = True
-                keep = ~busy[p]
-                p, s, rr = p[keep], s[keep], r[cand][keep]
+                p, sec, rr = s_[cand], d_[cand], r[cand]
+                # a layer absorbed in this round cannot absorb in it too: chains grow one link per round
+                is_sec = np.zeros(n, dtype=bool)
+                is_sec[sec] = True
+                keep = ~is_sec[p]
+                p, sec, rr = p[keep], sec[keep], rr[keep]
                 if not p.size:
                     break
+                is_sec[:] = False
+                is_sec[sec] = True
                 res = self._result[rr]
                 types[p] = np.where(res >= 0, res, types[p])
-                tail[p] = tail[s]
-                rule_of[s] = rr
-                remap = np.arange(n)
-                remap[s] = p
-                root = remap[root]
-                # contract the edges: the secondary's consumers now read the primary
+                tail[p] = tail[sec]
+                rule_of[sec] = rr
+                absorber[sec] = p
+                out_deg[p] = out_deg[sec]
+                # contract: drop primary->secondary edges, the secondary's consumers now read the primary
                 # (no duplicates can arise: a primary has exactly one consumer, the secondary)
-                e = remap[edges]
-                edges = e[e[:, 0] != e[:, 1]]
+                live = ~is_sec[dst]
+                src, dst = src[live], dst[live]
+                moved = is_sec[src]
+                src[moved] = absorber[src[moved]]
+                touched = np.zeros(n, dtype=bool)
+                touched[p] = True
+                act = np.flatnonzero(touched[src])
+        # resolve chains of absorption to the surviving layer
+        root = absorber
+        while True:
+            nxt = absorber[root]
+            if np.array_equal(nxt, root):
+                break
+            root = nxt
+        edges = np.column_stack([src, dst]) if src.size else np.zeros((0, 2), np.int64)
         alive = root == np.arange(n)
         kept = np.flatnonzero(alive)
         new_index = np.full(n, -1, dtype=np.int64)
         new_index[kept] = np.arange(kept.size)
-        cols = {c: v[kept] for c, v in net.cols.items()}
-        out = Network(net.name, [net.names[i] for i in kept], types[kept], cols,
-                      new_index[edges] if edges.size else np.zeros((0, 2), np.int64),
-                      {k: [v[i] for i in kept] for k, v in net.attrs.items()})
+        names = [""] * kept.size if light else [net.names[i] for i in kept]
+        attrs = {} if light else {k: [v[i] for i in kept] for k, v in net.attrs.items()}
+        new_edges = new_index[edges] if edges.size else np.zeros((0, 2), np.int64)
+        if net.matrix is not None:
+            out = Network.from_matrix(net.name, names, types[kept], net.matrix[:, kept], new_edges, attrs)
+        else:
+            out = Network(net.name, names, types[kept], {c: v[kept] for c, v in net.cols.items()}, new_edges, attrs)
         # the fused layer computes what its primary computes and writes what its last secondary writes
         out._cache.update(ops=net.ops[kept], weights=net.weights[kept], in_elems=net.in_elems[kept],
                           out_elems=net.out_elems[tail[kept]])

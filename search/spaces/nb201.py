@@ -462,7 +462,7 @@ def build_networks(archs: Sequence[str], C: int = 16, N: int = 5, num_classes: i
         name_lists = plan.names[names].tolist()
         for g, m in enumerate(members):
             r = rows[:, g]
-            out[m] = Network(archs[m], name_lists[g], r[0], dict(zip(INT_COLUMNS, r[1:])), edges[g])
+            out[m] = Network.from_matrix(archs[m], name_lists[g], r[0], r[1:], edges[g])
     return out
 
 
