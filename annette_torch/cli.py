@@ -85,6 +85,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     pl = sub.add_parser("platforms", help="list the shipped platforms", description="List the shipped platforms.")
     pl.add_argument("--json", action="store_true", help="print {name: description} as JSON")
+
+    from .cli_bench import add_parser as add_bench
+    add_bench(sub)
+    from .cli_search import add_parser as add_search
+    add_search(sub)
     return p
 
 
@@ -360,6 +365,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         with _library_logging(level):
             if args.command == "estimate":
                 return _cmd_estimate(args)
+            if args.command == "bench":
+                from .cli_bench import run as run_bench
+                return run_bench(args)
+            if args.command in ("search", "pareto"):
+                from .cli_search import run as run_search
+                return run_search(args)
             return _cmd_platforms(args)
     except AnnetteError as e:
         sys.stderr.write(f"{PROG}: error: {_one_line(str(e))}\n")

@@ -68,8 +68,15 @@ def register_runner(cls: type[Runner]) -> type[Runner]:
 
 
 def get_runner(name: str, **kwargs: Any) -> Runner:
-    """Instantiate a registered runner by name (importing the built-in ones on first use)."""
+    """Instantiate a registered runner by name, or a user's runner given as ``package.module:ClassName``."""
     from ...errors import AnnetteError
+    if ":" in name:
+        import importlib
+        mod, _, cls = name.partition(":")
+        try:
+            return getattr(importlib.import_module(mod), cls)(**kwargs)
+        except (ImportError, AttributeError) as e:
+            raise AnnetteError(f"cannot load hardware module {name!r}: {e}") from None
     if not RUNNERS:
         from . import ort, openvino, vitis  # noqa: F401  (register themselves)
     if name not in RUNNERS:

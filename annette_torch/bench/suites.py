@@ -1,0 +1,937 @@
+"""Benchmark suites: a parametric graph (``builder(config) -> Network``) plus a parameter space.
+
+Micro-kernel suites measure one layer (``conv``, ``dwconv``, ``gconv``, ``maxpool``, ``avgpool``, ``fc``, ``add``,
+``concat``, ``act``, ``bn``, ``resize``); multi-layer suites have the shapes of the paper's Fig. 4
+(``conv_bn_relu``, ``conv_pool``, ``residual``, ``concat_branches``, ``dwsep``, ``conv_act``); ``paper_conv``
+replays the paper's ~35k convolution configurations (``paper35k.csv`` of the reference data). Value ranges
+follow the paper (spatial 8..224, channels 3..2048, kernels 1/3/5/7, strides 1/2, pools 2..10); a config is
+feasible when its model stays within `MAX_OPS` operations, `MAX_ACT_BYTES` of activations and
+`MAX_WEIGHT_BYTES` of weights (float32), so one config runs in well under a second on a small CPU. The caps
+are checked analytically and vectorised (a suite's grid of ~400k configs is counted in milliseconds); a
+test keeps the formulas equal to the built networks'.
+
+Conventions of the generated networks: NCHW, batch 1 unless the suite has ``n``; convolutions use "same"
+padding (``k // 2`` per side, so the output is ``ceil(size / stride)``, as the original ANNETTE generator's
+TensorFlow ``SAME``); pools use no padding; inputs are called ``x`` (``x0``, ``x1``... for several); layer
+names are short and fixed (``conv``, ``bn``, ``relu``, ``pool``; ``conv1``, ``bn1``... in chains), and the
+network is called ``<suite>-<config_id>``.
+
+Loaders for the original ANNETTE material: `from_annette_template` fills a benchmark graph template and
+`load_sweep_table` reads a sweep table; `reference_dir` finds the reference data folder.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import csv
+import hashlib
+import json
+import logging
+import math
+import operator
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from ..errors import AnnetteError
+from ..ir import INT_COLUMNS, LayerType, Network, NetworkBuilder
+from . import samplers as _samplers
+
+__all__ = ["Suite", "SUITES", "list_suites", "get_suite", "config_id", "multi_kernel", "from_annette_template",
+           "load_sweep_table", "reference_dir", "SuiteError", "MAX_OPS", "MAX_ACT_BYTES", "MAX_WEIGHT_BYTES",
+           "ACTIVATIONS", "SPATIAL", "CHANNELS"]
+
+log = logging.getLogger(__name__)
+T = LayerType
+
+#: Caps per config (one model): operations (2 x MACs), activation bytes (float32 outputs of all layers,
+#: inputs included) and weight bytes (float32, biases excluded).
+MAX_OPS = 1e9
+MAX_ACT_BYTES = 64 * 2**20
+MAX_WEIGHT_BYTES = 64 * 2**20
+
+SPATIAL = [8, 12, 16, 24, 32, 48, 56, 64, 96, 112, 128, 192, 224]
+CHANNELS = [3, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 1536, 2048]
+KERNELS = [1, 3, 5, 7]
+STRIDES = [1, 2]
+POOL_KERNELS = list(range(2, 11))
+FEATURES = [8, 16, 32, 64, 128, 256, 384, 512, 768, 1000, 1024, 1536, 2048, 4096]
+ACTIVATIONS = ["relu", "relu6", "leaky", "sigmoid", "silu", "hardswish", "tanh", "gelu"]
+_ACT_TYPES = {"relu": T.RELU, "relu6": T.RELU6, "leaky": T.LEAKY_RELU, "sigmoid": T.SIGMOID, "silu": T.SILU,
+              "hardswish": T.HARDSWISH, "tanh": T.TANH, "gelu": T.GELU}
+#: The paper's value lists (paper35k.csv).
+PAPER_SPATIAL = [8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024]
+PAPER_CHANNELS = [3, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 1024, 1536, 2048, 4096]
+
+DEFAULT_N = 100
+_REF_ENV = "ANNETTE_REFERENCE_DIR"
+
+
+class SuiteError(AnnetteError):
+    """A suite name, config or reference file is unusable."""
+
+
+# ------------------------------------------------------------------------------------------------------
+# the Suite object
+
+
+def config_id(params: Mapping[str, Any]) -> str:
+    """Short deterministic id of a config: the first 10 hex digits of SHA-1 over its sorted JSON."""
+    clean = {k: _plain(v) for k, v in params.items() if k != "config_id"}
+    text = json.dumps(clean, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha1(text.encode("utf-8")).hexdigest()[:10]
+
+
+def _plain(v: Any) -> Any:
+    return v.item() if isinstance(v, np.generic) else v
+
+
+Cost = Callable[[Mapping[str, Any]], tuple]
+
+
+@dataclass
+class Suite:
+    """A benchmark suite: parameter space + parametric network builder.
+
+    ``cost(cols)`` returns ``(ops, activation elements, weight elements)`` and ``valid(cols)`` a feasibility
+    mask, both vectorised (``cols`` maps each parameter to a numpy array, or to scalars for one config).
+    ``table`` (optional) loads a fixed configuration table (sampler ``"table"``; the other samplers still
+    draw from ``space``). ``optional`` lists extra config keys the builder accepts, with their defaults.
+    A ``config_id`` depends on the parameters only, so two suites can share one (e.g. ``maxpool`` and
+    ``avgpool``): key stored results by (suite, config_id), or by the network name ``<suite>-<config_id>``.
+    """
+
+    name: str
+    description: str
+    space: dict[str, list]
+    builder: Callable[[dict], Network]
+    kind: str = "micro"  # "micro" | "multi"
+    default_sampler: str = "sobol"
+    cost: Cost | None = None
+    valid: Callable[[Mapping[str, Any]], Any] | None = None
+    optional: dict[str, Any] = field(default_factory=dict)  # extra config keys the builder accepts (defaults)
+    table: Callable[[], list[dict]] | None = None
+    _counts: dict = field(default_factory=dict, repr=False, compare=False)
+
+    # -- feasibility --------------------------------------------------------------------------------
+    def feasible(self, cols: Mapping[str, Any], capped: bool = True) -> np.ndarray:
+        """Boolean mask over column arrays: valid and (when ``capped``) within the size caps."""
+        n = len(next(iter(cols.values()))) if cols else 0
+        ok = np.ones(n, bool)
+        if self.valid is not None:
+            ok &= np.asarray(self.valid(cols), bool)
+        if capped and self.cost is not None:
+            ops, act, wts = self.cost(cols)
+            ok &= (np.asarray(ops, float) <= MAX_OPS) & (4.0 * np.asarray(act, float) <= MAX_ACT_BYTES) \
+                & (4.0 * np.asarray(wts, float) <= MAX_WEIGHT_BYTES)
+        return ok
+
+    def _columns(self, configs: Sequence[Mapping[str, Any]]) -> dict[str, np.ndarray]:
+        keys = list(self.space) + [k for k in self.optional if any(k in c for c in configs)]
+        cols = {}
+        for k in keys:
+            vals = [c.get(k, self.optional.get(k)) for c in configs]
+            cols[k] = np.array(vals, dtype=object if any(isinstance(v, str) for v in vals) else np.int64)
+        return cols
+
+    def filter(self, configs: Sequence[Mapping[str, Any]], capped: bool = True) -> list[dict]:
+        """The feasible configs among ``configs`` (order kept)."""
+        if not configs:
+            return []
+        mask = self.feasible(self._columns(configs), capped)
+        return [dict(c) for c, ok in zip(configs, mask) if ok]
+
+    def count(self, capped: bool = True) -> int:
+        """Number of feasible configs of the full grid (of the table for table suites)."""
+        key = ("table" if self.default_sampler == "table" else "grid", capped)
+        if key not in self._counts:
+            if self.default_sampler == "table":
+                self._counts[key] = len(self.filter(self._load_table(), capped))
+            else:
+                keys = list(self.space)
+                sizes = [len(self.space[k]) for k in keys]
+                idx = np.indices(sizes).reshape(len(keys), -1)
+                cols = {k: np.asarray(self.space[k], dtype=object if any(isinstance(v, str) for v in self.space[k])
+                                      else np.int64)[idx[j]] for j, k in enumerate(keys)}
+                self._counts[key] = int(self.feasible(cols, capped).sum())
+        return self._counts[key]
+
+    # -- configs ------------------------------------------------------------------------------------
+    def configs(self, sampler: str | None = None, n: int | None = None, seed: int = 0, capped: bool = True,
+                **kw: Any) -> list[dict]:
+        """Feasible configs, each with its ``config_id``.
+
+        ``sampler``: ``"grid"``, ``"random"``, ``"sobol"``, ``"lhs"``, ``"unrolling"`` (needs ``steps=...``,
+        optional ``width=``) or ``"table"`` (table suites); default: the suite's ``default_sampler``.
+        ``n``: how many (default: all for grid/table, `DEFAULT_N` otherwise); fewer come back only when the
+        space has fewer feasible configs. Infeasible draws are skipped and more are drawn. ``capped=False``
+        lifts the size caps (validity still applies).
+        """
+        sampler = sampler or self.default_sampler
+        if n is not None:
+            n = _samplers._check_n(n)
+        if sampler == "table":
+            rows = self.filter(self._load_table(), capped)
+            out = rows if n is None else rows[:n]
+        elif sampler == "grid":
+            if kw:
+                raise SuiteError(f"sampler 'grid' takes no options, got {sorted(kw)}")
+            out = self.filter(_samplers.grid(self.space), capped)
+            out = out if n is None else out[:n]
+        elif sampler in _samplers.SAMPLERS:
+            fn = _samplers.SAMPLERS[sampler]
+            want = DEFAULT_N if n is None else n
+            total = _samplers.space_size(self.space) if sampler != "unrolling" else None
+            m = want
+            out = []
+            for _ in range(24):
+                cand = fn(self.space, n=m, seed=seed, **kw)
+                out = self.filter(cand, capped)
+                if len(out) >= want or len(cand) < m or (total is not None and m >= total):
+                    break
+                rate = max(len(out), 1) / len(cand)  # feasible share so far: draw enough for ``want``
+                m = min(max(2 * m, int(math.ceil(1.25 * want / rate))), max(64 * want, 4096))
+                if total is not None:
+                    m = min(m, total)
+            out = out[:want]
+        else:
+            raise SuiteError(f"unknown sampler {sampler!r}; choose from "
+                             f"{', '.join(['table'] + list(_samplers.SAMPLERS))}")
+        return [dict(c, config_id=config_id(c)) for c in out]
+
+    def build(self, config: Mapping[str, Any]) -> Network:
+        """The network of one config, named ``<suite>-<config_id>``."""
+        params = {k: _plain(v) for k, v in config.items() if k != "config_id"}
+        missing = [k for k in self.space if k not in params]
+        extra = [k for k in params if k not in self.space and k not in self.optional]
+        if missing or extra:
+            raise SuiteError(f"suite {self.name!r}: config {params} " +
+                             (f"lacks {missing}" if missing else "") + (" and " if missing and extra else "") +
+                             (f"has unknown keys {extra}" if extra else "") +
+                             f" (parameters: {list(self.space) + list(self.optional)})")
+        full = {**self.optional, **params}
+        net = self.builder(full)
+        # optional keys at their default do not change the network, nor its id
+        ident = {k: v for k, v in params.items() if k not in self.optional or self.optional[k] != v}
+        net.name = f"{self.name}-{config_id(ident)}"
+        return net
+
+    def _load_table(self) -> list[dict]:
+        if self.table is None:
+            raise SuiteError(f"suite {self.name!r} has no configuration table; use sampler 'grid', 'sobol', ...")
+        return self.table()
+
+
+# ------------------------------------------------------------------------------------------------------
+# builders (NetworkBuilder) and their analytic costs (numpy-vectorised over config columns)
+
+
+def _same_out(size, s):
+    """Output size of an odd kernel with k // 2 padding per side and stride s."""
+    return (size - 1) // s + 1
+
+
+def _pool_out(size, k, s):
+    return (size - k) // s + 1
+
+
+def _conv(b: NetworkBuilder, name: str, x: int, f: int, k: int, s: int = 1, groups: int = 1, d: int = 1) -> int:
+    return b.conv(name, x, f, k, s, padding=d * (k // 2), dilation=d, groups=groups)
+
+
+def _act(b: NetworkBuilder, kind: str, name: str, x: int) -> int:
+    try:
+        t = _ACT_TYPES[kind]
+    except KeyError:
+        raise SuiteError(f"unknown activation {kind!r}; choose from {ACTIVATIONS}") from None
+    return b.same(t, name, x, alpha=0.01 if t == T.LEAKY_RELU else None)
+
+
+def _input(b: NetworkBuilder, c: dict, name: str = "x", hw: tuple[str, str] = ("h", "w")) -> int:
+    if hw[0] == "hw":
+        return b.input(name, (int(c.get("n", 1)), int(c["c"]), int(c["hw"]), int(c["hw"])))
+    return b.input(name, (int(c.get("n", 1)), int(c["c"]), int(c[hw[0]]), int(c[hw[1]])))
+
+
+def _b_conv(c: dict) -> Network:
+    b = NetworkBuilder("conv")
+    _conv(b, "conv", _input(b, c), int(c["f"]), int(c["k"]), int(c["s"]), d=int(c.get("d", 1)))
+    return b.build()
+
+
+def _c_conv(c):
+    d = c.get("d", 1)
+    eff = d * (c["k"] - 1) + 1
+    ho = (c["h"] + 2 * (d * (c["k"] // 2)) - eff) // c["s"] + 1
+    wo = (c["w"] + 2 * (d * (c["k"] // 2)) - eff) // c["s"] + 1
+    n = c.get("n", 1)
+    return (2 * n * ho * wo * c["f"] * c["c"] * c["k"] ** 2, n * (c["c"] * c["h"] * c["w"] + c["f"] * ho * wo),
+            c["f"] * c["c"] * c["k"] ** 2)
+
+
+def _b_dwconv(c: dict) -> Network:
+    b = NetworkBuilder("dwconv")
+    _conv(b, "dwconv", _input(b, c), int(c["c"]), int(c["k"]), int(c["s"]), groups=int(c["c"]))
+    return b.build()
+
+
+def _c_dwconv(c):
+    ho, wo = _same_out(c["h"], c["s"]), _same_out(c["w"], c["s"])
+    return 2 * ho * wo * c["c"] * c["k"] ** 2, c["c"] * (c["h"] * c["w"] + ho * wo), c["c"] * c["k"] ** 2
+
+
+def _b_gconv(c: dict) -> Network:
+    b = NetworkBuilder("gconv")
+    _conv(b, "gconv", _input(b, c), int(c["f"]), int(c["k"]), int(c["s"]), groups=int(c["g"]))
+    return b.build()
+
+
+def _c_gconv(c):
+    ho, wo = _same_out(c["h"], c["s"]), _same_out(c["w"], c["s"])
+    cpg = c["c"] // c["g"]
+    return (2 * ho * wo * c["f"] * cpg * c["k"] ** 2, c["c"] * c["h"] * c["w"] + c["f"] * ho * wo,
+            c["f"] * cpg * c["k"] ** 2)
+
+
+def _v_gconv(c):
+    return (c["c"] % c["g"] == 0) & (c["f"] % c["g"] == 0) & (c["g"] < c["c"])
+
+
+def _b_pool(kind: str) -> Callable[[dict], Network]:
+    def build(c: dict) -> Network:
+        b = NetworkBuilder(f"{kind}pool")
+        b.pool("pool", _input(b, c), kind, int(c["k"]), int(c["s"]))
+        return b.build()
+    return build
+
+
+def _c_pool(c):
+    ho, wo = _pool_out(c["h"], c["k"], c["s"]), _pool_out(c["w"], c["k"], c["s"])
+    return 2 * ho * wo * c["c"] * c["k"] ** 2, c["c"] * (c["h"] * c["w"] + ho * wo), 0 * c["c"]
+
+
+def _v_pool(c):
+    return (c["k"] <= c["h"]) & (c["k"] <= c["w"])
+
+
+def _b_fc(c: dict) -> Network:
+    b = NetworkBuilder("fc")
+    x = b.input("x", (int(c["n"]), int(c["c"])))
+    b.linear("fc", x, int(c["f"]))
+    return b.build()
+
+
+def _c_fc(c):
+    return 2 * c["n"] * c["f"] * c["c"], c["n"] * (c["c"] + c["f"]), c["c"] * c["f"]
+
+
+def _b_add(c: dict) -> Network:
+    b = NetworkBuilder("add")
+    xs = [_input(b, c, f"x{j}") for j in range(2)]
+    b.same(T.ADD, "add", xs)
+    return b.build()
+
+
+def _c_add(c):
+    e = c["c"] * c["h"] * c["w"]
+    return e, 3 * e, 0 * e
+
+
+def _b_concat(c: dict) -> Network:
+    b = NetworkBuilder("concat")
+    xs = [_input(b, c, f"x{j}") for j in range(int(c["inputs"]))]
+    b.concat("concat", xs)
+    return b.build()
+
+
+def _c_concat(c):
+    e = c["c"] * c["h"] * c["w"] * c["inputs"]
+    return 0 * e, 2 * e, 0 * e
+
+
+def _b_act(c: dict) -> Network:
+    b = NetworkBuilder("act")
+    _act(b, str(c["act"]), str(c["act"]), _input(b, c))
+    return b.build()
+
+
+def _c_elementwise(c):
+    e = c["c"] * c["h"] * c["w"]
+    return e, 2 * e, 0 * e
+
+
+def _b_bn(c: dict) -> Network:
+    b = NetworkBuilder("bn")
+    b.same(T.BATCH_NORM, "bn", _input(b, c))
+    return b.build()
+
+
+def _c_bn(c):
+    e = c["c"] * c["h"] * c["w"]
+    return 2 * e, 2 * e, 2 * c["c"]
+
+
+def _b_resize(c: dict) -> Network:
+    b = NetworkBuilder("resize")
+    x = _input(b, c)
+    n, ch, h, w = b.out_shape(x)
+    sc = int(c["scale"])
+    b.add(T.RESIZE, "resize", [x], (n, ch, h * sc, w * sc), mode="nearest")
+    return b.build()
+
+
+def _c_resize(c):
+    e = c["c"] * c["h"] * c["w"]
+    return e * c["scale"] ** 2, e * (1 + c["scale"] ** 2), 0 * e
+
+
+def _b_conv_bn_relu(c: dict) -> Network:
+    b = NetworkBuilder("conv_bn_relu")
+    x = _input(b, c, hw=("hw", "hw"))
+    for j in range(1, int(c["depth"]) + 1):
+        x = _conv(b, f"conv{j}", x, int(c["f"]), int(c["k"]), int(c["s"]) if j == 1 else 1)
+        x = b.same(T.BATCH_NORM, f"bn{j}", x)
+        x = b.same(T.RELU, f"relu{j}", x)
+    return b.build()
+
+
+def _c_conv_bn_relu(c):
+    ho = _same_out(c["hw"], c["s"])
+    o = ho * ho * c["f"]
+    k2 = c["k"] ** 2
+    d = c["depth"]
+    ops = 2 * o * c["c"] * k2 + (d - 1) * 2 * o * c["f"] * k2 + d * 3 * o
+    return ops, c["c"] * c["hw"] ** 2 + d * 3 * o, c["f"] * c["c"] * k2 + (d - 1) * c["f"] ** 2 * k2 + d * 2 * c["f"]
+
+
+def _b_conv_pool(c: dict) -> Network:
+    b = NetworkBuilder("conv_pool")
+    x = _conv(b, "conv", _input(b, c, hw=("hw", "hw")), int(c["f"]), int(c["k"]), 1)
+    b.pool("pool", x, str(c["pool"]), int(c["pk"]), int(c["ps"]))
+    return b.build()
+
+
+def _c_conv_pool(c):
+    o = c["hw"] ** 2 * c["f"]
+    po = _pool_out(c["hw"], c["pk"], c["ps"]) ** 2 * c["f"]
+    return (2 * o * c["c"] * c["k"] ** 2 + 2 * po * c["pk"] ** 2, c["c"] * c["hw"] ** 2 + o + po,
+            c["f"] * c["c"] * c["k"] ** 2)
+
+
+def _v_conv_pool(c):
+    return c["pk"] <= c["hw"]
+
+
+def _b_residual(c: dict) -> Network:
+    b = NetworkBuilder("residual")
+    x = _input(b, c, hw=("hw", "hw"))
+    f, k, s = int(c["f"]), int(c["k"]), int(c["s"])
+    y = _conv(b, "conv1", x, f, k, s)
+    y = b.same(T.BATCH_NORM, "bn1", y)
+    y = b.same(T.RELU, "relu1", y)
+    y = _conv(b, "conv2", y, f, k, 1)
+    y = b.same(T.BATCH_NORM, "bn2", y)
+    if c["shortcut"] == "projection":
+        x = _conv(b, "proj", x, f, 1, s)
+        x = b.same(T.BATCH_NORM, "proj_bn", x)
+    elif c["shortcut"] != "identity":
+        raise SuiteError(f"shortcut must be 'identity' or 'projection', got {c['shortcut']!r}")
+    y = b.same(T.ADD, "add", [y, x])
+    b.same(T.RELU, "relu2", y)
+    return b.build()
+
+
+def _c_residual(c):
+    ho = _same_out(c["hw"], c["s"])
+    o = ho * ho * c["f"]
+    k2 = c["k"] ** 2
+    proj = np.asarray(c["shortcut"] == "projection", dtype=np.int64)
+    ops = 2 * o * c["c"] * k2 + 3 * o + 2 * o * c["f"] * k2 + 2 * o + proj * (2 * o * c["c"] + 2 * o) + 2 * o
+    act = c["c"] * c["hw"] ** 2 + o * (7 + 2 * proj)
+    wts = c["f"] * c["c"] * k2 + c["f"] ** 2 * k2 + 4 * c["f"] + proj * (c["f"] * c["c"] + 2 * c["f"])
+    return ops, act, wts
+
+
+def _v_residual(c):
+    return (c["shortcut"] == "projection") | ((c["s"] == 1) & (c["c"] == c["f"]))
+
+
+_BRANCH_KERNELS = (1, 3, 5, 7)
+
+
+def _b_concat_branches(c: dict) -> Network:
+    b = NetworkBuilder("concat_branches")
+    x = _input(b, c, hw=("hw", "hw"))
+    ys = [_conv(b, f"conv{j + 1}", x, int(c["f"]), _BRANCH_KERNELS[j % 4]) for j in range(int(c["branches"]))]
+    b.concat("concat", ys)
+    return b.build()
+
+
+def _c_concat_branches(c):
+    o = c["hw"] ** 2 * c["f"]
+    ksum = sum(np.where(c["branches"] > j, _BRANCH_KERNELS[j] ** 2, 0) for j in range(4))
+    return 2 * o * c["c"] * ksum, c["c"] * c["hw"] ** 2 + 2 * o * c["branches"], c["f"] * c["c"] * ksum
+
+
+def _b_dwsep(c: dict) -> Network:
+    b = NetworkBuilder("dwsep")
+    x = _input(b, c, hw=("hw", "hw"))
+    x = _conv(b, "dw", x, int(c["c"]), int(c["k"]), int(c["s"]), groups=int(c["c"]))
+    x = b.same(T.BATCH_NORM, "dw_bn", x)
+    x = b.same(T.RELU6, "dw_relu6", x)
+    x = _conv(b, "pw", x, int(c["f"]), 1)
+    x = b.same(T.BATCH_NORM, "pw_bn", x)
+    b.same(T.RELU6, "pw_relu6", x)
+    return b.build()
+
+
+def _c_dwsep(c):
+    ho = _same_out(c["hw"], c["s"])
+    a, o = ho * ho * c["c"], ho * ho * c["f"]
+    ops = 2 * a * c["k"] ** 2 + 3 * a + 2 * o * c["c"] + 3 * o
+    return ops, c["c"] * c["hw"] ** 2 + 3 * a + 3 * o, c["c"] * c["k"] ** 2 + 2 * c["c"] + c["f"] * c["c"] + 2 * c["f"]
+
+
+def _b_conv_act(c: dict) -> Network:
+    b = NetworkBuilder("conv_act")
+    x = _conv(b, "conv", _input(b, c, hw=("hw", "hw")), int(c["f"]), int(c["k"]), 1)
+    _act(b, str(c["act"]), str(c["act"]), x)
+    return b.build()
+
+
+def _c_conv_act(c):
+    o = c["hw"] ** 2 * c["f"]
+    return 2 * o * c["c"] * c["k"] ** 2 + o, c["c"] * c["hw"] ** 2 + 2 * o, c["f"] * c["c"] * c["k"] ** 2
+
+
+# ------------------------------------------------------------------------------------------------------
+# multi-kernel graphs
+
+
+def multi_kernel(networks: Sequence[Network], name: str | None = None) -> Network:
+    """Independent networks side by side in one graph: each keeps its own input(s), nothing connects them,
+    so a toolchain cannot fuse across kernels; layer ``L`` of network ``i`` is named ``k{i}/L``.
+
+    Measuring several kernels in one compiled model cuts the per-model overhead (compile, session setup).
+    Layer attributes (``attrs``) are kept.
+    """
+    nets = list(networks)
+    if not nets:
+        raise SuiteError("multi_kernel needs at least one network")
+    names: list[str] = []
+    for i, n in enumerate(nets):
+        names.extend(f"k{i}/{x}" for x in n.names)
+    sizes = [len(n) for n in nets]
+    offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+    edges = [n.edges + off for n, off in zip(nets, offsets) if n.edges.size]
+    keys = sorted({k for n in nets for k in n.attrs})
+    attrs = {k: [v for n in nets for v in (n.attrs.get(k) or [None] * len(n))] for k in keys}
+    if name is None:
+        joined = "+".join(n.name for n in nets)
+        name = joined if len(joined) <= 120 else \
+            f"multi{len(nets)}-{hashlib.sha1(joined.encode()).hexdigest()[:10]}"
+    return Network(name=name, names=names, types=np.concatenate([n.types for n in nets]),
+                   cols={c: np.concatenate([n.cols[c] for n in nets]) for c in INT_COLUMNS},
+                   edges=np.concatenate(edges) if edges else np.zeros((0, 2), np.int64), attrs=attrs)
+
+
+# ------------------------------------------------------------------------------------------------------
+# reference data: templates and sweep tables
+
+
+def reference_dir() -> Path | None:
+    """The ANNETTE reference data folder: ``$ANNETTE_REFERENCE_DIR``, else ``shared/annette-reference`` next to
+    the working directory or the checkout; None when absent."""
+    env = os.environ.get(_REF_ENV)
+    cands = [Path(env)] if env else []
+    cwd = Path.cwd()
+    cands += [cwd.parent / "shared" / "annette-reference", cwd / "shared" / "annette-reference",
+              Path(__file__).resolve().parents[3] / "shared" / "annette-reference"]
+    for c in cands:
+        if c.is_dir():
+            return c
+    return None
+
+
+def _resolve(path: str | os.PathLike, sub: str, ext: str) -> Path:
+    p = Path(path)
+    if p.is_file():
+        return p
+    ref = reference_dir()
+    if ref is not None and not p.is_absolute():
+        base = ref / sub
+        stem = p.name if p.suffix == ext else p.name + ext
+        for cand in [base / p.parent / stem, *sorted(base.rglob(stem))]:
+            if cand.is_file():
+                return cand
+    where = f" (looked in {ref / sub})" if ref is not None else \
+        f" (reference data not found: set ${_REF_ENV})"
+    raise SuiteError(f"no such file: {str(path)!r}{where}")
+
+
+def load_sweep_table(path: str | os.PathLike) -> list[dict]:
+    """Rows of an ANNETTE sweep table (CSV with a header, e.g. ``width,height,channels,filters,k_size,stride,
+    dilation,batch_size``) as dicts of ints (floats / strings where a value is not an integer).
+
+    ``path`` is a file or a table name of the reference data (``"paper35k"``).
+    """
+    p = _resolve(path, "benchmark-configs", ".csv")
+    try:
+        with open(p, newline="", encoding="utf-8") as f:
+            reader = csv.DictReader(f)
+            if not reader.fieldnames:
+                raise SuiteError(f"{p}: empty table (no header)")
+            rows = [{k.strip(): _number(v) for k, v in row.items() if k is not None} for row in reader]
+    except (OSError, UnicodeDecodeError, csv.Error) as e:
+        raise SuiteError(f"cannot read sweep table {p}: {e}") from None
+    return rows
+
+
+def _number(v: str | None) -> Any:
+    v = (v or "").strip()
+    try:
+        return int(v)
+    except ValueError:
+        try:
+            return float(v)
+        except ValueError:
+            return v
+
+
+_OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv,
+        ast.Div: operator.floordiv}
+
+
+def _fill_value(v: Any, config: Mapping[str, Any]) -> Any:
+    """A template value with placeholders replaced: ``"channels"`` -> config value, ``"2*channels"`` -> evaluated."""
+    if isinstance(v, list):
+        return [_fill_value(x, config) for x in v]
+    if isinstance(v, dict):
+        return {k: _fill_value(x, config) for k, x in v.items()}
+    if not isinstance(v, str):
+        return v
+    if v in config:
+        return _plain(config[v])
+    try:
+        tree = ast.parse(v, mode="eval").body
+    except SyntaxError:
+        return v
+    names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+    if not names or not names <= set(config):
+        return v
+
+    def ev(node):
+        if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)):
+            return node.value
+        if isinstance(node, ast.Name):
+            return config[node.id]
+        if isinstance(node, ast.BinOp) and type(node.op) in _OPS:
+            return _OPS[type(node.op)](ev(node.left), ev(node.right))
+        raise ValueError(v)
+
+    try:
+        return int(ev(tree))
+    except (ValueError, TypeError, ZeroDivisionError):
+        return v
+
+
+def _spatial(v: Any, rank: int, default: int) -> list[int]:
+    """Per-spatial-axis values from an NHWC-style list ``[1, a, b, 1]`` / ``[1, a, 1]``."""
+    n_sp = rank - 2
+    if isinstance(v, list) and len(v) == rank:
+        vals = v[1:-1]
+    elif isinstance(v, list) and len(v) == n_sp:
+        vals = v
+    else:
+        vals = [default] * n_sp
+    return [int(x) if isinstance(x, (int, np.integer)) else default for x in vals]
+
+
+def _window_out(size: int, k: int, s: int, d: int, padding: str) -> tuple[int, int]:
+    """(output size, total padding) of a sliding window under SAME or VALID padding."""
+    eff = d * (k - 1) + 1
+    if padding == "same":
+        out = -(-size // s)
+        return out, max((out - 1) * s + eff - size, 0)
+    out = (size - eff) // s + 1
+    if out < 1:
+        raise SuiteError(f"kernel {k} (dilation {d}) does not fit size {size} with VALID padding")
+    return out, 0
+
+
+def _pads8(totals: list[int]) -> list[int]:
+    """ANNETTE's 8-entry pads (NHWC begins, NHWC ends) from total padding per spatial axis (1 or 2 axes)."""
+    t = list(totals) + [0] * (2 - len(totals))
+    b = [x // 2 for x in t]
+    e = [x - x // 2 for x in t]
+    return [0, b[0], b[1], 0, 0, e[0], e[1], 0]
+
+
+#: Placeholder values used when the config does not give them (paper35k.csv has no stride/dilation columns).
+_TEMPLATE_DEFAULTS = {"batch_size": 1, "stride": 1, "dilation": 1}
+
+
+def from_annette_template(path: str | os.PathLike, config: Mapping[str, Any], padding: str = "same",
+                          name: str | None = None) -> Network:
+    """Fill an original ANNETTE benchmark template with ``config`` and convert it to a `Network`.
+
+    ``path`` is a template file or a template name of the reference data (``"conv2d"``, ``"dw-conv2d"``,
+    ``"annette_convnet"``...). Every string value equal to a config key (``"channels"``, ``"k_size"``,
+    ``"width"``, ``"height"``, ``"filters"``, ``"stride"``, ``"batch_size"``, ``"dilation"``) or an arithmetic
+    expression of config keys (``"2*channels"``) is replaced; ``batch_size``, ``stride`` and ``dilation``
+    default to 1. The templates leave the other shapes at -1;
+    they are computed layer by layer: convolutions and pools with ``padding="same"`` (output
+    ``ceil(size / stride)``, the padding TensorFlow's SAME adds, split begin = total // 2) as the original
+    ANNETTE generator built them — the templates' all-zero ``pads`` were never used, and the multi-layer
+    template's three parallel convolutions with kernels kxk, 1xk and kx1 only add up with SAME — or
+    ``"valid"``; a pool kernel of -1 is a global pool; ``FullyConnected``/``MatMul`` flatten their input;
+    ``Concat`` adds channels; other layers keep their input's shape. Shapes given by the template that
+    contradict this are replaced.
+
+    The templates list the input as ``[batch_size, width, height, channels]`` in NHWC positions, so the
+    network's H (NCHW index 2) is the config's ``width`` and W is ``height`` — as in the original generator's
+    TensorFlow placeholder. Raises `SuiteError` for a missing file, a placeholder the config does not fill,
+    or a shape that cannot be computed.
+    """
+    if padding not in ("same", "valid"):
+        raise SuiteError(f"padding must be 'same' or 'valid', got {padding!r}")
+    p = _resolve(path, "graphs/templates", ".json")
+    try:
+        with open(p, encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise SuiteError(f"cannot read template {p}: {e}") from None
+    layers = data.get("layers") if isinstance(data, dict) else None
+    if not isinstance(layers, dict) or not layers:
+        raise SuiteError(f"{p}: not an ANNETTE graph template (no 'layers' object)")
+    config = {**_TEMPLATE_DEFAULTS, **config}
+    filled = {k: _fill_value(copy.deepcopy(v), config) for k, v in layers.items()}
+    order = _template_order(filled, p)
+    out_shapes: dict[str, list[int]] = {}
+    for key in order:
+        try:
+            out_shapes[key] = _template_layer(filled[key], out_shapes, padding)
+        except SuiteError as e:
+            raise SuiteError(f"template {p.name}, layer {key!r}: {e}") from None
+    from ..frontends.annette_json import from_annette_json
+
+    net_name = name or f"{data.get('name') or p.stem}-{config_id(config)}"
+    return from_annette_json({"name": net_name, "layers": filled}, name=net_name)
+
+
+def _template_order(layers: dict, p: Path) -> list[str]:
+    order: list[str] = []
+    state: dict[str, int] = {}
+
+    def visit(k: str, stack: tuple) -> None:
+        if state.get(k) == 2:
+            return
+        if state.get(k) == 1:
+            raise SuiteError(f"template {p.name}: cycle through {k!r}")
+        state[k] = 1
+        for par in layers[k].get("parents") or []:
+            par = str(par).split(":")[0]
+            if par in layers:
+                visit(par, stack + (k,))
+        state[k] = 2
+        order.append(k)
+
+    for k in layers:
+        visit(k, ())
+    return order
+
+
+def _ints(shape: Any, what: str) -> list[int]:
+    if not isinstance(shape, list) or not shape:
+        raise SuiteError(f"{what} {shape!r} is not a shape")
+    bad = [x for x in shape if isinstance(x, str)]
+    if bad:
+        raise SuiteError(f"placeholder(s) {bad} in {what} are not in the config")
+    return [int(x) for x in shape]
+
+
+def _template_layer(L: dict, out_shapes: dict, padding: str) -> list[int]:
+    """Compute (and write into ``L``) the NHWC input/output shapes and pads of one template layer."""
+    typ = str(L.get("type"))
+    if typ in ("DataInput", "Input"):
+        shp = _ints(L.get("output_shape"), "input shape")
+        if any(x <= 0 for x in shp[1:]):
+            raise SuiteError(f"input shape {shp} has unfilled (-1) dimensions")
+        L["output_shape"] = shp
+        return shp
+    parents = [str(q).split(":")[0] for q in (L.get("parents") or []) if str(q).split(":")[0] in out_shapes]
+    if not parents:
+        raise SuiteError("no parent to take the input shape from")
+    ins = list(out_shapes[parents[0]])
+    rank = len(ins)
+    n = ins[0]
+    if typ in ("DepthwiseConv1d",):
+        typ = L["type"] = "DepthwiseConv"
+    if typ in ("Conv", "Conv1d", "DepthwiseConv", "ConvTranspose", "ConvTranspose2d", "Pool", "Pool1d"):
+        if rank < 3:
+            raise SuiteError(f"{typ} needs a spatial input, got shape {ins}")
+        spatial = ins[1:-1]
+        c_in = ins[-1]
+        strides = _spatial(L.get("strides"), rank, 1)
+        dil = _spatial(L.get("dilations"), rank, 1)
+        ks = L.get("kernel_shape")
+        pool = typ.startswith("Pool")
+        if pool:
+            kern = _spatial(ks, rank, 1)
+            if any(k == -1 for k in kern) or (isinstance(ks, list) and -1 in ks[1:-1]):  # global pool
+                L["kernel_shape"] = [1, *spatial, 1] if rank == 4 else [1, spatial[0], 1]
+                L["strides"] = [1] * rank
+                L["pads"] = _pads8([0] * len(spatial))
+                out = [n, *([1] * len(spatial)), c_in]
+                L["input_shape"], L["output_shape"] = ins, out
+                return out
+            c_out = c_in
+        else:
+            ks = _ints(ks, "kernel_shape")
+            n_sp = rank - 2
+            kern = ks[:n_sp] if len(ks) >= n_sp + 2 else ks[:1] + [1] * (n_sp - 1)
+            if typ == "DepthwiseConv":
+                c_out = c_in if ks[-1] in (1, c_in) else ks[-1]
+            else:
+                c_out = ks[-1]
+        out_sp, totals = [], []
+        for size, k, s, d in zip(spatial, kern, strides, dil):
+            if typ.startswith("ConvTranspose"):
+                o = size * s if padding == "same" else (size - 1) * s + d * (k - 1) + 1
+                totals.append(max((size - 1) * s + d * (k - 1) + 1 - o, 0))
+                out_sp.append(o)
+            else:
+                o, t = _window_out(size, k, s, d, padding)
+                out_sp.append(o)
+                totals.append(t)
+        L["pads"] = _pads8(totals)
+        out = [n, *out_sp, c_out]
+    elif typ in ("FullyConnected", "MatMul"):
+        ins = [n, math.prod(ins[1:])]
+        f = (L.get("output_shape") or [None, None])[-1]
+        if isinstance(f, str) or not isinstance(f, int) or f <= 0:
+            raise SuiteError(f"output features {f!r} unknown (fill 'filters')")
+        out = [n, f]
+    elif typ == "Flatten":
+        out = [n, math.prod(ins[1:])]
+    elif typ == "Concat":
+        shapes = [out_shapes[q] for q in parents]
+        if any(len(s) != rank or s[:-1] != ins[:-1] for s in shapes):
+            raise SuiteError(f"cannot concatenate shapes {shapes} along channels")
+        out = [*ins[:-1], sum(s[-1] for s in shapes)]
+    else:
+        out = list(ins)
+    L["input_shape"], L["output_shape"] = ins, out
+    return out
+
+
+# ------------------------------------------------------------------------------------------------------
+# the paper's convolution table
+
+
+def _paper_rows() -> list[dict]:
+    rows = load_sweep_table("paper35k")
+    out = []
+    for r in rows:
+        c = {"h": int(r["height"]), "w": int(r["width"]), "c": int(r["channels"]), "f": int(r["filters"]),
+             "k": int(r["k_size"]), "s": int(r.get("stride", 1) or 1)}
+        if int(r.get("dilation", 1) or 1) != 1:
+            c["d"] = int(r["dilation"])
+        if int(r.get("batch_size", 1) or 1) != 1:
+            c["n"] = int(r["batch_size"])
+        out.append(c)
+    return out
+
+
+_PAPER_CACHE: dict[str, list[dict]] = {}
+
+
+def _paper_table() -> list[dict]:
+    ref = reference_dir()
+    key = str(ref)
+    if key not in _PAPER_CACHE:
+        _PAPER_CACHE[key] = _paper_rows()
+    return [dict(r) for r in _PAPER_CACHE[key]]
+
+
+# ------------------------------------------------------------------------------------------------------
+# registry
+
+
+def _suites() -> dict[str, Suite]:
+    hw = {"h": SPATIAL, "w": SPATIAL}
+    sq = {"hw": SPATIAL}
+    ch = CHANNELS
+    ch_g = [16, 32, 64, 128, 256, 512, 1024, 2048]
+    s = [
+        Suite("conv", "2-D convolution (h, w, c, f, kernel, stride)", {**hw, "c": ch, "f": ch, "k": KERNELS,
+              "s": STRIDES}, _b_conv, cost=_c_conv, optional={"d": 1, "n": 1}),
+        Suite("dwconv", "depthwise convolution (h, w, c, kernel, stride)", {**hw, "c": ch, "k": KERNELS,
+              "s": STRIDES}, _b_dwconv, cost=_c_dwconv),
+        Suite("gconv", "grouped convolution (h, w, c, f, groups, kernel, stride)",
+              {**hw, "c": ch_g, "f": ch_g, "g": [2, 4, 8, 16, 32], "k": KERNELS, "s": STRIDES}, _b_gconv,
+              cost=_c_gconv, valid=_v_gconv),
+        Suite("maxpool", "max pooling (h, w, c, kernel 2..10, stride)", {**hw, "c": ch, "k": POOL_KERNELS,
+              "s": STRIDES}, _b_pool("max"), cost=_c_pool, valid=_v_pool),
+        Suite("avgpool", "average pooling (h, w, c, kernel 2..10, stride)", {**hw, "c": ch, "k": POOL_KERNELS,
+              "s": STRIDES}, _b_pool("avg"), cost=_c_pool, valid=_v_pool),
+        Suite("fc", "fully connected (batch rows n, in features c, out features f)",
+              {"n": [1, 4, 16], "c": FEATURES, "f": FEATURES}, _b_fc, cost=_c_fc),
+        Suite("add", "element-wise add of two inputs (h, w, c)", {**hw, "c": ch}, _b_add, cost=_c_add),
+        Suite("concat", "channel concat of 2-4 inputs (h, w, c per input)", {**hw, "c": ch, "inputs": [2, 3, 4]},
+              _b_concat, cost=_c_concat),
+        Suite("act", "activation (h, w, c, kind: " + "/".join(ACTIVATIONS) + ")",
+              {**hw, "c": ch, "act": ACTIVATIONS}, _b_act, cost=_c_elementwise),
+        Suite("bn", "batch normalization (h, w, c)", {**hw, "c": ch}, _b_bn, cost=_c_bn),
+        Suite("resize", "nearest upsampling x2/x4 (h, w, c, scale)", {**hw, "c": ch, "scale": [2, 4]},
+              _b_resize, cost=_c_resize),
+        Suite("conv_bn_relu", "conv-bn-relu chains of 1-3 blocks (hw, c, f, kernel, stride of the first)",
+              {**sq, "c": ch, "f": ch, "k": KERNELS, "s": STRIDES, "depth": [1, 2, 3]}, _b_conv_bn_relu,
+              kind="multi", cost=_c_conv_bn_relu),
+        Suite("conv_pool", "conv followed by max/avg pool (hw, c, f, kernel, pool kind, pool size 2-4, stride)",
+              {**sq, "c": ch, "f": ch, "k": KERNELS, "pool": ["max", "avg"], "pk": [2, 3, 4], "ps": STRIDES},
+              _b_conv_pool, kind="multi", cost=_c_conv_pool, valid=_v_conv_pool),
+        Suite("residual", "conv-bn-relu-conv-bn + add (identity or 1x1 projection shortcut) + relu",
+              {**sq, "c": ch, "f": ch, "k": [1, 3], "s": STRIDES, "shortcut": ["identity", "projection"]},
+              _b_residual, kind="multi", cost=_c_residual, valid=_v_residual),
+        Suite("concat_branches", "2-4 parallel convs (kernels 1/3/5/7) concatenated (hw, c, f per branch)",
+              {**sq, "c": ch, "f": ch, "branches": [2, 3, 4]}, _b_concat_branches, kind="multi",
+              cost=_c_concat_branches),
+        Suite("dwsep", "depthwise-separable block dw-bn-relu6-pw1x1-bn-relu6 (hw, c, f, dw kernel, stride)",
+              {**sq, "c": ch, "f": ch, "k": [3, 5], "s": STRIDES}, _b_dwsep, kind="multi", cost=_c_dwsep),
+        Suite("conv_act", "conv (stride 1) + activation (hw, c, f, kernel, kind)",
+              {**sq, "c": ch, "f": ch, "k": KERNELS, "act": ACTIVATIONS}, _b_conv_act, kind="multi",
+              cost=_c_conv_act),
+        Suite("paper_conv", "the paper's conv configurations (paper35k.csv of the ANNETTE reference data)",
+              {"h": PAPER_SPATIAL, "w": PAPER_SPATIAL, "c": PAPER_CHANNELS, "f": PAPER_CHANNELS, "k": KERNELS,
+               "s": [1]}, _b_conv, default_sampler="table", cost=_c_conv, optional={"d": 1, "n": 1},
+              table=_paper_table),
+    ]
+    return {x.name: x for x in s}
+
+
+SUITES: dict[str, Suite] = _suites()
+
+
+def get_suite(name: str) -> Suite:
+    """The suite called ``name`` (`SuiteError` listing the names if unknown)."""
+    try:
+        return SUITES[name]
+    except KeyError:
+        raise SuiteError(f"unknown suite {name!r}; choose from {', '.join(SUITES)}") from None
+
+
+def list_suites() -> dict[str, str]:
+    """Suite name -> description with its number of feasible configs."""
+    out = {}
+    for name, s in SUITES.items():
+        try:
+            what = "rows" if s.default_sampler == "table" else "configs"
+            out[name] = f"{s.description} [{s.kind}; {s.count():,} {what}]"
+        except SuiteError as e:
+            out[name] = f"{s.description} [{s.kind}; unavailable: {e}]"
+    return out

@@ -1,0 +1,178 @@
+"""``annette bench``: run benchmark suites on a hardware module, list suites, export and ingest results."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any
+
+from .errors import AnnetteError
+
+__all__ = ["add_parser", "run", "PLATFORM_RUNNERS", "DEFAULT_DB"]
+
+#: measurable platform -> (hardware module, its settings)
+PLATFORM_RUNNERS: dict[str, tuple[str, dict[str, Any]]] = {
+    "ort-cpu": ("ort-cpu", {}),
+    "openvino-cpu": ("openvino", {"device": "CPU"}),
+    "ncs2": ("openvino", {"device": "MYRIAD"}),
+    "zcu102": ("vitis", {}),
+}
+DEFAULT_DB = os.environ.get("ANNETTE_DB", "annette-measurements.sqlite")
+
+
+def add_parser(sub: Any) -> None:
+    """Add the ``bench`` command and its sub-commands to the CLI's sub-parser set."""
+    b = sub.add_parser("bench", help="run benchmark suites on a toolchain and store per-layer measurements",
+                       description="Run a benchmark suite on a platform's toolchain (resumable: finished "
+                                   "configurations are skipped), or list / export / ingest measurements.")
+    b.add_argument("--list", action="store_true", help="list the benchmark suites")
+    b.add_argument("-p", "--platform", help=f"one of {', '.join(PLATFORM_RUNNERS)}")
+    b.add_argument("-s", "--suite", action="append", help="suite name (repeat for several; see --list)")
+    b.add_argument("--db", default=DEFAULT_DB, help=f"measurement database (default: {DEFAULT_DB})")
+    b.add_argument("--budget", help="stop after this long, e.g. 10m or 2h (configurations run space-filling first)")
+    b.add_argument("-n", "--configs", type=int, help="number of configurations to sample (default: the suite's)")
+    b.add_argument("--sampler", default=None, help="grid, random, sobol or lhs (default: the suite's)")
+    b.add_argument("--seed", type=int, default=0)
+    b.add_argument("--iterations", type=int, default=20, help="timed runs per configuration (default 20)")
+    b.add_argument("--warmup", type=int, default=3, help="untimed runs first (default 3)")
+    b.add_argument("--timeout", type=float, default=120.0, help="seconds per configuration before it counts as hung")
+    b.add_argument("--pack", type=int, default=1,
+                   help="measure this many single-kernel configurations per compiled model (default 1)")
+    b.add_argument("--threads", type=int, default=1, help="inference threads (default 1)")
+    b.add_argument("--retry-failed", action="store_true", help="measure failed configurations again")
+    b.add_argument("--runner", help="custom hardware module as package.module:ClassName")
+    b.add_argument("--jobs-dir", default="annette-jobs",
+                   help="zcu102: where the per-benchmark job folders are written (default: annette-jobs)")
+    bs = b.add_subparsers(dest="bench_command", metavar="ACTION")
+    ex = bs.add_parser("export", help="write the stored measurements as CSV (one row per measured layer)")
+    ex.add_argument("--db", default=DEFAULT_DB)
+    ex.add_argument("--out", required=True, help="CSV file to write")
+    ex.add_argument("-p", "--platform")
+    ex.add_argument("-s", "--suite")
+    ing = bs.add_parser("ingest", help="store profiler reports copied back from a board (zcu102)")
+    ing.add_argument("reports", nargs="+", metavar="REPORT", help="report files or job folders")
+    ing.add_argument("-p", "--platform", default="zcu102")
+    ing.add_argument("--db", default=DEFAULT_DB)
+    st = bs.add_parser("status", help="configurations stored per platform and suite")
+    st.add_argument("--db", default=DEFAULT_DB)
+
+
+def _check_db(path: str, must_exist: bool) -> None:
+    if must_exist and not os.path.isfile(path):
+        raise AnnetteError(f"{path}: no such measurement database")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Execute ``annette bench ...``; returns the exit code."""
+    from .bench.store import Store
+
+    cmd = args.bench_command
+    if cmd == "export":
+        _check_db(args.db, True)
+        with Store(args.db) as st:
+            n = st.export_csv(args.out, args.platform, args.suite)
+        print(f"wrote {n} rows to {args.out}")
+        return 0
+    if cmd == "status":
+        _check_db(args.db, True)
+        with Store(args.db) as st:
+            counts = st.counts()
+        for (p, s), c in sorted(counts.items()):
+            print(f"{p:<14}{s:<20}{c['ok']:>8} ok{c['failed']:>6} failed")
+        return 0
+    if cmd == "ingest":
+        return _ingest(args)
+    if args.list:
+        from .bench.suites import list_suites
+        for name, desc in list_suites().items():
+            print(f"{name:<18}{desc}")
+        return 0
+    if not args.platform or not args.suite:
+        raise AnnetteError("give --platform and --suite (or --list, or an action: export, ingest, status)")
+    return _run_suites(args)
+
+
+def _runner_for(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
+    if args.runner:
+        return args.runner, {}
+    if args.platform not in PLATFORM_RUNNERS:
+        raise AnnetteError(f"platform {args.platform!r} cannot be measured here (measurable: "
+                           f"{', '.join(PLATFORM_RUNNERS)}; or give --runner package.module:Class)")
+    name, kw = PLATFORM_RUNNERS[args.platform]
+    kw = dict(kw)
+    if name in ("ort-cpu", "openvino"):
+        kw["threads"] = args.threads
+    return name, kw
+
+
+def _configs(args: argparse.Namespace, suite_name: str) -> list[dict[str, Any]]:
+    from .bench.suites import SUITES
+    if suite_name not in SUITES:
+        raise AnnetteError(f"unknown suite {suite_name!r} (see 'annette bench --list')")
+    suite = SUITES[suite_name]
+    kw: dict[str, Any] = {"seed": args.seed}
+    if args.sampler:
+        kw["sampler"] = args.sampler
+    if args.configs:
+        kw["n"] = args.configs
+    return suite.configs(**kw)
+
+
+def _run_suites(args: argparse.Namespace) -> int:
+    from .bench.store import Store
+    from .bench.sweep import parse_budget, run_sweep
+
+    budget = parse_budget(args.budget)
+    runner, kw = _runner_for(args)
+    if runner == "vitis":
+        return _write_jobs(args)
+    status = 0
+    with Store(args.db) as st:
+        for suite in args.suite:
+            configs = _configs(args, suite)
+            res = run_sweep(st, args.platform, suite, configs, runner, kw, iterations=args.iterations,
+                            warmup=args.warmup, timeout_s=args.timeout, budget_s=budget, pack=args.pack,
+                            retry_failed=args.retry_failed, progress=True)
+            line = (f"{args.platform}/{suite}: {res.measured} measured, {res.failed} failed, {res.skipped} already "
+                    f"stored, {res.seconds:.1f} s ({res.per_second:.2f} configurations/s) -> {args.db}")
+            print(line)
+            if res.stopped_by_budget:
+                print("budget used up; run the same command again to continue")
+            if res.interrupted:
+                print("interrupted; everything measured so far is stored; run the same command again to resume")
+                return 130
+            if budget is not None:
+                budget = max(budget - res.seconds, 1e-9)
+    return status
+
+
+def _write_jobs(args: argparse.Namespace) -> int:
+    """zcu102: write one job folder per configuration for the vendor toolchain and the board."""
+    import json
+
+    from .bench.export import to_onnx
+    from .bench.runners.base import get_runner
+    from .bench.suites import SUITES
+
+    os.makedirs(args.jobs_dir, exist_ok=True)
+    runner = get_runner("vitis", workdir=args.jobs_dir)
+    n = 0
+    for suite in args.suite:
+        for c in _configs(args, suite):
+            net = SUITES[suite].build(c)
+            job = runner.prepare(to_onnx(net))
+            with open(os.path.join(str(job), "annette-job.json"), "w", encoding="utf-8") as f:
+                json.dump({"platform": args.platform, "suite": suite, "config": c}, f, indent=1)
+            n += 1
+    print(f"wrote {n} job folders under {args.jobs_dir}; see docs/zcu102-benchmarking.md, then "
+          f"'annette bench ingest --platform {args.platform} {args.jobs_dir}/*'")
+    return 0
+
+
+def _ingest(args: argparse.Namespace) -> int:
+    """Store reports copied back from a board, matched against the benchmark networks they came from."""
+    from .bench.ingest import ingest_reports
+    n_ok, n_fail = ingest_reports(args.reports, args.platform, args.db)
+    print(f"ingested {n_ok} benchmark(s) into {args.db}" + (f"; {n_fail} could not be read" if n_fail else ""))
+    return 0 if n_ok or not n_fail else 1

@@ -1,0 +1,323 @@
+"""Benchmark suites, samplers, multi-kernel graphs and the ANNETTE template / sweep-table loaders."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+
+from annette_torch.bench import samplers as S
+from annette_torch.bench.export import to_onnx
+from annette_torch.bench.suites import (MAX_ACT_BYTES, MAX_OPS, MAX_WEIGHT_BYTES, SUITES, Suite, SuiteError,
+                                        config_id, from_annette_template, list_suites, load_sweep_table,
+                                        multi_kernel)
+from annette_torch.errors import AnnetteError
+
+SPACE = {"h": [8, 16, 32, 64], "w": [8, 16, 32], "k": [1, 3, 5, 7], "act": ["relu", "gelu"]}  # 96 configs
+
+
+def key(c):
+    return tuple(sorted((k, v) for k, v in c.items() if k != "config_id"))
+
+
+# --------------------------------------------------------------------------------------------------
+# samplers
+
+
+def test_grid_is_complete_and_ordered():
+    g = S.grid(SPACE)
+    assert len(g) == S.space_size(SPACE) == 96
+    assert len({key(c) for c in g}) == 96
+    assert g[0] == {"h": 8, "w": 8, "k": 1, "act": "relu"} and g[1]["act"] == "gelu"  # last key fastest
+    with pytest.raises(AnnetteError, match="no allowed values"):
+        S.grid({"a": []})
+
+
+@pytest.mark.parametrize("name", ["random", "sobol", "lhs"])
+def test_samplers_deterministic_distinct_sized(name):
+    fn = S.SAMPLERS[name]
+    a, b, c = fn(SPACE, 40, 0), fn(SPACE, 40, 0), fn(SPACE, 40, 1)
+    assert a == b and a != c
+    assert len(a) == 40 and len({key(x) for x in a}) == 40
+    assert all(x["h"] in SPACE["h"] and x["act"] in SPACE["act"] for x in a)
+    assert all(type(x["h"]) is int for x in a)  # plain Python values, not numpy scalars
+    full = fn(SPACE, 500, 0)  # more than the space holds: the whole space, once
+    assert len(full) == 96 and {key(x) for x in full} == {key(x) for x in S.grid(SPACE)}
+    assert fn(SPACE, 0, 0) == []
+    with pytest.raises(AnnetteError):
+        fn(SPACE, -1, 0)
+
+
+def test_sobol_prefix_and_balance():
+    space = {"a": list(range(8)), "b": list(range(4)), "c": list(range(16)), "d": list(range(1000))}
+    long, short = S.sobol(space, 64, seed=5), S.sobol(space, 16, seed=5)
+    assert long[:16] == short
+    # 64 Sobol points: every value of a power-of-two list gets exactly its share
+    for k, m in (("a", 8), ("b", 4), ("c", 16)):
+        assert Counter(x[k] for x in long) == {v: 64 // m for v in range(m)}
+
+
+def test_lhs_stratified():
+    space = {"a": list(range(10)), "b": list(range(7)), "c": list(range(700)), "d": list(range(1000))}
+    n = 70
+    pts = S.lhs(space, n, seed=3)
+    assert len(pts) == n
+    for k, m in (("a", 10), ("b", 7)):
+        counts = Counter(x[k] for x in pts)
+        assert set(counts) == set(range(m))
+        assert max(counts.values()) - min(counts.values()) <= 2  # n / m each, give or take a stratum edge
+    # one point in each of the 70 strata of a 700-value dimension
+    assert sorted(x["c"] // 10 for x in pts) == list(range(n))
+
+
+def test_unrolling_values_sit_around_multiples():
+    assert S.unrolling_values(8, 70, [16], width=1) == [16, 17, 32, 33, 48, 49, 64, 65]
+    assert S.unrolling_values(8, 70, [16], width=2) == [15, 16, 17, 18, 31, 32, 33, 34, 47, 48, 49, 50, 63, 64,
+                                                        65, 66]
+    vals = S.unrolling_values(1, 100, [8, 12], width=2)
+    assert all(min(abs(v - 8 * k) for k in range(14)) <= 2 or min(abs(v - 12 * k) for k in range(10)) <= 2
+               for v in vals)
+    space = {"c": [8, 16, 32, 64, 128, 256], "f": [8, 512], "k": [1, 3]}
+    cfgs = S.unrolling_aware(space, {"c": [32]}, n=50, seed=0)
+    assert cfgs == S.unrolling_aware(space, {"c": [32]}, n=50, seed=0)
+    assert len(cfgs) == len({key(c) for c in cfgs}) == 50
+    for c in cfgs:
+        r = c["c"] % 32
+        assert r in (0, 1, 2, 31) and 8 <= c["c"] <= 256  # both sides of each multiple of 32, in range
+        assert c["f"] in (8, 512) and c["k"] in (1, 3)  # other dimensions from the space
+    sides = Counter("below" if c["c"] % 32 in (31, 0) else "above" for c in cfgs)
+    assert sides["below"] > 5 and sides["above"] > 5
+    with pytest.raises(AnnetteError, match="not in the space"):
+        S.unrolling_aware(space, {"x": [4]}, 5)
+    with pytest.raises(AnnetteError, match="no multiple"):
+        S.unrolling_aware({"c": [3, 5]}, {"c": [64]}, 5)
+
+
+def _min_dist(cfgs):
+    x = np.array([[math.log2(c["h"]), math.log2(c["w"])] for c in cfgs])
+    d = np.sqrt(((x[:, None] - x[None]) ** 2).sum(-1))
+    return d[np.triu_indices(len(x), 1)].min()
+
+
+def test_order_space_filling():
+    space = {"h": [2 ** i for i in range(10)], "w": [2 ** i for i in range(10)]}
+    g = S.grid(space)
+    order = S.order_space_filling(g + g[:5], seed=0)  # duplicates dropped
+    assert len(order) == 100 and {key(c) for c in order} == {key(c) for c in g}
+    assert order == S.order_space_filling(g, seed=0)
+    assert S.order_space_filling(g, seed=1) != order
+    # every prefix is spread out: far better than the grid's own order, as good as the best of random orders
+    rng = np.random.default_rng(0)
+    for m in (4, 9, 16):
+        assert _min_dist(order[:m]) > _min_dist(g[:m])
+        best_random = max(_min_dist([g[i] for i in rng.permutation(100)[:m]]) for _ in range(20))
+        assert _min_dist(order[:m]) >= best_random * 0.99
+    mixed = S.order_space_filling([{"a": 1, "act": "relu"}, {"a": 1, "act": "gelu"}, {"a": 2, "act": "relu"}])
+    assert len(mixed) == 3
+
+
+# --------------------------------------------------------------------------------------------------
+# suites
+
+
+def session_ok(model: onnx.ModelProto) -> ort.InferenceSession:
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    so.log_severity_level = 3
+    return ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+
+
+MICRO = ["conv", "dwconv", "gconv", "maxpool", "avgpool", "fc", "add", "concat", "act", "bn", "resize"]
+MULTI = ["conv_bn_relu", "conv_pool", "residual", "concat_branches", "dwsep", "conv_act"]
+
+
+def test_suite_registry():
+    assert set(MICRO + MULTI) | {"paper_conv"} == set(SUITES)
+    assert all(SUITES[s].kind == "micro" for s in MICRO) and all(SUITES[s].kind == "multi" for s in MULTI)
+    listing = list_suites()
+    assert set(listing) == set(SUITES)
+    for name in MICRO + MULTI:
+        assert f"{SUITES[name].count():,} configs" in listing[name]
+        assert 0 < SUITES[name].count() <= S.space_size(SUITES[name].space)
+
+
+@pytest.mark.parametrize("name", MICRO + MULTI)
+def test_suite_builds_exports_and_runs(name):
+    suite = SUITES[name]
+    cfgs = suite.configs(n=12, seed=0)
+    assert len(cfgs) == 12 and len({c["config_id"] for c in cfgs}) == 12
+    assert cfgs == suite.configs(n=12, seed=0)
+    for c in cfgs:
+        net = suite.build(c)
+        assert net.name == f"{name}-{c['config_id']}"
+        # analytic caps agree with the built network and are respected
+        cols = {k: np.array([v], dtype=object if isinstance(v, str) else np.int64)
+                for k, v in {**suite.optional, **c}.items() if k != "config_id"}
+        ops, act, wts = (float(np.asarray(v).reshape(-1)[0]) for v in suite.cost(cols))
+        assert ops == pytest.approx(net.total_ops, rel=1e-9)
+        assert act == pytest.approx(float(net.out_elems.sum()), rel=1e-9)
+        assert wts == pytest.approx(net.total_weights, rel=1e-9)
+        assert net.total_ops <= MAX_OPS and 4 * net.out_elems.sum() <= MAX_ACT_BYTES
+        assert 4 * net.total_weights <= MAX_WEIGHT_BYTES
+    # the first few export and load in ONNX Runtime; the smallest one runs
+    small = min(cfgs, key=lambda c: suite.build(c).total_ops)
+    for c in cfgs[:2] + [small]:
+        model = to_onnx(suite.build(c))
+        onnx.checker.check_model(model)
+        sess = session_ok(model)
+    rng = np.random.default_rng(0)
+    model = to_onnx(suite.build(small))
+    sess = session_ok(model)
+    outs = sess.run(None, {i.name: rng.standard_normal([d.dim_value for d in i.type.tensor_type.shape.dim],
+                                                       dtype=np.float32) for i in model.graph.input})
+    assert all(np.isfinite(o).all() for o in outs)
+
+
+def test_layer_names_readable():
+    names = {s: SUITES[s].build(SUITES[s].configs(n=1)[0]).names for s in ("conv", "maxpool", "bn", "fc")}
+    assert names == {"conv": ["x", "conv"], "maxpool": ["x", "pool"], "bn": ["x", "bn"], "fc": ["x", "fc"]}
+    res = SUITES["residual"].build({"hw": 16, "c": 16, "f": 32, "k": 3, "s": 2, "shortcut": "projection"})
+    assert res.names == ["x", "conv1", "bn1", "relu1", "conv2", "bn2", "proj", "proj_bn", "add", "relu2"]
+    dws = SUITES["dwsep"].build({"hw": 16, "c": 16, "f": 32, "k": 3, "s": 1})
+    assert dws.type_labels() == ["Input", "DepthwiseConv", "BatchNorm", "Relu6", "Conv", "BatchNorm", "Relu6"]
+    act = SUITES["conv_act"].build({"hw": 8, "c": 8, "f": 8, "k": 3, "act": "silu"})
+    assert act.names == ["x", "conv", "silu"] and act.type_labels()[-1] == "SiLU"
+    chain = SUITES["conv_bn_relu"].build({"hw": 32, "c": 8, "f": 16, "k": 3, "s": 2, "depth": 3})
+    assert chain.names[1:4] == ["conv1", "bn1", "relu1"] and chain.out_shape(len(chain) - 1) == (1, 16, 16, 16)
+    g = SUITES["gconv"].build({"h": 8, "w": 8, "c": 32, "f": 64, "g": 4, "k": 3, "s": 1})
+    assert g.type_labels()[1] == "GroupConv" and int(g.groups[1]) == 4
+
+
+def test_config_ids_stable_and_sampler_options():
+    assert config_id({"b": 2, "a": 1}) == config_id({"a": 1, "b": 2}) == config_id({"a": 1, "b": 2, "config_id": "x"})
+    assert config_id({"a": 1, "b": 2}) == "4acc71e054"  # part of stored data: must never change
+    conv = SUITES["conv"]
+    grid = conv.configs(sampler="grid", n=10)
+    assert len(grid) == 10 and grid[0]["config_id"] == config_id({k: v for k, v in grid[0].items()
+                                                                  if k != "config_id"})
+    assert len(conv.configs(sampler="lhs", n=20, seed=2)) == 20
+    assert len(conv.configs(sampler="random", n=20, seed=2)) == 20
+    unrolled = conv.configs(sampler="unrolling", n=20, steps={"c": [16], "f": [16]}, width=1)
+    assert len(unrolled) == 20 and all(c["c"] % 16 in (0, 1) and c["f"] % 16 in (0, 1) for c in unrolled)
+    conv.build(unrolled[0])  # values outside the space's lists build fine
+    assert len(SUITES["fc"].configs(sampler="grid")) == SUITES["fc"].count()
+    uncapped = SUITES["residual"].configs(sampler="grid", capped=False)
+    assert len(uncapped) == SUITES["residual"].count(capped=False) > SUITES["residual"].count()
+    with pytest.raises(SuiteError, match="unknown sampler"):
+        conv.configs(sampler="nope")
+    with pytest.raises(SuiteError, match="lacks"):
+        conv.build({"h": 8})
+    with pytest.raises(SuiteError, match="unknown keys"):
+        conv.build({"h": 8, "w": 8, "c": 8, "f": 8, "k": 3, "s": 1, "bogus": 1})
+
+
+def test_infeasible_configs_skipped():
+    big = Suite("big", "test", {"h": [8, 4096], "c": [8]}, SUITES["bn"].builder, cost=lambda c: (
+        c["h"] * 0, c["h"] * c["h"] * c["c"] * 10, c["h"] * 0))
+    assert big.count() == 1 and len(big.configs(n=5)) == 1
+
+
+def test_multi_kernel():
+    nets = [SUITES["conv"].build({"h": 16, "w": 16, "c": 8, "f": 8, "k": 3, "s": 1}),
+            SUITES["act"].build({"h": 8, "w": 8, "c": 8, "act": "leaky"}),
+            SUITES["add"].build({"h": 8, "w": 8, "c": 4})]
+    mk = multi_kernel(nets)
+    assert mk.names == ["k0/x", "k0/conv", "k1/x", "k1/leaky", "k2/x0", "k2/x1", "k2/add"]
+    assert mk.total_ops == pytest.approx(sum(n.total_ops for n in nets))
+    assert mk.attr("alpha", 3) == 0.01
+    owner = np.repeat(np.arange(3), [len(n) for n in nets])
+    assert all(owner[s] == owner[d] for s, d in mk.edges.tolist())  # nothing connects two kernels
+    model = to_onnx(mk)
+    assert [i.name for i in model.graph.input] == ["k0/x", "k1/x", "k2/x0", "k2/x1"]
+    assert [o.name for o in model.graph.output] == ["k0/conv", "k1/leaky", "k2/add"]
+    sess = session_ok(model)
+    assert len(sess.run(None, {i.name: np.zeros([d.dim_value for d in i.type.tensor_type.shape.dim], np.float32)
+                               for i in model.graph.input})) == 3
+    with pytest.raises(AnnetteError):
+        multi_kernel([])
+
+
+# --------------------------------------------------------------------------------------------------
+# ANNETTE templates and sweep tables (reference data)
+
+
+CFG = {"width": 32, "height": 24, "channels": 16, "filters": 40, "k_size": 3, "stride": 2, "batch_size": 1,
+       "dilation": 1}
+
+
+def _template(ref_dir, name):
+    return ref_dir / "graphs" / "templates" / "micro-kernel" / f"{name}.json"
+
+
+def test_template_conv2d(ref_dir):
+    net = from_annette_template(_template(ref_dir, "conv2d"), CFG)
+    assert net.type_labels() == ["Input", "Conv"]
+    # NHWC positions of the template: [batch_size, width, height, channels] -> H = width
+    assert net.out_shape(0) == (1, 16, 32, 24)
+    assert net.out_shape(1) == (1, 40, 16, 12)  # SAME: ceil(size / stride)
+    assert (int(net.kh[1]), int(net.sh[1]), int(net.ph[1]), int(net.pw[1])) == (3, 2, 1, 1)
+    assert net.total_ops == 2 * 40 * 16 * 12 * 16 * 9
+    valid = from_annette_template(_template(ref_dir, "conv2d"), {**CFG, "stride": 1}, padding="valid")
+    assert valid.out_shape(1) == (1, 40, 30, 22)
+    same = from_annette_template("conv2d", {**CFG, "k_size": 5, "stride": 1})  # by name, defaults filled
+    assert same.out_shape(1) == (1, 40, 32, 24) and int(same.ph[1]) == 4
+    session_ok(to_onnx(net))
+
+
+def test_template_dw_pool_fc(ref_dir):
+    dw = from_annette_template(_template(ref_dir, "dw-conv2d"), CFG)
+    assert dw.type_labels() == ["Input", "DepthwiseConv"] and dw.out_shape(1) == (1, 16, 16, 12)
+    assert int(dw.groups[1]) == 16
+    mp = from_annette_template(_template(ref_dir, "max-pool2d"), {**CFG, "k_size": 2})
+    assert mp.type_labels() == ["Input", "MaxPool"] and mp.out_shape(1) == (1, 16, 16, 12)
+    ap = from_annette_template(_template(ref_dir, "max-pool2d"), {**CFG, "k_size": 3, "stride": 1}, padding="valid")
+    assert ap.out_shape(1) == (1, 16, 30, 22)
+    fc = from_annette_template(_template(ref_dir, "fully-connected"), {"channels": 256, "filters": 10,
+                                                                       "batch_size": 4})
+    assert fc.type_labels() == ["Input", "FullyConnected"]
+    assert fc.in_shape(1) == (4, 256, 1, 1) and fc.out_shape(1) == (4, 10, 1, 1)
+    assert fc.total_ops == 2 * 4 * 256 * 10
+    for net in (dw, mp, fc):
+        session_ok(to_onnx(net))
+
+
+def test_templates_all_load(ref_dir):
+    for path in sorted((ref_dir / "graphs" / "templates").rglob("*.json")):
+        net = from_annette_template(path, CFG)
+        assert "Unknown" not in net.type_labels(), path.name
+        session_ok(to_onnx(net))
+    convnet = from_annette_template(ref_dir / "graphs/templates/multi-layer/annette_convnet.json", CFG)
+    i = convnet.index("concat")
+    assert convnet.out_shape(i)[1] == 2 * CFG["channels"]
+    with pytest.raises(SuiteError, match="filters"):
+        from_annette_template(_template(ref_dir, "conv2d"), {"width": 8, "height": 8, "channels": 3, "k_size": 3})
+    with pytest.raises(SuiteError, match="no such file"):
+        from_annette_template("no-such-template", CFG)
+
+
+def test_load_sweep_table(ref_dir):
+    rows = load_sweep_table(ref_dir / "benchmark-configs" / "paper35k.csv")
+    assert len(rows) == 34993
+    assert set(rows[0]) == {"width", "height", "channels", "filters", "k_size", "batch_size"}
+    assert rows[0] == {"width": 8, "height": 8, "channels": 3, "filters": 3, "k_size": 1, "batch_size": 1}
+    assert {r["k_size"] for r in rows} == {1, 3, 5, 7}
+    sweep = load_sweep_table(ref_dir / "benchmark-configs" / "config_sweep_v2.csv")
+    assert {"stride", "dilation"} <= set(sweep[0])
+    net = from_annette_template(_template(ref_dir, "conv2d"), sweep[100])
+    assert net.type_labels() == ["Input", "Conv"]
+
+
+def test_paper_conv_suite(ref_dir, monkeypatch):
+    monkeypatch.setenv("ANNETTE_REFERENCE_DIR", str(ref_dir))
+    suite = SUITES["paper_conv"]
+    rows = suite.configs()
+    assert 0 < len(rows) == suite.count() < 34993  # rows beyond the size caps are skipped
+    assert len(suite.configs(capped=False)) == 34993
+    assert rows[0] == {"h": 8, "w": 8, "c": 3, "f": 3, "k": 1, "s": 1, "config_id": rows[0]["config_id"]}
+    net = suite.build(rows[-1])
+    assert net.name.startswith("paper_conv-") and net.type_labels() == ["Input", "Conv"]
+    assert len(suite.configs(sampler="sobol", n=5)) == 5
