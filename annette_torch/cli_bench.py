@@ -153,6 +153,7 @@ def _write_jobs(args: argparse.Namespace) -> int:
 
     from .bench.export import to_onnx
     from .bench.runners.base import get_runner
+    from .bench.runners.vitis import write_run_params
     from .bench.suites import SUITES
 
     os.makedirs(args.jobs_dir, exist_ok=True)
@@ -162,6 +163,7 @@ def _write_jobs(args: argparse.Namespace) -> int:
         for c in _configs(args, suite):
             net = SUITES[suite].build(c)
             job = runner.prepare(to_onnx(net))
+            write_run_params(job, args.iterations, args.warmup)
             with open(os.path.join(str(job), "annette-job.json"), "w", encoding="utf-8") as f:
                 json.dump({"platform": args.platform, "suite": suite, "config": c}, f, indent=1)
             n += 1
