@@ -106,7 +106,7 @@ def test_ort_all_fuses_conv_bn_relu_add_and_inserts_reorders():
     assert all(x.time_ms > 0 and x.layer == x.node for x in ins)
     # nothing is lost: layer times + inserted times == sum of node medians
     assert sum(x.time_ms for x in recs) == pytest.approx(sum(n.median_ms for n in nodes))
-    assert not glob.glob(os.path.join(tempfile.gettempdir(), "annette-ort-*"))
+    assert not glob.glob(os.path.join(tempfile.gettempdir(), f"annette-ort-{os.getpid()}-*"))
 
 
 def test_ort_extended_fusedconv_keeps_add():

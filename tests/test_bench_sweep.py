@@ -36,11 +36,16 @@ def _configs(n=6):
 
 
 def _layer_rows(db):
-    con = sqlite3.connect(db)
-    rows = con.execute("SELECT c.config_id, COUNT(l.idx) FROM configs c LEFT JOIN layers l ON l.config=c.id "
-                       "GROUP BY c.id").fetchall()
-    con.close()
-    return dict(rows)
+    for _ in range(50):  # the sweep may be creating the schema right now
+        try:
+            con = sqlite3.connect(db, timeout=10)
+            rows = con.execute("SELECT c.config_id, COUNT(l.idx) FROM configs c LEFT JOIN layers l ON "
+                               "l.config=c.id GROUP BY c.id").fetchall()
+            con.close()
+            return dict(rows)
+        except sqlite3.OperationalError:
+            time.sleep(0.1)
+    raise AssertionError("measurement database stayed locked")
 
 
 def test_failures_are_recorded_and_the_sweep_goes_on(tmp_path):

@@ -1,0 +1,243 @@
+"""``annette search`` (latency-constrained / Pareto architecture search with Optuna) and ``annette pareto``
+(predicted latency of whole NAS-Bench spaces per platform, Pareto fronts, PNG + CSV)."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import csv
+import math
+import os
+import sys
+from pathlib import Path
+from typing import Any, Iterator
+
+from .errors import AnnetteError
+
+__all__ = ["add_parser", "run"]
+
+SEARCH_SPACES = ("nb201", "nb101", "mbv2")
+PARETO_SPACES = ("nb201", "nb101")
+
+
+def _positive_float(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of milliseconds, got {text!r}") from None
+    if not (math.isfinite(v) and v > 0):
+        raise argparse.ArgumentTypeError(f"must be a positive number of milliseconds, got {text!r}")
+    return v
+
+
+def _positive_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {text!r}")
+    return v
+
+
+def add_parser(sub: Any) -> None:
+    """Add the ``search`` and ``pareto`` commands to the CLI's sub-parser set."""
+    s = sub.add_parser(
+        "search", help="latency-constrained architecture search with Optuna (predicted latency as the constraint)",
+        description="Search a space for the architecture with the best objective whose predicted latency on the "
+                    "platform is within --latency-ms (TPE), or for the objective/latency Pareto front "
+                    "(--multi-objective, NSGA-II). Several processes given the same --storage and --study "
+                    "search one study; watch it with optuna-dashboard STORAGE.")
+    s.add_argument("--space", choices=SEARCH_SPACES, default="nb201", help="search space (default nb201)")
+    s.add_argument("-p", "--platform", default="zcu102", help="platform name or .json file (default zcu102)")
+    s.add_argument("--latency-ms", type=_positive_float, metavar="MS",
+                   help="latency budget in ms (required unless --multi-objective)")
+    s.add_argument("--trials", type=_positive_int, default=200, help="trials run by this process (default 200)")
+    s.add_argument("--storage", metavar="URL",
+                   help="Optuna storage: sqlite:///study.db, postgresql://..., or journal:FILE (default: in memory)")
+    s.add_argument("--study", metavar="NAME", help="study name (default: derived from space, platform and mode)")
+    s.add_argument("--objective", default="synthetic", metavar="synthetic|FILE.csv",
+                   help="'synthetic' (a deterministic stand-in, NOT accuracy) or an 'arch,accuracy' CSV to look up")
+    s.add_argument("--seed", type=int, default=0, help="sampler seed (give each worker its own; default 0)")
+    s.add_argument("--multi-objective", action="store_true",
+                   help="NSGA-II over (objective max, predicted latency min); --latency-ms then optional")
+    s.add_argument("--skip-infeasible", action="store_true",
+                   help="do not evaluate the objective of over-budget architectures (prune their trials)")
+    s.add_argument("--top", type=_positive_int, default=5, help="architectures to print (default 5)")
+    s.add_argument("--out", metavar="FILE.csv", help="write every trial of the study as CSV")
+
+    p = sub.add_parser(
+        "pareto", help="predicted latency of a whole NAS-Bench space per platform, Pareto fronts, PNG + CSV",
+        description="Predict the latency of all 15,625 NB201 cells (or --samples NB101 cells) on each platform. "
+                    "With --accuracy (an 'arch,accuracy' CSV): accuracy vs latency with each platform's Pareto "
+                    "front; without: latency vs parameters and ops. Writes a PNG and a CSV of the fronts.")
+    p.add_argument("--space", choices=PARETO_SPACES, default="nb201", help="search space (default nb201)")
+    p.add_argument("-p", "--platform", nargs="+", default=["zcu102"], metavar="P",
+                   help="one or more platforms (space- or comma-separated; default zcu102)")
+    p.add_argument("--accuracy", metavar="FILE", help="'arch,accuracy' CSV (NB201 arch strings / NB101 hashes)")
+    p.add_argument("--samples", type=_positive_int, default=2000, help="NB101 cells to sample (default 2000)")
+    p.add_argument("--seed", type=int, default=0, help="NB101 sampling seed (default 0)")
+    p.add_argument("--out", default=None, metavar="PLOT.png", help="plot file (default pareto_<space>.png)")
+    p.add_argument("--csv", metavar="FILE", help="front CSV (default: <plot name>_front.csv)")
+
+
+def _import_search() -> None:
+    """Make the top-level ``search`` package importable from a source checkout that predates its install."""
+    try:
+        import search  # noqa: F401
+    except ImportError:
+        root = Path(__file__).resolve().parents[1]
+        if (root / "search" / "__init__.py").is_file():
+            sys.path.insert(0, str(root))
+        else:
+            raise AnnetteError("the 'search' package is not installed (reinstall annette-torch)") from None
+    try:
+        import optuna  # noqa: F401
+    except ImportError:
+        raise AnnetteError("optuna is not installed: pip install 'annette-torch[search]'") from None
+
+
+@contextlib.contextmanager
+def _optuna_quiet(verbose: bool) -> Iterator[None]:
+    import optuna
+    old = optuna.logging.get_verbosity()
+    optuna.logging.set_verbosity(optuna.logging.INFO if verbose else optuna.logging.WARNING)
+    try:
+        yield
+    finally:
+        optuna.logging.set_verbosity(old)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Execute ``annette search`` or ``annette pareto``; returns the exit code."""
+    _import_search()
+    with _optuna_quiet(bool(getattr(args, "verbose", False))):
+        if args.command == "search":
+            return _search(args)
+        return _pareto(args)
+
+
+def _dashboard_hint(storage: str) -> str:
+    target = storage[len("journal:"):] if storage.startswith("journal:") else storage
+    return f"optuna-dashboard {target}"
+
+
+def _search(args: argparse.Namespace) -> int:
+    import time
+
+    from optuna.trial import TrialState
+    from search import optuna_search as osr
+
+    if not args.multi_objective and args.latency_ms is None:
+        raise AnnetteError("give --latency-ms (the latency budget) or --multi-objective")
+    space = osr.get_space(args.space)
+    objective = osr.load_objective(args.objective, space)  # fail fast on a bad CSV
+    if args.out and not Path(args.out).resolve().parent.is_dir():
+        raise AnnetteError(f"{args.out}: folder {Path(args.out).resolve().parent} does not exist")
+    common = dict(storage=args.storage, study_name=args.study, seed=args.seed)
+    t0 = time.perf_counter()
+    if args.multi_objective:
+        study = osr.pareto_search(space, args.platform, objective, args.trials, latency_ms=args.latency_ms, **common)
+    else:
+        study = osr.latency_constrained_search(space, args.platform, args.latency_ms, objective, args.trials,
+                                               skip_infeasible=args.skip_infeasible, **common)
+    wall = time.perf_counter() - t0
+    oracle = study.annette_oracle
+    trials = study.get_trials(deepcopy=False)
+    states = {s: sum(t.state == s for t in trials) for s in (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)}
+    lat = [t.user_attrs["latency_ms"] for t in trials if "latency_ms" in t.user_attrs]
+    budget = args.latency_ms
+    feasible = osr.feasible_trials(study, budget)
+    obj_name = "synthetic (a deterministic stand-in, NOT accuracy)" if args.objective == "synthetic" else args.objective
+    where = "in memory" if not args.storage else args.storage
+    print(f"study      {study.study_name} ({where})")
+    mode = "maximise objective, latency <= budget (TPE)" if not args.multi_objective else \
+        "Pareto front of objective (max) and latency (min) (NSGA-II)"
+    print(f"search     {space.name} on {oracle.platform.name}: {mode}")
+    print(f"objective  {obj_name}")
+    if budget is not None:
+        print(f"budget     {budget:g} ms predicted latency")
+    print(f"trials     {args.trials} run here in {wall:.1f} s; study total {len(trials)}: "
+          f"{states[TrialState.COMPLETE]} complete, {states[TrialState.PRUNED]} pruned, "
+          f"{states[TrialState.FAIL]} failed; {len(feasible)} complete within budget")
+    if lat:
+        print(f"latency    {min(lat):.4f} .. {max(lat):.4f} ms predicted over the study's trials")
+    print(f"overhead   {study.annette_overhead_ms:.3f} ms per trial for the latency constraint "
+          f"({oracle.misses} estimated, {oracle.calls - oracle.misses} from cache)")
+    best = osr.best_feasible(study, 0 if args.multi_objective else args.top, budget)
+    if not best:
+        msg = "no architecture within the budget" if budget is not None else "no completed trial"
+        print(f"\n{msg} yet" + (f" (fastest seen: {min(lat):.4f} ms)" if lat else ""))
+    else:
+        head = "Pareto front (fastest first)" if args.multi_objective else "best architectures within the budget"
+        print(f"\n{head}:")
+        w = len(str(len(best)))
+        for i, r in enumerate(best[: max(args.top, 1)] if not args.multi_objective else best, 1):
+            print(f"{i:>{w}}. objective {r['objective']:8.3f}  latency {r['latency_ms']:.4f} ms  "
+                  f"trial {r['trial']:<5} {r['arch']}")
+    if args.out:
+        rows = osr.trial_rows(study)
+        try:
+            with open(args.out, "w", newline="", encoding="utf-8") as f:
+                w_ = csv.DictWriter(f, fieldnames=["trial", "state", "arch", "latency_ms", "objective", "feasible"],
+                                    lineterminator="\n")
+                w_.writeheader()
+                w_.writerows(rows)
+        except OSError as e:
+            raise AnnetteError(f"cannot write {args.out}: {e.strerror or e}") from None
+        print(f"\n{len(rows)} trials written to {args.out}")
+    if args.storage:
+        print(f"\nview: {_dashboard_hint(args.storage)}")
+    return 0
+
+
+def _platform_names(values: list[str]) -> list[str]:
+    names: list[str] = []
+    for v in values:
+        for n in v.split(","):
+            n = n.strip()
+            if n and n not in names:
+                names.append(n)
+    if not names:
+        raise AnnetteError("--platform: no platform given")
+    return names
+
+
+def _pareto(args: argparse.Namespace) -> int:
+    import time
+
+    import numpy as np
+
+    from search import pareto
+
+    from .platform import load_platform
+
+    platforms = [load_platform(p) for p in _platform_names(args.platform)]  # fail fast
+    if args.accuracy is not None and not os.path.isfile(args.accuracy):
+        raise AnnetteError(f"{args.accuracy}: no such accuracy file")
+    out = Path(args.out or f"pareto_{args.space}.png")
+    t0 = time.perf_counter()
+    table, front, png, csv_out = pareto.pareto_report(args.space, platforms, out, accuracy=args.accuracy,
+                                                      samples=args.samples, seed=args.seed, csv_path=args.csv)
+    wall = time.perf_counter() - t0
+    what = "all" if args.space == "nb201" else "sampled"
+    print(f"space      {args.space}: {what} {len(table):,} cells, {len(platforms)} platform(s), {wall:.1f} s")
+    if table.accuracy is not None:
+        n_acc = int(np.count_nonzero(~np.isnan(table.accuracy)))
+        print(f"accuracy   {args.accuracy}: {n_acc:,} of {len(table):,} cells matched")
+        y, y_name = table.accuracy, "accuracy"
+    else:
+        y, y_name = table.ops, "ops"
+        print("accuracy   none given: fronts of (latency min, ops max), the cells with the most compute per ms")
+    for p in platforms:
+        lat = table.latency_ms[p.name]
+        idx = front[p.name]
+        points = len({(float(lat[i]), float(y[i])) for i in idx})
+        print(f"\n{p.name}: predicted latency {lat.min():.4f} / {np.median(lat):.4f} / {lat.max():.4f} ms "
+              f"(min / median / max); front: {points} points ({len(idx)} cells)")
+        if len(idx):
+            for label, i in (("fastest", idx[0]), (f"best {y_name}", idx[-1])):
+                yv = f"{y[i]:.4g}" if y_name == "accuracy" else f"{y[i] / 1e6:.1f} M ops"
+                print(f"  {label:<14}{lat[i]:.4f} ms  {yv:>12}  {table.archs[i]}")
+    print(f"\nplot written to {png}\nfront CSV written to {csv_out}")
+    return 0

@@ -1,0 +1,302 @@
+"""Predicted latency of whole NAS-Bench spaces per platform, Pareto fronts, and their plots.
+
+* `nb201_latencies(platform)`: all 15,625 NAS-Bench-201 cells (cells with equal live edges build identical
+  networks, so only the 9,445 distinct ones are built and estimated, in batches of `estimate_many`);
+  `nb201_costs()` their parameters and ops from the IR (``Network.total_weights``, ``total_ops``).
+* `nb101_latencies(platform, n, seed)`: ``n`` sampled (valid, isomorphism-deduplicated) NAS-Bench-101 cells.
+* `space_table(space, platforms, ...)`: both of the above for several platforms at once (one IR build).
+* `pareto_front(latency, accuracy)`: indices of the non-dominated points (latency minimised, accuracy
+  maximised), by one sort and a running maximum.
+* `plot_pareto(...)` / `pareto_report(...)`: one colour per platform; with accuracy data (an ``arch,accuracy``
+  CSV) accuracy vs latency with each platform's front highlighted; without, latency vs parameters and vs
+  ops with the front of (latency minimised, ops maximised), i.e. the cells that get the most compute per ms.
+  Writes a PNG and a CSV of the fronts.
+
+Reading the official NAS-Bench result files (NB201's ``.pth`` via ``nas_201_api``, NB101's TFRecord via
+``nasbench``) is future work: export them once to an ``arch,accuracy`` CSV (NB201: arch string; NB101: the
+spec encoding of `search.spaces.nb101`) and pass that.
+"""
+
+from __future__ import annotations
+
+import csv
+import logging
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from annette_torch.errors import AnnetteError
+
+__all__ = ["SpaceTable", "nb201_latencies", "nb201_costs", "nb101_latencies", "space_table", "pareto_front",
+           "attach_accuracy", "fronts", "plot_pareto", "write_front_csv", "pareto_report"]
+
+log = logging.getLogger(__name__)
+
+#: networks per `estimate_many` call: keeps the arrays cache-sized (faster than one huge batch)
+CHUNK = 768
+
+
+@dataclass
+class SpaceTable:
+    """Architectures of a space with their IR costs and predicted latency per platform."""
+
+    space: str
+    archs: list[str]                   # encodings (NB201: arch strings)
+    params: np.ndarray                 # weights per network (Network.total_weights)
+    ops: np.ndarray                    # ops per network (2 x MACs, Network.total_ops)
+    latency_ms: dict[str, np.ndarray] = field(default_factory=dict)  # platform name -> ms per arch
+    accuracy: np.ndarray | None = None  # per arch, NaN where unknown
+
+    def __len__(self) -> int:
+        return len(self.archs)
+
+
+def _load(platform: Any):
+    from annette_torch.platform import load_platform
+    return load_platform(platform)
+
+
+def _estimate_chunks(nets_of: Any, n: int, platforms: Sequence[Any], costs: bool = True
+                     ) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
+    """Build networks ``nets_of(start, stop)`` chunk by chunk and estimate each chunk on every platform;
+    with ``costs``, also each network's weights and ops (from the chunk stacked into one network)."""
+    from annette_torch.estimator import estimate_many
+    from annette_torch.ir import Network
+    lat = {p.name: np.empty(n) for p in platforms}
+    params = np.full(n, np.nan)
+    ops = np.full(n, np.nan)
+    for s in range(0, n, CHUNK):
+        nets = nets_of(s, min(n, s + CHUNK))
+        e = s + len(nets)
+        if costs:
+            big, seg = Network.concat(nets)
+            params[s:e] = np.bincount(seg, weights=big.weights, minlength=len(nets))
+            ops[s:e] = np.bincount(seg, weights=big.ops, minlength=len(nets))
+        for p in platforms:
+            lat[p.name][s:e] = estimate_many(nets, p)
+    return lat, params, ops
+
+
+def _nb201_table(platforms: Sequence[Any], costs: bool = True) -> SpaceTable:
+    from search.spaces import nb201
+    archs = nb201.all_arch_strings()
+    first: dict[Any, int] = {}
+    which = np.empty(len(archs), np.int64)
+    reps: list[str] = []
+    for i, a in enumerate(archs):
+        k = nb201.live_edges(a)
+        j = first.get(k)
+        if j is None:
+            j = first[k] = len(reps)
+            reps.append(a)
+        which[i] = j
+    build = getattr(nb201, "build_networks", None)
+    if build is None:
+        def nets_of(s: int, e: int) -> list:
+            return [nb201.build_network(a) for a in reps[s:e]]
+    else:
+        def nets_of(s: int, e: int) -> list:
+            return build(reps[s:e])
+    lat, params, ops = _estimate_chunks(nets_of, len(reps), platforms, costs)
+    return SpaceTable("nb201", archs, params[which], ops[which], {k: v[which] for k, v in lat.items()})
+
+
+def _nb101_table(platforms: Sequence[Any], n: int, seed: int) -> SpaceTable:
+    from search.spaces import nb101
+    if n < 1:
+        raise AnnetteError(f"number of NB101 samples must be >= 1, got {n}")
+    specs = nb101.sample(int(n), np.random.default_rng(seed))
+    sp = _nb101_adapter()
+    lat, params, ops = _estimate_chunks(lambda s, e: [sp.network(x) for x in specs[s:e]], len(specs), platforms)
+    return SpaceTable("nb101", [sp.encode(x) for x in specs], params, ops, lat)
+
+
+def _nb101_adapter():
+    from search.optuna_search import NB101Space
+    return NB101Space()
+
+
+def space_table(space: str, platforms: Sequence[Any], samples: int = 5000, seed: int = 0,
+                costs: bool = True) -> SpaceTable:
+    """IR costs and predicted latency on each platform of all NB201 cells (``space='nb201'``) or of
+    ``samples`` sampled NB101 cells (``space='nb101'``). ``costs=False`` skips parameters/ops (NaN)."""
+    plats = [_load(p) for p in platforms]
+    if space == "nb201":
+        return _nb201_table(plats, costs)
+    if space == "nb101":
+        return _nb101_table(plats, samples, seed)
+    raise AnnetteError(f"unknown space {space!r} for Pareto plots (nb201 or nb101)")
+
+
+def nb201_latencies(platform: Any = "zcu102") -> tuple[list[str], np.ndarray]:
+    """All 15,625 NB201 arch strings (in index order) and their predicted latency (ms) on ``platform``."""
+    t = space_table("nb201", [platform], costs=False)
+    return t.archs, next(iter(t.latency_ms.values()))
+
+
+def nb201_costs() -> tuple[list[str], np.ndarray, np.ndarray]:
+    """All 15,625 NB201 arch strings with their parameters (weights) and ops (2 x MACs) from the IR."""
+    t = space_table("nb201", [])
+    return t.archs, t.params, t.ops
+
+
+def nb101_latencies(platform: Any = "zcu102", n: int = 1000, seed: int = 0) -> tuple[list[str], np.ndarray]:
+    """``n`` sampled NB101 cells (their encodings) and their predicted latency (ms) on ``platform``."""
+    t = space_table("nb101", [platform], n, seed)
+    return t.archs, next(iter(t.latency_ms.values()))
+
+
+# ------------------------------------------------------------------------------------------------------
+# Pareto front
+
+
+def pareto_front(latency: Sequence[float], accuracy: Sequence[float]) -> np.ndarray:
+    """Indices of the Pareto-optimal points (latency minimised, accuracy maximised), fastest first.
+
+    A point is on the front when no other point is at least as fast and at least as accurate and strictly
+    better in one of them; identical points are all kept. NaN points are ignored. O(n log n).
+    """
+    lat = np.asarray(latency, dtype=float)
+    acc = np.asarray(accuracy, dtype=float)
+    if lat.shape != acc.shape or lat.ndim != 1:
+        raise ValueError(f"latency and accuracy must be 1-D of equal length, got {lat.shape} and {acc.shape}")
+    ok = np.flatnonzero(~(np.isnan(lat) | np.isnan(acc)))
+    if not ok.size:
+        return np.zeros(0, dtype=np.int64)
+    order = ok[np.lexsort((-acc[ok], lat[ok]))]          # by latency, then most accurate first
+    l, a = lat[order], acc[order]
+    starts = np.flatnonzero(np.r_[True, l[1:] != l[:-1]])  # groups of equal latency
+    group_best = a[starts]                                  # the first of a group is its most accurate
+    before = np.r_[-np.inf, np.maximum.accumulate(group_best)[:-1]]  # best accuracy of strictly faster points
+    gid = np.repeat(np.arange(starts.size), np.diff(np.r_[starts, l.size]))
+    on = (a == group_best[gid]) & (a > before[gid])
+    return order[on]
+
+
+def attach_accuracy(table: SpaceTable, path: str | os.PathLike) -> int:
+    """Read an ``arch,accuracy`` CSV into ``table.accuracy`` (NaN where missing); returns how many matched."""
+    from search.optuna_search import _text_key, get_space, read_accuracy_csv
+    sp = get_space(table.space)
+    acc = read_accuracy_csv(path, sp)
+    keys = table.archs if sp.name == "nb201" else [_text_key(sp, a) for a in table.archs]
+    values = np.array([acc.get(k, np.nan) for k in keys], dtype=float)
+    matched = int(np.count_nonzero(~np.isnan(values)))
+    if matched == 0:
+        raise AnnetteError(f"{os.fspath(path)}: none of its {len(acc)} architectures is among the "
+                           f"{len(table)} {table.space} cells")
+    if matched < len(table):
+        log.warning("%s: accuracy for %d of %d %s cells; the others are left out", os.fspath(path), matched,
+                    len(table), table.space)
+    table.accuracy = values
+    return matched
+
+
+def _front_y(table: SpaceTable) -> tuple[np.ndarray, str]:
+    if table.accuracy is not None:
+        return table.accuracy, "accuracy"
+    return table.ops, "ops"
+
+
+def fronts(table: SpaceTable) -> dict[str, np.ndarray]:
+    """Per platform: indices of the front of (latency min, accuracy max) — or (latency min, ops max)."""
+    y, _ = _front_y(table)
+    return {p: pareto_front(lat, y) for p, lat in table.latency_ms.items()}
+
+
+def write_front_csv(table: SpaceTable, path: str | os.PathLike, front: dict[str, np.ndarray] | None = None) -> int:
+    """CSV of each platform's front: platform, arch, latency_ms, accuracy, params, ops; returns the row count."""
+    front = fronts(table) if front is None else front
+    n = 0
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f, lineterminator="\n")
+        w.writerow(["platform", "arch", "latency_ms", "accuracy", "params", "ops"])
+        for p, idx in front.items():
+            for i in idx:
+                acc = "" if table.accuracy is None else f"{table.accuracy[i]:.6g}"
+                w.writerow([p, table.archs[i], f"{table.latency_ms[p][i]:.6g}", acc, int(table.params[i]),
+                            int(table.ops[i])])
+                n += 1
+    return n
+
+
+def plot_pareto(table: SpaceTable, out: str | os.PathLike, front: dict[str, np.ndarray] | None = None,
+                title: str | None = None) -> Path:
+    """PNG, one colour per platform. With ``table.accuracy``: accuracy vs predicted latency, each platform's
+    front as a line; without: predicted latency vs parameters and vs ops (log axes), fronts of most ops per ms."""
+    import matplotlib
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import NullFormatter
+
+    front = fronts(table) if front is None else front
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    n = len(table)
+    size, alpha = (2, 0.25) if n > 2000 else (6, 0.5)
+    title = title or f"{table.space}: predicted latency of {n:,} cells"
+    if table.accuracy is not None:
+        fig, ax = plt.subplots(figsize=(7.5, 5))
+        ok = ~np.isnan(table.accuracy)
+        for k, (p, lat) in enumerate(table.latency_ms.items()):
+            c = colors[k % len(colors)]
+            ax.scatter(lat[ok], table.accuracy[ok], s=size, alpha=alpha, color=c, linewidths=0)
+            idx = front[p]
+            ax.step(lat[idx], table.accuracy[idx], where="post", color=c, lw=1.6,
+                    label=f"{p} (front: {len(idx)} cells)")
+            ax.scatter(lat[idx], table.accuracy[idx], s=18, color=c, edgecolors="black", linewidths=0.5, zorder=3)
+        ax.set_xscale("log")
+        ax.xaxis.set_minor_formatter(NullFormatter())
+        ax.set_xlabel("predicted latency [ms] (log)")
+        ax.set_ylabel("accuracy")
+        ax.grid(alpha=0.3, which="both")
+        ax.legend(loc="lower right")
+        ax.set_title(title)
+    else:
+        fig, axes = plt.subplots(1, 2, figsize=(12, 4.8), sharey=True)
+        for ax, x, label in ((axes[0], table.params, "parameters"), (axes[1], table.ops, "ops (2 x MACs)")):
+            for k, (p, lat) in enumerate(table.latency_ms.items()):
+                c = colors[k % len(colors)]
+                ax.scatter(x, lat, s=size, alpha=alpha, color=c, linewidths=0,
+                           label=p if ax is axes[0] else None)
+                if ax is axes[1]:
+                    idx = front[p]
+                    pts = len({(float(lat[i]), float(x[i])) for i in idx})
+                    ax.plot(x[idx], lat[idx], color=c, lw=1.4, marker="o", ms=3,
+                            label=f"{p}: most ops per ms ({pts} points, {len(idx)} cells)")
+            ax.set_xscale("log")
+            ax.set_yscale("log")
+            ax.xaxis.set_minor_formatter(NullFormatter())
+            ax.set_xlabel(label + " (log)")
+            ax.grid(alpha=0.3, which="both")
+            leg = ax.legend(loc="upper left", markerscale=4 if ax is axes[0] else 1)
+            for h in leg.legend_handles:
+                h.set_alpha(1)
+        axes[0].set_ylabel("predicted latency [ms] (log)")
+        fig.suptitle(title)
+    fig.tight_layout()
+    out = Path(out)
+    fig.savefig(out, dpi=120)
+    plt.close(fig)
+    return out
+
+
+def pareto_report(space: str, platforms: Sequence[Any], out: str | os.PathLike, accuracy: str | None = None,
+                  samples: int = 5000, seed: int = 0, csv_path: str | os.PathLike | None = None
+                  ) -> tuple[SpaceTable, dict[str, np.ndarray], Path, Path]:
+    """`space_table` + optional accuracy + fronts + PNG + front CSV (default: ``<out stem>_front.csv``)."""
+    out = Path(out)
+    if not out.parent.is_dir():
+        raise AnnetteError(f"{out}: folder {out.parent} does not exist")
+    table = space_table(space, platforms, samples, seed)
+    if accuracy is not None:
+        attach_accuracy(table, accuracy)
+    front = fronts(table)
+    csv_out = Path(csv_path) if csv_path is not None else out.with_name(out.stem + "_front.csv")
+    try:
+        plot_pareto(table, out, front)
+        write_front_csv(table, csv_out, front)
+    except OSError as e:
+        raise AnnetteError(f"cannot write {e.filename or out}: {e.strerror or e}") from None
+    return table, front, out, csv_out
