@@ -77,6 +77,18 @@ class Estimate:
         """Predicted execution time of the whole network in milliseconds."""
         return float(self.mapped_time_ms.sum())
 
+    @property
+    def e2e_ms(self) -> float | None:
+        """End-to-end latency from the platform's network-level calibration (None if it has none).
+
+        E.g. the ZCU102's whole-application latency: accelerator time scaled plus host-side overheads.
+        """
+        cal = self.platform.end_to_end
+        if cal is None:
+            return None
+        from .fit.calibrate_network import network_terms
+        return cal.predict(network_terms(self))
+
     @cached_property
     def time_ms(self) -> np.ndarray:
         """Per original layer: its predicted time (a fused group's time sits on its executing layer)."""
@@ -149,6 +161,9 @@ class Estimate:
                              "total_ms": self.total_ms, "layers_in": len(self.network),
                              "layers_executed": len(self.mapped.kept), "by_type_ms": self.by_type(),
                              "unknown_layers": self.unknown_layers}
+        if self.platform.end_to_end is not None:
+            d["e2e_ms"] = self.e2e_ms
+            d["e2e_predicts"] = self.platform.end_to_end.predicts
         if per_layer:
             d["layers"] = self.table()
         return d

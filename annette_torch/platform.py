@@ -55,6 +55,10 @@ class Platform:
         self.layers = dict(layers)
         self.mapping = mapping or MappingModel()
         self.meta = dict(meta or {})
+        self.end_to_end = None
+        if "end_to_end" in self.meta:  # network-level calibration (see fit.calibrate_network)
+            from .fit.calibrate_network import Calibration
+            self.end_to_end = Calibration.from_dict(self.meta["end_to_end"], f"platform {name!r}: end_to_end")
         self._build_tables()
 
     def _build_tables(self) -> None:

@@ -1,0 +1,177 @@
+"""Network-level calibration: fit a platform's scale and overhead terms from end-to-end latencies alone.
+
+For boards where only whole-network figures exist (the ZCU102's published model-zoo latencies), the
+end-to-end time is modelled as a non-negative combination of terms computed from an estimate:
+
+* ``layers``: the layer models' total (the accelerator's time, scaled),
+* ``depthwise``: the part of it spent in depthwise convolutions (they use the accelerator poorly),
+* ``cpu_tail``: millions of elements processed after the last convolution / fully connected layer
+  (outputs read back and post-processed on the host CPU, e.g. SSD box decoding, large global pools),
+* ``constant``: per-inference overhead (task launch, pre-processing).
+
+Coefficients come from non-negative least squares on relative error; the leave-one-out error is what a
+network outside the calibration set can expect.
+"""
+
+from __future__ import annotations
+
+import csv
+import logging
+import os
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+from scipy.optimize import nnls
+
+from ..errors import AnnetteError
+from ..ir import LayerType, Network
+
+__all__ = ["TERMS", "network_terms", "Calibration", "fit_calibration", "leave_one_out", "loo_report",
+           "fix_caffe_depthwise", "load_published_zcu102"]
+
+log = logging.getLogger(__name__)
+
+TERMS = ("layers", "depthwise", "cpu_tail", "constant")
+_HEAVY = (LayerType.CONV, LayerType.DEPTHWISE_CONV, LayerType.GROUP_CONV, LayerType.CONV_POOL,
+          LayerType.FULLY_CONNECTED, LayerType.CONV_TRANSPOSE)
+
+
+def _cpu_tail_elems(net: Network) -> float:
+    """Input elements of the layers after the last heavy (conv / FC) layer on every path."""
+    heavy = np.isin(net.types, _HEAVY)
+    children: list[list[int]] = [[] for _ in range(len(net))]
+    for s, d in net.edges:
+        children[int(s)].append(int(d))
+    feeds_heavy = np.zeros(len(net), dtype=bool)
+    for i in range(len(net) - 1, -1, -1):  # builders add layers in topological order
+        feeds_heavy[i] = any(heavy[c] or feeds_heavy[c] for c in children[i])
+    graph_input = (net.types == LayerType.INPUT) & (net.n_inputs == 0)
+    tail = ~feeds_heavy & ~heavy & ~graph_input
+    return float(net.in_elems[tail].sum())
+
+
+def network_terms(est: Any) -> dict[str, float]:
+    """The calibration terms of one `Estimate`."""
+    labels = est.mapped.network.types
+    dw = float(est.mapped_time_ms[labels == LayerType.DEPTHWISE_CONV].sum())
+    return {"layers": est.total_ms, "depthwise": dw, "cpu_tail": _cpu_tail_elems(est.network) / 1e6,
+            "constant": 1.0}
+
+
+@dataclass
+class Calibration:
+    """Fitted coefficients per term; ``predict`` maps an estimate's terms to end-to-end ms."""
+
+    coef: dict[str, float]
+    loo_mape: float | None = None
+    fitted_on: tuple[str, ...] = ()
+    predicts: str = "end-to-end latency (ms)"
+
+    def predict(self, terms: dict[str, float]) -> float:
+        return float(sum(self.coef.get(k, 0.0) * v for k, v in terms.items()))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"predicts": self.predicts, "coef": self.coef, "loo_mape": self.loo_mape,
+                "fitted_on": list(self.fitted_on)}
+
+    @classmethod
+    def from_dict(cls, d: Any, where: str) -> "Calibration":
+        from ..errors import PlatformError
+        from ..models.base import check_number
+        if not isinstance(d, dict) or not isinstance(d.get("coef"), dict):
+            raise PlatformError(f"{where}.coef: expected an object of term -> coefficient")
+        coef = {}
+        for k in d["coef"]:
+            if k not in TERMS:
+                raise PlatformError(f"{where}.coef.{k}: unknown term (known: {', '.join(TERMS)})")
+            coef[k] = check_number(d["coef"], k, f"{where}.coef", minimum=0)
+        return cls(coef, d.get("loo_mape"), tuple(d.get("fitted_on", ())), str(d.get("predicts", "")))
+
+
+def _matrix(terms: Sequence[dict[str, float]], use: Sequence[str]) -> np.ndarray:
+    return np.array([[t[k] for k in use] for t in terms], dtype=np.float64)
+
+
+def fit_calibration(terms: Sequence[dict[str, float]], measured_ms: Sequence[float],
+                    use: Sequence[str] = TERMS, names: Sequence[str] = ()) -> Calibration:
+    """Non-negative coefficients minimising the relative error over the networks."""
+    y = np.asarray(measured_ms, dtype=np.float64)
+    if len(y) < len(use) + 1:
+        raise AnnetteError(f"calibration needs more networks ({len(y)}) than terms ({len(use)}) plus one")
+    A = _matrix(terms, use) / y[:, None]
+    coef, _ = nnls(A, np.ones(len(y)))
+    return Calibration(dict(zip(use, map(float, coef))), fitted_on=tuple(names))
+
+
+def leave_one_out(terms: Sequence[dict[str, float]], measured_ms: Sequence[float],
+                  use: Sequence[str] = TERMS) -> np.ndarray:
+    """Relative error of each network when the calibration is fitted on all the others."""
+    y = np.asarray(measured_ms, dtype=np.float64)
+    errs = np.empty(len(y))
+    for i in range(len(y)):
+        keep = [j for j in range(len(y)) if j != i]
+        cal = fit_calibration([terms[j] for j in keep], y[keep], use)
+        errs[i] = cal.predict(terms[i]) / y[i] - 1
+    return errs
+
+
+def fix_caffe_depthwise(net: Network, published_gops: float) -> Network:
+    """Caffe graphs may store depthwise convolutions as full ones (kernel [k, k, C, C]); when the graph's
+    operations exceed the model's published count by far, treat square same-width k>1 convs as depthwise."""
+    if net.total_ops / 1e9 < 1.5 * published_gops:
+        return net
+    cand = (net.types == LayerType.CONV) & (net.c_in == net.c_out) & (net.kh > 1)
+    types, cols = net.types.copy(), {k: v.copy() for k, v in net.cols.items()}
+    types[cand] = LayerType.DEPTHWISE_CONV
+    cols["groups"][cand] = cols["c_in"][cand]
+    fixed = Network(net.name, net.names, types, cols, net.edges, net.attrs)
+    log.info("%s: %d convolutions treated as depthwise (%.2f -> %.2f GOPs; published %.2f)", net.name,
+             int(cand.sum()), net.total_ops / 1e9, fixed.total_ops / 1e9, published_gops)
+    return fixed
+
+
+def load_published_zcu102(calibration_dir: str | os.PathLike | None = None) -> list[tuple[str, Network, float]]:
+    """(graph name, network, published end-to-end ms) for the ZCU102 model-zoo latencies."""
+    from ..bench.suites import reference_dir
+    from ..frontends.annette_json import from_annette_json
+
+    ref = reference_dir()
+    if calibration_dir is None:
+        if ref is None:
+            raise AnnetteError("reference data not found (../shared/annette-reference and ../shared/calibration)")
+        calibration_dir = os.path.join(os.path.dirname(str(ref)), "calibration")
+    path = os.path.join(str(calibration_dir), "zcu102_dnndk_e2e_published.csv")
+    if not os.path.isfile(path):
+        raise AnnetteError(f"{path}: published ZCU102 latencies not found")
+    out = []
+    with open(path, encoding="utf-8") as f:
+        for row in csv.DictReader(f):
+            gops = float(row["zoo_model"].rsplit("_", 1)[1].rstrip("G"))
+            net = from_annette_json(os.path.join(str(ref), "graphs", f"{row['graph']}.json"))
+            out.append((row["graph"], fix_caffe_depthwise(net, gops), float(row["e2e_latency_ms_1thread"])))
+    return out
+
+
+def loo_report(platform: Any = "zcu102", use: Sequence[str] = TERMS) -> dict[str, Any]:
+    """Leave-one-out report of the ZCU102 calibration: per network measured, uncalibrated, calibrated."""
+    from ..estimator import estimate
+    from ..platform import load_platform
+
+    plat = load_platform(platform)
+    data = load_published_zcu102()
+    ests = [estimate(net, plat) for _, net, _ in data]
+    terms = [network_terms(e) for e in ests]
+    y = np.array([m for _, _, m in data])
+    loo = leave_one_out(terms, y, use)
+    full = fit_calibration(terms, y, use, [g for g, _, _ in data])
+    full.loo_mape = float(np.mean(np.abs(loo)))
+    raw = np.array([e.total_ms for e in ests])
+    return {
+        "calibration": full,
+        "rows": [{"graph": g, "measured_ms": m, "layer_model_ms": float(r), "loo_pred_ms": float(m * (1 + e)),
+                  "loo_error": float(e)} for (g, _, m), r, e in zip(data, raw, loo)],
+        "uncalibrated_mape": float(np.mean(np.abs(raw / y - 1))),
+        "loo_mape": full.loo_mape,
+        "in_sample_mape": float(np.mean([abs(full.predict(t) / m - 1) for t, m in zip(terms, y)])),
+    }

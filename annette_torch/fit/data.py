@@ -1,0 +1,158 @@
+"""Training data for the model generator, read from the measurement store.
+
+Every stored configuration is rebuilt into its benchmark `Network` (suites are deterministic), so each
+measured layer gets the same IR features the estimator will see. Two views come out of it:
+
+* fusion examples: for every producer -> consumer edge that a toolchain could fuse, the (group-head type,
+  consumer type, attributes) and whether the toolchain did fuse it (from the matcher's fused flags);
+* layer samples: after applying a mapping model, one row per executed layer with its features and the
+  measured time of its fused group; plus the cost of toolchain-inserted nodes per configuration.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Iterable
+
+import numpy as np
+
+from ..bench.records import FUSED, INSERTED, NOT_FUSED, LayerRecord
+from ..bench.store import Store
+from ..errors import AnnetteError
+from ..ir import LayerType, Network
+from ..mapping import MappingModel
+
+__all__ = ["Measured", "load_measured", "FusionExamples", "fusion_examples", "LayerSamples", "layer_samples",
+           "FitDataError"]
+
+log = logging.getLogger(__name__)
+
+
+class FitDataError(AnnetteError):
+    """The store holds too little (or no) usable data for what is being fitted."""
+
+
+@dataclass
+class Measured:
+    """One measured configuration: its network and per-layer records (inserted nodes separate)."""
+
+    suite: str
+    config_id: str
+    network: Network
+    records: dict[str, LayerRecord]
+    inserted: list[LayerRecord]
+    e2e_ms: float | None = None
+
+
+def load_measured(store: Store, platform: str, suites: Iterable[str] | None = None) -> list[Measured]:
+    """All successfully measured configurations of ``platform`` whose suite can rebuild its network."""
+    from ..bench.suites import SUITES
+
+    wanted = set(suites) if suites is not None else None
+    groups: dict[tuple[str, str], tuple[dict, list[LayerRecord]]] = {}
+    for suite, cid, params, rec in store.layer_records(platform):
+        if wanted is not None and suite not in wanted:
+            continue
+        groups.setdefault((suite, cid), (params, []))[1].append(rec)
+    e2e = {(s, c): m for s, c, m in store.db.execute(
+        "SELECT suite, config_id, e2e_median_ms FROM configs WHERE platform=? AND status='ok'", (platform,))}
+    out: list[Measured] = []
+    skipped: set[str] = set()
+    for (suite, cid), (params, recs) in groups.items():
+        if suite not in SUITES:
+            skipped.add(suite)
+            continue
+        net = SUITES[suite].build(params)
+        layers = {r.layer: r for r in recs if r.fused != INSERTED}
+        if not set(net.names) <= set(layers):
+            log.debug("%s/%s: records do not cover the network; skipped", suite, cid)
+            continue
+        out.append(Measured(suite, cid, net, layers, [r for r in recs if r.fused == INSERTED], e2e.get((suite, cid))))
+    if skipped:
+        log.info("suites without a builder skipped: %s", ", ".join(sorted(skipped)))
+    return out
+
+
+@dataclass
+class FusionExamples:
+    """Per candidate edge: head type, consumer type, their integer columns and whether it was fused."""
+
+    head_type: np.ndarray
+    sec_type: np.ndarray
+    head_cols: dict[str, np.ndarray]
+    sec_cols: dict[str, np.ndarray]
+    fused: np.ndarray
+    sec_result: np.ndarray  # executed type of the group the consumer joined (e.g. a pool fused into a conv)
+
+    def __len__(self) -> int:
+        return len(self.fused)
+
+
+def fusion_examples(measured: list[Measured]) -> FusionExamples:
+    """Edges a toolchain could fuse (single-consumer producer, single-input consumer) and what it did."""
+    ht, st, hrows, srows, fz = [], [], [], [], []
+    for m in measured:
+        net, recs = m.network, m.records
+        idx = {n: i for i, n in enumerate(net.names)}
+        head = np.arange(len(net))
+        for i, name in enumerate(net.names):
+            r = recs[name]
+            if r.fused == FUSED and r.fused_into in idx:
+                head[i] = idx[r.fused_into]
+        out_deg, in_deg = net.n_outputs, net.n_inputs
+        for p, s in net.edges:
+            if out_deg[p] != 1 or in_deg[s] != 1 or recs[net.names[s]].fused not in (FUSED, NOT_FUSED):
+                continue
+            if net.types[p] == LayerType.INPUT:
+                continue
+            h = head[p]
+            ht.append(net.types[h])
+            st.append(net.types[s])
+            hrows.append({c: net.cols[c][h] for c in net.cols})
+            srows.append({c: net.cols[c][s] for c in net.cols})
+            fz.append(head[s] == h)
+    if not fz:
+        raise FitDataError("no fusion examples: measure multi-layer suites first (e.g. conv_bn_relu, conv_pool, "
+                           "residual, dwsep, conv_act)")
+    cols = list(hrows[0])
+    return FusionExamples(np.array(ht), np.array(st), {c: np.array([r[c] for r in hrows]) for c in cols},
+                          {c: np.array([r[c] for r in srows]) for c in cols}, np.array(fz, dtype=bool),
+                          np.array(st))
+
+
+@dataclass
+class LayerSamples:
+    """Executed layers (after a mapping model) with their features and measured group time."""
+
+    network: Network  # all mapped layers of all configurations stacked (see `Network.concat`)
+    time_ms: np.ndarray
+    config: np.ndarray  # index into `configs`
+    configs: list[Measured]
+    inserted_ms: np.ndarray  # per configuration: summed time of toolchain-inserted nodes
+    extra: dict = field(default_factory=dict)
+
+
+def layer_samples(measured: list[Measured], mapping: MappingModel) -> LayerSamples:
+    """Map every measured network with ``mapping`` and attach the measured time to each executed layer.
+
+    A fused group's time is the sum of its members' recorded times (the toolchain's survivor carries it),
+    so a mapping model that disagrees with the toolchain still yields consistent totals.
+    """
+    mapped_nets, times, cfg = [], [], []
+    inserted = np.zeros(len(measured))
+    for k, m in enumerate(measured):
+        mp = mapping.apply(m.network)
+        t_orig = np.array([m.records[n].time_ms for n in m.network.names])
+        t = np.bincount(np.searchsorted(mp.kept, mp.fused_into), weights=t_orig, minlength=len(mp.kept))
+        mapped_nets.append(mp.network)
+        times.append(t)
+        cfg.append(np.full(len(mp.kept), k))
+        inserted[k] = sum(r.time_ms for r in m.inserted)
+    if not mapped_nets:
+        raise FitDataError("no measured configurations to fit layer models on")
+    big, _ = Network.concat(mapped_nets)
+    # the mapped networks carry seeded derived quantities (fused groups): keep them
+    for key in ("ops", "weights", "in_elems", "out_elems"):
+        big._cache[key] = np.concatenate([n.__getattribute__(key) for n in mapped_nets])
+    return LayerSamples(big, np.concatenate(times), np.concatenate(cfg), measured, inserted)

@@ -1,0 +1,122 @@
+"""Fit statistical and mixed layer models: compare regressors by K-fold cross-validation and keep the best.
+
+The score is the MAPE of the time itself (not of its log), pooled over the out-of-fold predictions of
+all folds. The winner is refitted on all the data. Candidates are the `Statistical` methods
+(``gbm``, ``rf``, ``hgb``, ``poly``, ``poly3``, ``lmt``); the tree ensembles are kept small (GBM: 200 trees of
+depth 4; RF: 60 trees of depth <= 10) so a platform file stays small and loads fast.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from ..models.base import LayerFeatures, LayerModel
+from ..models.mixed import Mixed
+from ..models.roofline import Roofline
+from ..models.statistical import METHODS, Statistical, subset
+
+__all__ = ["fit_statistical", "fit_mixed", "cross_val_predict", "mape", "DEFAULT_CANDIDATES"]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_CANDIDATES = ("gbm", "rf", "poly", "lmt")
+#: Fewest measured layers a fit accepts (cross-validation needs at least two folds of two).
+MIN_SAMPLES = 4
+
+
+def mape(pred: np.ndarray, y: np.ndarray) -> float:
+    """Mean absolute percentage error of ``pred`` against ``y`` (> 0), in percent."""
+    y = np.asarray(y, dtype=np.float64)
+    return float(np.mean(np.abs(np.asarray(pred, dtype=np.float64) - y) / y) * 100.0)
+
+
+def cross_val_predict(make: Callable[[], LayerModel], X: LayerFeatures, y: np.ndarray, cv: int,
+                      seed: int) -> np.ndarray:
+    """Out-of-fold predictions of ``make()`` models over ``cv`` shuffled folds."""
+    n = len(y)
+    order = np.random.default_rng(seed).permutation(n)
+    folds = np.array_split(order, cv)
+    out = np.empty(n)
+    for test in folds:
+        train = np.setdiff1d(order, test)
+        out[test] = make().fit(subset(X, train), y[train]).predict(subset(X, test))
+    return out
+
+
+def _check(X: LayerFeatures, y_ms: Any, candidates: Sequence[str], cv: int, what: str) -> tuple[np.ndarray, int]:
+    y = np.asarray(y_ms, dtype=np.float64).ravel()
+    if len(y) != len(X):
+        raise ValueError(f"{what}: {len(X)} layers but {len(y)} measured times")
+    bad = ~(np.isfinite(y) & (y > 0))
+    if bad.any():
+        raise ValueError(f"{what}: {int(bad.sum())} measured times are not finite and > 0")
+    if len(y) < MIN_SAMPLES:
+        raise ValueError(f"{what}: needs at least {MIN_SAMPLES} measured layers, got {len(y)} "
+                         "(run the layer's benchmark suite first)")
+    unknown = [c for c in candidates if c not in METHODS]
+    if unknown or not candidates:
+        raise ValueError(f"{what}: unknown candidates {unknown} (known: {', '.join(METHODS)})")
+    if cv < 2:
+        raise ValueError(f"{what}: cv must be >= 2, got {cv}")
+    return y, min(int(cv), len(y) // 2)
+
+
+def _select(makers: Mapping[str, Callable[[], LayerModel]], X: LayerFeatures, y: np.ndarray, folds: int,
+            seed: int, what: str) -> tuple[str, dict[str, float], dict[str, str]]:
+    scores: dict[str, float] = {}
+    errors: dict[str, str] = {}
+    for name, make in makers.items():
+        try:
+            scores[name] = mape(cross_val_predict(make, X, y, folds, seed), y)
+        except (ValueError, np.linalg.LinAlgError, ImportError) as e:
+            errors[name] = f"{type(e).__name__}: {e}"
+            log.warning("%s: candidate %s failed: %s", what, name, e)
+        else:
+            log.info("%s: candidate %s: CV MAPE %.2f%%", what, name, scores[name])
+    if not scores:
+        raise ValueError(f"{what}: every candidate failed: {errors}")
+    best = min(scores, key=scores.__getitem__)
+    return best, scores, errors
+
+
+def fit_statistical(X: LayerFeatures, y_ms: Any, candidates: Sequence[str] = DEFAULT_CANDIDATES, cv: int = 5,
+                    seed: int = 0, unroll: Mapping[str, Any] | None = None) -> tuple[Statistical, dict[str, Any]]:
+    """The best `Statistical` model of ``candidates`` by ``cv``-fold CV MAPE, refitted on all layers.
+
+    ``unroll`` (``{dim: s}`` or a refined roofline's ``unroll``) adds the step-pattern features. Report:
+    ``cv_mape`` (candidate -> %), ``chosen``, ``n_samples``, ``cv_folds``, ``errors`` (failed candidates).
+    """
+    y, folds = _check(X, y_ms, candidates, cv, "fit_statistical")
+    makers = {c: (lambda c=c: Statistical(c, unroll, seed=seed)) for c in candidates}
+    best, scores, errors = _select(makers, X, y, folds, seed, "fit_statistical")
+    model = makers[best]().fit(X, y)
+    return model, {"model": "statistical", "cv_mape": scores, "chosen": best, "n_samples": len(y),
+                   "cv_folds": folds, "errors": errors}
+
+
+def fit_mixed(X: LayerFeatures, y_ms: Any, base: Roofline, candidates: Sequence[str] = DEFAULT_CANDIDATES,
+              cv: int = 5, seed: int = 0, unroll: Mapping[str, Any] | None = None) -> tuple[Mixed, dict[str, Any]]:
+    """The best `Mixed` model on ``base`` (a fitted `Roofline` / `RefinedRoofline`, kept as is).
+
+    Layers the base gives no time (0) are left out. Report as `fit_statistical`'s plus ``base_mape`` (the base
+    alone on the same layers) and ``clip`` (the correction's log range).
+    """
+    if not isinstance(base, Roofline):
+        raise ValueError(f"fit_mixed: base must be a Roofline or RefinedRoofline, got {type(base).__name__}")
+    y, folds = _check(X, y_ms, candidates, cv, "fit_mixed")
+    b = base.predict(X)
+    ok = b > 0
+    if not ok.all():
+        log.warning("fit_mixed: %d of %d layers have no base time and are left out", int((~ok).sum()), len(ok))
+        X, y, b = subset(X, ok), y[ok], b[ok]
+        if len(y) < MIN_SAMPLES:
+            raise ValueError(f"fit_mixed: needs at least {MIN_SAMPLES} layers with a base time, got {len(y)}")
+        folds = min(folds, len(y) // 2)
+    makers = {c: (lambda c=c: Mixed(base, c, unroll, seed=seed)) for c in candidates}
+    best, scores, errors = _select(makers, X, y, folds, seed, "fit_mixed")
+    model = makers[best]().fit(X, y)
+    return model, {"model": "mixed", "cv_mape": scores, "chosen": best, "n_samples": len(y), "cv_folds": folds,
+                   "errors": errors, "base_mape": mape(b, y), "clip": [model.clip_min_, model.clip_max_]}

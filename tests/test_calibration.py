@@ -1,0 +1,47 @@
+"""Network-level calibration of the ZCU102 platform against published end-to-end latencies."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import annette_torch as at
+from annette_torch.fit.calibrate_network import (Calibration, fit_calibration, leave_one_out, loo_report,
+                                                 network_terms)
+from annette_torch.errors import PlatformError
+
+
+def test_fit_recovers_known_coefficients():
+    rng = np.random.default_rng(0)
+    terms = [{"layers": rng.uniform(1, 30), "depthwise": rng.uniform(0, 2), "cpu_tail": rng.uniform(0, 1),
+              "constant": 1.0} for _ in range(12)]
+    true = {"layers": 1.3, "depthwise": 3.0, "cpu_tail": 5.0, "constant": 0.4}
+    y = [sum(true[k] * t[k] for k in t) for t in terms]
+    cal = fit_calibration(terms, y)
+    for k, v in true.items():
+        assert cal.coef[k] == pytest.approx(v, rel=1e-6)
+    assert np.max(np.abs(leave_one_out(terms, y))) < 1e-6
+
+
+def test_zcu102_leave_one_out_within_target(ref_dir):
+    rep = loo_report("zcu102")
+    assert len(rep["rows"]) == 10
+    assert rep["uncalibrated_mape"] > 0.3  # the published layer models alone are far off the e2e figures
+    assert rep["loo_mape"] <= 0.10
+    shipped = at.load_platform("zcu102").end_to_end
+    assert shipped is not None and shipped.coef == pytest.approx(rep["calibration"].coef)
+
+
+def test_estimate_reports_end_to_end(ref_dir):
+    e = at.estimate(str(ref_dir / "graphs" / "cf_resnet50.json"), "zcu102")
+    assert e.e2e_ms is not None and e.e2e_ms > e.total_ms
+    assert abs(e.e2e_ms / 12.85 - 1) < 0.1  # published 12.85 ms
+    assert "e2e_ms" in e.to_dict(per_layer=False)
+    assert at.estimate(str(ref_dir / "graphs" / "cf_resnet50.json"), "ncs2").e2e_ms is None
+
+
+def test_calibration_validation():
+    with pytest.raises(PlatformError, match="coef.magic"):
+        Calibration.from_dict({"coef": {"magic": 1.0}}, "x")
+    with pytest.raises(PlatformError, match="coef.layers"):
+        Calibration.from_dict({"coef": {"layers": -1.0}}, "x")
