@@ -91,6 +91,8 @@ class FusionRule:
     result: str | None = None  # None: the primary keeps its type
     when: tuple[Condition, ...] = ()
     origin: str = ""
+    #: the secondary may have further inputs (e.g. a residual Add fused into the convolution feeding it)
+    multi_input: bool = False
     _types: tuple[tuple[LayerType, ...], tuple[LayerType, ...], LayerType | None] = field(
         default=None, compare=False, repr=False)  # type: ignore[assignment]
 
@@ -118,7 +120,7 @@ class FusionRule:
         return cls(name=str(d["name"]), primary=as_tuple(d["primary"]), secondary=as_tuple(d["secondary"]),
                    result=d.get("result"),
                    when=tuple(Condition.from_dict(c, f"{where}.when[{i}]") for i, c in enumerate(when)),
-                   origin=str(d.get("origin", "")))
+                   origin=str(d.get("origin", "")), multi_input=_flag(d, "multi_input", where))
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"name": self.name, "primary": list(self.primary), "secondary": list(self.secondary)}
@@ -126,9 +128,18 @@ class FusionRule:
             d["result"] = self.result
         if self.when:
             d["when"] = [c.to_dict() for c in self.when]
+        if self.multi_input:
+            d["multi_input"] = True
         if self.origin:
             d["origin"] = self.origin
         return d
+
+
+def _flag(d: Mapping[str, Any], key: str, where: str) -> bool:
+    v = d.get(key, False)
+    if not isinstance(v, bool):
+        raise PlatformError(f"{where}.{key}: expected true or false, got {v!r}")
+    return v
 
 
 @dataclass
@@ -158,6 +169,7 @@ class MappingModel:
             p, s, _ = self.rules[i]._types
             self._table[np.ix_(p, s)] = i
         self._result = np.array([int(r._types[2]) if r._types[2] is not None else -1 for r in self.rules] or [-1])
+        self._multi = np.array([r.multi_input for r in self.rules] or [False])
         self._conditional = [i for i, r in enumerate(self.rules) if r.when]
 
     @classmethod
@@ -185,6 +197,8 @@ class MappingModel:
         absorber = np.arange(n)
         rule_of = np.full(n, -1, dtype=np.int64)
         src, dst = net.edges[:, 0], net.edges[:, 1]
+        extra_in = np.zeros(n)
+        out_elems = net.out_elems
         if self.rules and src.size:
             out_deg = np.bincount(src, minlength=n)
             in_deg = np.bincount(dst, minlength=n)
@@ -192,7 +206,7 @@ class MappingModel:
             for _ in range(64):  # each round extends every chain by one link; chains are short
                 s_, d_ = (src, dst) if act is None else (src[act], dst[act])
                 r = self._table[types[s_], types[d_]]
-                cand = (r >= 0) & (out_deg[s_] == 1) & (in_deg[d_] == 1)
+                cand = (r >= 0) & (out_deg[s_] == 1) & ((in_deg[d_] == 1) | self._multi[r])
                 idx = np.flatnonzero(cand)
                 if not idx.size:
                     break
@@ -204,6 +218,13 @@ class MappingModel:
                             ok &= c.holds(net, s_[sel] if c.layer == "primary" else d_[sel])
                         cand[sel[~ok]] = False
                 p, sec, rr = s_[cand], d_[cand], r[cand]
+                if self._multi.any() and sec.size:
+                    # a multi-input secondary joins one producer: the last one in layer order
+                    order = np.lexsort((-p, sec))
+                    p, sec, rr = p[order], sec[order], rr[order]
+                    first = np.ones(sec.size, dtype=bool)
+                    first[1:] = sec[1:] != sec[:-1]
+                    p, sec, rr = p[first], sec[first], rr[first]
                 # a layer absorbed in this round cannot absorb in it too: chains grow one link per round
                 is_sec = np.zeros(n, dtype=bool)
                 is_sec[sec] = True
@@ -219,9 +240,18 @@ class MappingModel:
                 rule_of[sec] = rr
                 absorber[sec] = p
                 out_deg[p] = out_deg[sec]
-                # contract: drop primary->secondary edges, the secondary's consumers now read the primary
-                # (no duplicates can arise: a primary has exactly one consumer, the secondary)
-                live = ~is_sec[dst]
+                # contract: drop primary->secondary edges, the secondary's consumers now read the primary,
+                # and a multi-input secondary's other inputs now feed the primary (no duplicates can arise: a
+                # primary has exactly one consumer, the secondary)
+                into = np.flatnonzero(is_sec[dst])
+                if into.size:
+                    dst = dst.copy()
+                    dst[into] = absorber[dst[into]]
+                    other = into[src[into] != dst[into]]
+                    if other.size:
+                        np.add.at(in_deg, dst[other], 1)
+                        np.add.at(extra_in, dst[other], out_elems[tail[src[other]]])
+                live = src != dst
                 src, dst = src[live], dst[live]
                 moved = is_sec[src]
                 src[moved] = absorber[src[moved]]
@@ -248,6 +278,6 @@ class MappingModel:
         else:
             out = Network(net.name, names, types[kept], {c: v[kept] for c, v in net.cols.items()}, new_edges, attrs)
         # the fused layer computes what its primary computes and writes what its last secondary writes
-        out._cache.update(ops=net.ops[kept], weights=net.weights[kept], in_elems=net.in_elems[kept],
+        out._cache.update(ops=net.ops[kept], weights=net.weights[kept], in_elems=net.in_elems[kept] + extra_in[kept],
                           out_elems=net.out_elems[tail[kept]])
         return MappedNetwork(out, kept, root, rule_of)

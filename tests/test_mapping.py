@@ -84,3 +84,25 @@ def test_batched_mapping_matches_single():
     m = RULES.apply(big)
     per = [len(RULES.apply(n).kept) for n in nets]
     assert np.bincount(seg[m.kept]).tolist() == per
+
+
+def test_multi_input_rule_fuses_residual_add_into_conv():
+    b = NetworkBuilder("res")
+    x = b.input("x", (1, 8, 16, 16))
+    c1 = b.conv("c1", x, 8, 3, padding=1)
+    r1 = b.same(T.RELU, "r1", c1)
+    c2 = b.conv("c2", r1, 8, 3, padding=1)
+    a = b.same(T.ADD, "add", [c2, x])
+    b.same(T.RELU, "r2", a)
+    net = b.build()
+    rules = MappingModel([FusionRule("ConvRelu", ("Conv",), ("Relu",)),
+                          FusionRule("ConvAdd", ("Conv",), ("Add",), multi_input=True)])
+    m = rules.apply(net)
+    assert m.network.names == ["x", "c1", "c2"]
+    assert [net.names[i] for i in m.fused_into] == ["x", "c1", "c1", "c2", "c2", "c2"]
+    # the fused conv now also reads the residual input
+    assert sorted(m.network.edges.tolist()) == [[0, 1], [0, 2], [1, 2]]
+    assert m.network.in_elems[2] == net.in_elems[net.index("c2")] + net.out_elems[0]
+    # without multi_input the two-input Add stays
+    single = MappingModel([FusionRule("ConvAdd", ("Conv",), ("Add",))]).apply(net)
+    assert "add" in single.network.names

@@ -23,6 +23,8 @@ from ..errors import AnnetteError
 from ..ir import LayerType, Network
 from ..mapping import MappingModel
 
+_MERGE = (LayerType.ADD, LayerType.MUL)
+
 __all__ = ["Measured", "load_measured", "FusionExamples", "fusion_examples", "LayerSamples", "layer_samples",
            "FitDataError"]
 
@@ -102,11 +104,16 @@ def fusion_examples(measured: list[Measured]) -> FusionExamples:
                 head[i] = idx[r.fused_into]
         out_deg, in_deg = net.n_outputs, net.n_inputs
         for p, s in net.edges:
-            if out_deg[p] != 1 or in_deg[s] != 1 or recs[net.names[s]].fused not in (FUSED, NOT_FUSED):
+            if out_deg[p] != 1 or recs[net.names[s]].fused not in (FUSED, NOT_FUSED):
                 continue
             if net.types[p] == LayerType.INPUT:
                 continue
             h = head[p]
+            if in_deg[s] != 1:
+                # a merge layer (e.g. a residual Add) joins at most one of its producers: an example only
+                # for that producer if it did, for every eligible producer if it did not
+                if net.types[s] not in _MERGE or (head[s] != s and head[s] != h):
+                    continue
             ht.append(net.types[h])
             st.append(net.types[s])
             hrows.append({c: net.cols[c][h] for c in net.cols})

@@ -21,6 +21,7 @@ __all__ = ["fit_mapping"]
 log = logging.getLogger(__name__)
 
 _ATTRS = ("kh", "kw", "sh", "sw", "c_out", "h_out", "w_out", "groups")
+_MERGE = {LayerType.ADD, LayerType.MUL}
 _POOLS = {LayerType.MAX_POOL, LayerType.AVG_POOL, LayerType.GLOBAL_POOL}
 _CONVS = {LayerType.CONV, LayerType.GROUP_CONV, LayerType.DEPTHWISE_CONV}
 # rule order: normalisation first, then activations, then the rest (as toolchains apply them)
@@ -76,16 +77,18 @@ def fit_mapping(ex: FusionExamples, min_examples: int = 3, always: float = 0.95,
         order = _ORDER.get(stt, 2 if result else 1)
         if rate >= always:
             rules.append((order, FusionRule(key, (ht.label,), (stt.label,), result,
-                                            origin=f"fused in {rate:.0%} of {rows.size} measured pairs")))
+                                            origin=f"fused in {rate:.0%} of {rows.size} measured pairs",
+                                            multi_input=stt in _MERGE)))
             report[key]["rule"] = "always"
             continue
         leaves = _tree_rules(ex, rows, max_depth, purity)
         for j, conds in enumerate(leaves):
             rules.append((order, FusionRule(f"{key}#{j}", (ht.label,), (stt.label,), result, tuple(conds),
-                                            origin=f"decision tree on {rows.size} measured pairs ({rate:.0%} fused)")))
+                                            origin=f"decision tree on {rows.size} measured pairs ({rate:.0%} fused)",
+                                            multi_input=stt in _MERGE)))
         report[key]["rule"] = [[c.to_dict() for c in conds] for conds in leaves] or "none (no pure leaf)"
     if has_convpool:  # a convolution that absorbed a pool keeps fusing what follows
         rules = [(o, FusionRule(r.name, r.primary + (("ConvPool",) if "Conv" in r.primary else ()), r.secondary,
-                                r.result, r.when, r.origin)) for o, r in rules]
+                                r.result, r.when, r.origin, r.multi_input)) for o, r in rules]
     rules.sort(key=lambda t: t[0])
     return MappingModel([r for _, r in rules]), report

@@ -1,0 +1,169 @@
+"""The model generator: measurement store -> mapping model + layer models -> platform (and its variants).
+
+Variants (for the accuracy comparison of the paper and beyond):
+
+* ``flops``: time proportional to operations (one rate fitted on all layers);
+* ``roofline``, ``refined``, ``statistical``, ``mixed``: one model kind per layer type, no mapping model
+  (every layer estimated on its own, as a tool without fusion knowledge would);
+* ``mixed+mapping``: the learned fusion rules plus mixed layer models fitted on the fused groups — the
+  full ANNETTE model and what ``annette calibrate`` ships.
+
+Layer types with too few samples use the ``Base`` roofline fitted on all memory-bound layers.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from ..bench.store import Store, machine_fingerprint
+from ..ir import LayerType, Network
+from ..mapping import MappingModel
+from ..models import LayerFeatures, LayerModel, RefinedRoofline, Roofline
+from ..platform import Platform
+from .data import FitDataError, LayerSamples, fusion_examples, layer_samples, load_measured
+from .mapping_fit import fit_mapping
+from .roofline_fit import fit_refined, fit_roofline
+
+__all__ = ["VARIANTS", "fit_variants", "fit_platform", "MIN_SAMPLES"]
+
+log = logging.getLogger(__name__)
+
+VARIANTS = ("flops", "roofline", "refined", "statistical", "mixed", "mixed+mapping")
+MIN_SAMPLES = 30
+#: types whose compute follows the unrolled h/w/c/f dimensions (refined roofline applies)
+_REFINED_TYPES = {LayerType.CONV, LayerType.DEPTHWISE_CONV, LayerType.GROUP_CONV, LayerType.CONV_POOL,
+                  LayerType.FULLY_CONNECTED, LayerType.CONV_TRANSPOSE}
+#: layer-model key per type (pools share one "Pool" key when a pool kind has too few samples)
+_KEY = {t: t.label for t in LayerType}
+
+
+def _subset(net: Network, rows: np.ndarray) -> LayerFeatures:
+    return LayerFeatures.from_network(net, rows)
+
+
+def _per_type(ls: LayerSamples, kind: str, bits: float, cv: int, seed: int,
+              progress: Callable[[str], None]) -> tuple[dict[str, LayerModel], dict[str, Any]]:
+    """One layer model of ``kind`` per executed type with enough positive samples, plus ``Base``."""
+    from .statistical_fit import fit_mixed, fit_statistical
+
+    net, y = ls.network, ls.time_ms
+    types = net.types
+    models: dict[str, LayerModel] = {}
+    report: dict[str, Any] = {}
+    pos = y > 0
+    base_rows = np.flatnonzero(pos & ~np.isin(types, list(_REFINED_TYPES)) & (types != LayerType.INPUT))
+    if base_rows.size < 2:
+        base_rows = np.flatnonzero(pos & (types != LayerType.INPUT))
+    if base_rows.size < 2:
+        raise FitDataError("fewer than two measured layers with a positive time")
+    models["Base"] = fit_roofline(_subset(net, base_rows), y[base_rows], bits, bits)
+    report["Base"] = {"model": "roofline", "n_samples": int(base_rows.size)}
+    for t in np.unique(types):
+        lt = LayerType(int(t))
+        if lt == LayerType.INPUT:
+            continue
+        rows = np.flatnonzero((types == t) & pos)
+        if rows.size < MIN_SAMPLES:
+            if rows.size:
+                report[lt.label] = {"model": "Base fallback", "n_samples": int(rows.size)}
+            continue
+        X, yy = _subset(net, rows), y[rows]
+        progress(f"{kind}: {lt.label} ({rows.size} layers)")
+        refined_ok = lt in _REFINED_TYPES
+        if kind == "roofline" or (kind == "refined" and not refined_ok):
+            models[lt.label] = fit_roofline(X, yy, bits, bits)
+            report[lt.label] = {"model": "roofline", "n_samples": int(rows.size)}
+            continue
+        base: Roofline
+        if refined_ok:
+            base, rrep = fit_refined(X, yy, bits, bits)
+        else:
+            base, rrep = fit_roofline(X, yy, bits, bits), {}
+        if kind == "refined":
+            models[lt.label] = base
+            report[lt.label] = {"model": "refined_roofline", "n_samples": int(rows.size), **rrep}
+            continue
+        unroll = getattr(base, "unroll", None) or None
+        if kind == "statistical":
+            m, srep = fit_statistical(X, yy, cv=cv, seed=seed, unroll=unroll)
+        else:
+            m, srep = fit_mixed(X, yy, base, cv=cv, seed=seed, unroll=unroll)
+        models[lt.label] = m
+        report[lt.label] = srep
+    return models, report
+
+
+def _flops_platform(ls: LayerSamples, name: str) -> Platform:
+    """Time proportional to operations: one rate from all layers (memory traffic ignored)."""
+    ops = ls.network.ops
+    k = float(ls.time_ms.sum() * 1e-3 / max(ops.sum(), 1.0))
+    m = Roofline(op_s=1.0 / k if k > 0 else 1e12, bandwidth=1e30, bit_act=32, bit_weights=32)
+    return Platform(name, {"Base": m}, MappingModel(), "FLOPs proxy")
+
+
+def fit_variants(db: str | Store, platform: str, variants: Sequence[str] = VARIANTS, bits: float = 32,
+                 cv: int = 5, seed: int = 0, suites: Sequence[str] | None = None,
+                 progress: Callable[[str], None] | None = None) -> tuple[dict[str, Platform], dict[str, Any]]:
+    """Fit every requested variant from the measurements of ``platform`` in the store ``db``.
+
+    Returns ``({variant: Platform}, report)``; the report holds the learned fusion rules, per-type CV
+    errors and sample counts.
+    """
+    progress = progress or (lambda msg: log.info("%s", msg))
+    unknown = set(variants) - set(VARIANTS)
+    if unknown:
+        raise ValueError(f"unknown variants {sorted(unknown)} (known: {', '.join(VARIANTS)})")
+    st = Store(db) if isinstance(db, str) else db
+    t0 = time.perf_counter()
+    measured = load_measured(st, platform, suites)
+    if not measured:
+        counts = st.counts(platform)
+        raise FitDataError(f"no usable measurements of platform {platform!r} in {st.path} "
+                           f"(stored: {counts or 'nothing'}); run 'annette bench --platform {platform} --suite ...' "
+                           "or 'annette calibrate' first")
+    report: dict[str, Any] = {"configurations": len(measured)}
+    fp = {}
+    runs = st.runs()
+    if runs:
+        fp = {"fingerprint": runs[-1]["fingerprint"], "toolchain": runs[-1]["toolchain"]}
+    need_nomap = [v for v in variants if v not in ("mixed+mapping",)]
+    out: dict[str, Platform] = {}
+    if need_nomap:
+        ls0 = layer_samples(measured, MappingModel())
+        report["samples_unmapped"] = int((ls0.time_ms > 0).sum())
+        for v in need_nomap:
+            if v == "flops":
+                out[v] = _flops_platform(ls0, f"{platform}-flops")
+                continue
+            kind = {"refined": "refined"}.get(v, v)
+            models, rep = _per_type(ls0, kind, bits, cv, seed, progress)
+            report[v] = rep
+            out[v] = Platform(f"{platform}-{v}", models, MappingModel(), f"{platform}: {v} layer models, no mapping",
+                              {**fp})
+    if "mixed+mapping" in variants:
+        fx = fusion_examples(measured)
+        mapping, mrep = fit_mapping(fx)
+        report["mapping"] = mrep
+        progress(f"mapping: {len(mapping.rules)} fusion rules from {len(fx)} candidate pairs")
+        ls1 = layer_samples(measured, mapping)
+        report["samples_mapped"] = int((ls1.time_ms > 0).sum())
+        models, rep = _per_type(ls1, "mixed", bits, cv, seed, progress)
+        report["mixed+mapping"] = rep
+        out["mixed+mapping"] = Platform(platform, models, mapping, f"{platform}: mixed layer models + learned mapping",
+                                        {**fp})
+    report["seconds"] = time.perf_counter() - t0
+    if isinstance(db, str):
+        st.close()
+    return out, report
+
+
+def fit_platform(db: str | Store, platform: str, **kw: Any) -> tuple[Platform, dict[str, Any]]:
+    """The full model (mixed layer models + learned mapping) of ``platform``; see `fit_variants`."""
+    plats, rep = fit_variants(db, platform, variants=("mixed+mapping",), **kw)
+    p = plats["mixed+mapping"]
+    p.meta.setdefault("fingerprint", machine_fingerprint())
+    return p, rep
