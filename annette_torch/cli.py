@@ -86,8 +86,9 @@ def build_parser() -> argparse.ArgumentParser:
     pl = sub.add_parser("platforms", help="list the shipped platforms", description="List the shipped platforms.")
     pl.add_argument("--json", action="store_true", help="print {name: description} as JSON")
 
-    from .cli_bench import add_parser as add_bench
+    from .cli_bench import add_calibrate_parser, add_parser as add_bench
     add_bench(sub)
+    add_calibrate_parser(sub)
     from .cli_search import add_parser as add_search
     add_search(sub)
     return p
@@ -365,6 +366,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         with _library_logging(level):
             if args.command == "estimate":
                 return _cmd_estimate(args)
+            if args.command == "calibrate":
+                from .cli_bench import run_calibrate
+                return run_calibrate(args)
             if args.command == "bench":
                 from .cli_bench import run as run_bench
                 return run_bench(args)

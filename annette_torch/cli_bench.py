@@ -9,7 +9,7 @@ from typing import Any
 
 from .errors import AnnetteError
 
-__all__ = ["add_parser", "run", "PLATFORM_RUNNERS", "DEFAULT_DB"]
+__all__ = ["add_parser", "add_calibrate_parser", "run", "run_calibrate", "PLATFORM_RUNNERS", "DEFAULT_DB"]
 
 #: measurable platform -> (hardware module, its settings)
 PLATFORM_RUNNERS: dict[str, tuple[str, dict[str, Any]]] = {
@@ -178,3 +178,32 @@ def _ingest(args: argparse.Namespace) -> int:
     n_ok, n_fail = ingest_reports(args.reports, args.platform, args.db)
     print(f"ingested {n_ok} benchmark(s) into {args.db}" + (f"; {n_fail} could not be read" if n_fail else ""))
     return 0 if n_ok or not n_fail else 1
+
+
+def add_calibrate_parser(sub: Any) -> None:
+    """Add ``annette calibrate``."""
+    c = sub.add_parser("calibrate", help="measure a CPU platform on this machine and fit its platform file",
+                       description="Run the benchmark suites on this machine, fit the mapping and layer models, "
+                                   "calibrate end to end on calibration networks, and write a platform file.")
+    c.add_argument("-p", "--platform", required=True, help="ort-cpu or openvino-cpu")
+    c.add_argument("--quick", action="store_true", help="a smaller plan (<= 10 minutes on 2 cores)")
+    c.add_argument("--out", help="platform file to write (default: <platform>.json)")
+    c.add_argument("--db", help="measurement database (default: annette-calibrate-<platform>.sqlite; resumable)")
+    c.add_argument("--budget", help="time limit for the benchmark suites, e.g. 30m")
+
+
+def run_calibrate(args: argparse.Namespace) -> int:
+    """Execute ``annette calibrate``."""
+    from .bench.sweep import parse_budget
+    from .calibrate import run_calibration
+
+    rep = run_calibration(args.platform, quick=args.quick, out=args.out, db=args.db,
+                          budget_s=parse_budget(args.budget), progress=lambda m: print(m, file=sys.stderr))
+    e2e = rep["end_to_end"]
+    print(f"wrote {rep['out']}: {rep['layer_models']} layer models, {rep['rules']} fusion rules; measurements in "
+          f"{rep['db']}")
+    print(f"end-to-end calibration on {e2e['networks']} networks: leave-one-out MAPE {e2e['loo_mape']:.1%} "
+          f"(layer sum alone {e2e['layers_only_mape']:.1%})")
+    print(f"time: benchmarks {rep['seconds_bench']:.0f} s, fitting {rep['seconds_fit']:.0f} s, "
+          f"total {rep['seconds_total']:.0f} s")
+    return 0

@@ -132,7 +132,7 @@ def session_ok(model: onnx.ModelProto) -> ort.InferenceSession:
 
 
 MICRO = ["conv", "dwconv", "gconv", "maxpool", "avgpool", "fc", "add", "concat", "act", "bn", "resize"]
-MULTI = ["conv_bn_relu", "conv_pool", "residual", "concat_branches", "dwsep", "conv_act"]
+MULTI = ["conv_bn_relu", "conv_pool", "residual", "concat_branches", "dwsep", "conv_act", "dw_act"]
 
 
 def test_suite_registry():

@@ -508,6 +508,19 @@ def _c_conv_act(c):
     return 2 * o * c["c"] * c["k"] ** 2 + o, c["c"] * c["hw"] ** 2 + 2 * o, c["f"] * c["c"] * c["k"] ** 2
 
 
+def _b_dw_act(c: dict) -> Network:
+    b = NetworkBuilder("dw_act")
+    x = _input(b, c, hw=("hw", "hw"))
+    x = _conv(b, "dw", x, int(c["c"]), int(c["k"]), 1, groups=int(c["c"]))
+    _act(b, str(c["act"]), str(c["act"]), x)
+    return b.build()
+
+
+def _c_dw_act(c):
+    o = c["hw"] ** 2 * c["c"]
+    return 2 * o * c["k"] ** 2 + o, c["c"] * c["hw"] ** 2 + 2 * o, c["c"] * c["k"] ** 2
+
+
 # ------------------------------------------------------------------------------------------------------
 # multi-kernel graphs
 
@@ -906,6 +919,8 @@ def _suites() -> dict[str, Suite]:
         Suite("conv_act", "conv (stride 1) + activation (hw, c, f, kernel, kind)",
               {**sq, "c": ch, "f": ch, "k": KERNELS, "act": ACTIVATIONS}, _b_conv_act, kind="multi",
               cost=_c_conv_act),
+        Suite("dw_act", "depthwise conv (stride 1) + activation (hw, c, kernel, kind)",
+              {**sq, "c": ch, "k": KERNELS, "act": ACTIVATIONS}, _b_dw_act, kind="multi", cost=_c_dw_act),
         Suite("paper_conv", "the paper's conv configurations (paper35k.csv of the ANNETTE reference data)",
               {"h": PAPER_SPATIAL, "w": PAPER_SPATIAL, "c": PAPER_CHANNELS, "f": PAPER_CHANNELS, "k": KERNELS,
                "s": [1]}, _b_conv, default_sampler="table", cost=_c_conv, optional={"d": 1, "n": 1},

@@ -7,7 +7,9 @@ end-to-end time is modelled as a non-negative combination of terms computed from
 * ``depthwise``: the part of it spent in depthwise convolutions (they use the accelerator poorly),
 * ``cpu_tail``: millions of elements processed after the last convolution / fully connected layer
   (outputs read back and post-processed on the host CPU, e.g. SSD box decoding, large global pools),
-* ``constant``: per-inference overhead (task launch, pre-processing).
+* ``constant``: per-inference overhead (task launch, pre-processing),
+* ``executed_layers``: the number of executed (fused) layers, for runtimes with a per-node dispatch cost
+  (ONNX Runtime, OpenVINO on a CPU).
 
 Coefficients come from non-negative least squares on relative error; the leave-one-out error is what a
 network outside the calibration set can expect.
@@ -27,12 +29,15 @@ from scipy.optimize import nnls
 from ..errors import AnnetteError
 from ..ir import LayerType, Network
 
-__all__ = ["TERMS", "network_terms", "Calibration", "fit_calibration", "leave_one_out", "loo_report",
+__all__ = ["TERMS", "ZCU102_TERMS", "CPU_TERMS", "network_terms", "Calibration", "fit_calibration", "leave_one_out", "loo_report",
            "fix_caffe_depthwise", "load_published_zcu102"]
 
 log = logging.getLogger(__name__)
 
-TERMS = ("layers", "depthwise", "cpu_tail", "constant")
+TERMS = ("layers", "depthwise", "cpu_tail", "constant", "executed_layers")
+#: the terms used for the ZCU102 (board figures) and for CPU runtimes measured here
+ZCU102_TERMS = ("layers", "depthwise", "cpu_tail", "constant")
+CPU_TERMS = ("layers", "executed_layers", "constant")
 _HEAVY = (LayerType.CONV, LayerType.DEPTHWISE_CONV, LayerType.GROUP_CONV, LayerType.CONV_POOL,
           LayerType.FULLY_CONNECTED, LayerType.CONV_TRANSPOSE)
 
@@ -55,8 +60,9 @@ def network_terms(est: Any) -> dict[str, float]:
     """The calibration terms of one `Estimate`."""
     labels = est.mapped.network.types
     dw = float(est.mapped_time_ms[labels == LayerType.DEPTHWISE_CONV].sum())
+    executed = int(np.count_nonzero(labels != LayerType.INPUT))
     return {"layers": est.total_ms, "depthwise": dw, "cpu_tail": _cpu_tail_elems(est.network) / 1e6,
-            "constant": 1.0}
+            "constant": 1.0, "executed_layers": float(executed)}
 
 
 @dataclass
@@ -94,7 +100,7 @@ def _matrix(terms: Sequence[dict[str, float]], use: Sequence[str]) -> np.ndarray
 
 
 def fit_calibration(terms: Sequence[dict[str, float]], measured_ms: Sequence[float],
-                    use: Sequence[str] = TERMS, names: Sequence[str] = ()) -> Calibration:
+                    use: Sequence[str] = ZCU102_TERMS, names: Sequence[str] = ()) -> Calibration:
     """Non-negative coefficients minimising the relative error over the networks."""
     y = np.asarray(measured_ms, dtype=np.float64)
     if len(y) < len(use) + 1:
@@ -105,7 +111,7 @@ def fit_calibration(terms: Sequence[dict[str, float]], measured_ms: Sequence[flo
 
 
 def leave_one_out(terms: Sequence[dict[str, float]], measured_ms: Sequence[float],
-                  use: Sequence[str] = TERMS) -> np.ndarray:
+                  use: Sequence[str] = ZCU102_TERMS) -> np.ndarray:
     """Relative error of each network when the calibration is fitted on all the others."""
     y = np.asarray(measured_ms, dtype=np.float64)
     errs = np.empty(len(y))
@@ -153,7 +159,7 @@ def load_published_zcu102(calibration_dir: str | os.PathLike | None = None) -> l
     return out
 
 
-def loo_report(platform: Any = "zcu102", use: Sequence[str] = TERMS) -> dict[str, Any]:
+def loo_report(platform: Any = "zcu102", use: Sequence[str] = ZCU102_TERMS) -> dict[str, Any]:
     """Leave-one-out report of the ZCU102 calibration: per network measured, uncalibrated, calibrated."""
     from ..estimator import estimate
     from ..platform import load_platform

@@ -46,7 +46,8 @@ def _subset(net: Network, rows: np.ndarray) -> LayerFeatures:
 
 
 def _per_type(ls: LayerSamples, kind: str, bits: float, cv: int, seed: int,
-              progress: Callable[[str], None]) -> tuple[dict[str, LayerModel], dict[str, Any]]:
+              progress: Callable[[str], None],
+              candidates: Sequence[str] | None = None) -> tuple[dict[str, LayerModel], dict[str, Any]]:
     """One layer model of ``kind`` per executed type with enough positive samples, plus ``Base``."""
     from .statistical_fit import fit_mixed, fit_statistical
 
@@ -88,10 +89,11 @@ def _per_type(ls: LayerSamples, kind: str, bits: float, cv: int, seed: int,
             report[lt.label] = {"model": "refined_roofline", "n_samples": int(rows.size), **rrep}
             continue
         unroll = getattr(base, "unroll", None) or None
+        cand = {"candidates": tuple(candidates)} if candidates else {}
         if kind == "statistical":
-            m, srep = fit_statistical(X, yy, cv=cv, seed=seed, unroll=unroll)
+            m, srep = fit_statistical(X, yy, cv=cv, seed=seed, unroll=unroll, **cand)
         else:
-            m, srep = fit_mixed(X, yy, base, cv=cv, seed=seed, unroll=unroll)
+            m, srep = fit_mixed(X, yy, base, cv=cv, seed=seed, unroll=unroll, **cand)
         models[lt.label] = m
         report[lt.label] = srep
     return models, report
@@ -107,7 +109,7 @@ def _flops_platform(ls: LayerSamples, name: str) -> Platform:
 
 def fit_variants(db: str | Store, platform: str, variants: Sequence[str] = VARIANTS, bits: float = 32,
                  cv: int = 5, seed: int = 0, suites: Sequence[str] | None = None,
-                 progress: Callable[[str], None] | None = None) -> tuple[dict[str, Platform], dict[str, Any]]:
+                 progress: Callable[[str], None] | None = None, candidates: Sequence[str] | None = None) -> tuple[dict[str, Platform], dict[str, Any]]:
     """Fit every requested variant from the measurements of ``platform`` in the store ``db``.
 
     Returns ``({variant: Platform}, report)``; the report holds the learned fusion rules, per-type CV
@@ -140,7 +142,7 @@ def fit_variants(db: str | Store, platform: str, variants: Sequence[str] = VARIA
                 out[v] = _flops_platform(ls0, f"{platform}-flops")
                 continue
             kind = {"refined": "refined"}.get(v, v)
-            models, rep = _per_type(ls0, kind, bits, cv, seed, progress)
+            models, rep = _per_type(ls0, kind, bits, cv, seed, progress, candidates)
             report[v] = rep
             out[v] = Platform(f"{platform}-{v}", models, MappingModel(), f"{platform}: {v} layer models, no mapping",
                               {**fp})
@@ -151,7 +153,7 @@ def fit_variants(db: str | Store, platform: str, variants: Sequence[str] = VARIA
         progress(f"mapping: {len(mapping.rules)} fusion rules from {len(fx)} candidate pairs")
         ls1 = layer_samples(measured, mapping)
         report["samples_mapped"] = int((ls1.time_ms > 0).sum())
-        models, rep = _per_type(ls1, "mixed", bits, cv, seed, progress)
+        models, rep = _per_type(ls1, "mixed", bits, cv, seed, progress, candidates)
         report["mixed+mapping"] = rep
         out["mixed+mapping"] = Platform(platform, models, mapping, f"{platform}: mixed layer models + learned mapping",
                                         {**fp})

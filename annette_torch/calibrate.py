@@ -1,0 +1,164 @@
+"""``annette calibrate``: measure a CPU platform on this machine and fit its platform file, in one command.
+
+Steps: (1) run the benchmark suites (micro-kernel and multi-layer) into a measurement store, resumable;
+(2) fit the mapping model and mixed layer models (`fit.generator`); (3) measure whole-network latency of a
+set of *calibration* networks (random NAS-Bench-101 cells, random MobileNetV2-space networks and random
+chains — never the validation networks of ``benchmarks/accuracy.py``) and fit the network-level terms
+(scale, per-executed-layer dispatch cost, constant); (4) write the platform file with the machine's
+fingerprint.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from .errors import AnnetteError
+
+__all__ = ["PLANS", "calibration_networks", "run_calibration", "calibrate_network_level"]
+
+log = logging.getLogger(__name__)
+
+MEASURABLE = ("ort-cpu", "openvino-cpu")
+MICRO = ("conv", "dwconv", "gconv", "maxpool", "avgpool", "fc", "add", "concat", "act", "bn", "resize")
+MULTI = ("conv_bn_relu", "conv_pool", "residual", "concat_branches", "dwsep", "conv_act", "dw_act")
+#: NB101 seed of the calibration cells (the accuracy benchmark's validation cells use another seed)
+CALIBRATION_SEED = 777
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How much to measure: configurations per suite, calibration networks, statistical CV folds."""
+
+    configs_micro: int
+    configs_multi: int
+    networks: int
+    cv: int
+    candidates: tuple[str, ...]
+
+
+PLANS = {
+    "quick": Plan(configs_micro=80, configs_multi=80, networks=18, cv=3, candidates=("gbm", "lmt")),
+    "full": Plan(configs_micro=1500, configs_multi=800, networks=60, cv=5, candidates=("gbm", "rf", "poly", "lmt")),
+}
+
+
+def calibration_networks(n: int, seed: int = CALIBRATION_SEED, exclude_hashes: set[str] | None = None) -> list:
+    """``n`` networks for network-level calibration: NB101 cells, MobileNetV2-space nets and random chains."""
+    from search.spaces import mbv2, nb101
+
+    from .bench.suites import SUITES
+
+    rng = np.random.default_rng(seed)
+    out = []
+    n_cells = n // 3 + n % 3
+    specs = [s for s in nb101.sample(n_cells * 2, rng)
+             if not exclude_hashes or nb101.spec_hash(s.matrix, s.ops) not in exclude_hashes]
+    for s in specs[:n_cells]:
+        net = nb101.build_network(s.matrix, s.ops)
+        net.name = f"calib-nb101-{nb101.spec_hash(s.matrix, s.ops)[:8]}"
+        out.append(net)
+    for i in range(n // 3):
+        choices = [str(rng.choice(b.ops)) for b in mbv2.BLOCKS]
+        res = int(rng.choice([128, 160, 192, 224]))
+        net = mbv2.build_network(choices, resolution=res)
+        net.name = f"calib-mbv2-{i}"
+        out.append(net)
+    multi = [SUITES[s] for s in ("residual", "conv_bn_relu", "dwsep", "concat_branches")]
+    for i in range(n // 3):
+        suite = multi[i % len(multi)]
+        cfg = suite.configs(n=1, seed=seed + i, sampler="random")[0]
+        net = suite.build(cfg)
+        net.name = f"calib-{suite.name}-{cfg['config_id']}"
+        out.append(net)
+    return out
+
+
+def _validation_hashes(n: int = 200, seed: int = 12345) -> set[str]:
+    """Hashes of the NB101 cells the accuracy benchmark validates on (kept out of calibration)."""
+    from search.spaces import nb101
+    return {nb101.spec_hash(s.matrix, s.ops) for s in nb101.sample(n, np.random.default_rng(seed))}
+
+
+def calibrate_network_level(platform_obj: Any, runtime: str, nets: Sequence[Any],
+                            progress: Callable[[str], None] | None = None) -> tuple[Any, dict[str, Any]]:
+    """Measure ``nets`` end to end on ``runtime`` and fit the platform's network-level terms."""
+    from .estimator import estimate
+    from .fit.calibrate_network import CPU_TERMS, fit_calibration, leave_one_out, network_terms
+    from .validation import measure_latency
+
+    terms, y, names = [], [], []
+    for i, net in enumerate(nets):
+        if progress:
+            progress(f"end-to-end {i + 1}/{len(nets)}: {net.name}")
+        m = measure_latency(net, runtime, runs=20, repeats=3, warmup=3)
+        terms.append(network_terms(estimate(net, platform_obj)))
+        y.append(m.median_ms)
+        names.append(net.name)
+    y_arr = np.array(y)
+    cal = fit_calibration(terms, y_arr, CPU_TERMS, names)
+    loo = leave_one_out(terms, y_arr, CPU_TERMS)
+    cal.loo_mape = float(np.mean(np.abs(loo)))
+    cal.predicts = f"end-to-end latency (ms) of one inference on {runtime} with the same runtime settings"
+    raw = np.array([t["layers"] for t in terms])
+    return cal, {"networks": len(nets), "loo_mape": cal.loo_mape,
+                 "layers_only_mape": float(np.mean(np.abs(raw / y_arr - 1))), "coef": cal.coef}
+
+
+def run_calibration(platform: str, quick: bool = False, out: str | None = None, db: str | None = None,
+                    progress: Callable[[str], None] | None = None, budget_s: float | None = None) -> dict[str, Any]:
+    """Measure, fit and write the platform file; returns a report (paths, errors, timings)."""
+    from .bench.store import Store, machine_fingerprint
+    from .bench.suites import SUITES
+    from .bench.sweep import run_sweep
+    from .fit.generator import fit_platform
+    from .platform import Platform
+
+    if platform not in MEASURABLE:
+        raise AnnetteError(f"calibrate: platform {platform!r} cannot be measured on this machine "
+                           f"(measurable: {', '.join(MEASURABLE)})")
+    plan = PLANS["quick" if quick else "full"]
+    progress = progress or (lambda msg: log.info("%s", msg))
+    db = db or f"annette-calibrate-{platform}.sqlite"
+    out = out or f"{platform}.json"
+    runner, kw = ("ort-cpu", {"threads": 1}) if platform == "ort-cpu" else ("openvino", {"device": "CPU", "threads": 1})
+    t0 = time.perf_counter()
+    report: dict[str, Any] = {"db": db, "out": out, "plan": "quick" if quick else "full", "suites": {}}
+    with Store(db) as st:
+        for suite in MICRO + MULTI:
+            n = plan.configs_micro if suite in MICRO else plan.configs_multi
+            left = None if budget_s is None else budget_s - (time.perf_counter() - t0)
+            if left is not None and left <= 0:
+                break
+            progress(f"benchmark suite {suite} ({n} configurations)")
+            res = run_sweep(st, platform, suite, SUITES[suite].configs(n=n, seed=0), runner, kw, iterations=20,
+                            warmup=3, budget_s=left, progress=False)
+            report["suites"][suite] = {"measured": res.measured, "failed": res.failed, "skipped": res.skipped}
+            if res.interrupted:
+                raise KeyboardInterrupt
+    t_bench = time.perf_counter() - t0
+    progress("fitting mapping and layer models")
+    plat, fit_rep = fit_platform(db, platform, cv=plan.cv, progress=progress, candidates=plan.candidates)
+    t_fit = time.perf_counter() - t0 - t_bench
+    nets = calibration_networks(plan.networks, exclude_hashes=_validation_hashes())
+    cal, cal_rep = calibrate_network_level(plat, platform, nets, progress)
+    d = plat.to_dict()
+    d["description"] = (f"{platform} measured on this machine ({machine_fingerprint(1)['cpu']}, 1 thread): mixed "
+                        f"layer models + learned mapping, calibrated end to end")
+    d["fingerprint"] = machine_fingerprint(1)
+    d["end_to_end"] = {**cal.to_dict(), "layers_only_mape": round(cal_rep["layers_only_mape"], 4)}
+    d["fit_report"] = {"configurations": fit_rep.get("configurations"),
+                       "mapping": {k: v for k, v in fit_rep.get("mapping", {}).items()},
+                       "layer_models": {k: {kk: vv for kk, vv in v.items() if kk in ("model", "chosen", "cv_mape",
+                                                                                       "n_samples", "base_mape")}
+                                        for k, v in fit_rep.get("mixed+mapping", {}).items()}}
+    final = Platform.from_dict(d, out)
+    final.save(out)
+    report.update(seconds_bench=t_bench, seconds_fit=t_fit, seconds_total=time.perf_counter() - t0,
+                  end_to_end=cal_rep, layer_models=len(final.layers), rules=len(final.mapping.rules))
+    return report
