@@ -1,0 +1,117 @@
+"""Mixed layer model (ANNETTE's best): a (refined) roofline times a learned residual efficiency.
+
+time = base(X) * exp(clip(correction(X), clip_min, clip_max))
+
+The correction is a `Statistical` regressor fitted on log(measured / base prediction), the part of the
+time the roofline does not explain. Outside the sampled ranges the model falls back toward its base:
+the correction's output is clipped to ``[clip_min, clip_max]``, the range of log(measured / base) seen in
+training, so the mixed model never corrects the base by more than some training layer needed, and its
+error there is bounded by the base's error times that factor.
+
+Tree corrections are constant outside the sampled range anyway; linear model trees and polynomials
+extrapolate in the log features, bounded by the output clip. (Clipping the correction's inputs to their
+training range, ``clip_inputs=True``, is available but off: the features are correlated, and clipping some
+of them but not others produced combinations never seen in training and worse corrections in our tests.)
+`fit_mixed` moreover scores each candidate by the worse of its cross-validation error and its error on the
+largest layers when fitted on the smaller ones, so corrections that extrapolate badly are not chosen.
+
+A zero correction (``clip_min == clip_max == 0``, e.g. fitted on times the base predicts exactly) reproduces
+the base model bit for bit.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Mapping
+
+import numpy as np
+
+from ..errors import PlatformError
+from .base import LayerFeatures, LayerModel, check_number, model_from_dict, register
+from .refined import RefinedRoofline
+from .roofline import Roofline
+from .statistical import Statistical, subset
+
+__all__ = ["Mixed"]
+
+log = logging.getLogger(__name__)
+
+
+@register
+class Mixed(LayerModel):
+    """Base roofline model times a clipped statistical correction (see the module docstring).
+
+    Hyper-parameters: ``base`` (a fitted `Roofline` or `RefinedRoofline`, not refitted here), ``method`` (the
+    correction's regressor, see `Statistical`), ``unroll`` (step-pattern features; default: the base's own
+    unrolling), ``clip_inputs`` (see the module docstring), ``seed``, ``params``.
+    Fitted: ``correction_`` (a `Statistical` with target ``log_ratio``), ``clip_min_``, ``clip_max_``.
+    """
+
+    kind = "mixed"
+
+    def __init__(self, base: Roofline, method: str = "gbm", unroll: Mapping[str, Any] | None = None,
+                 clip_inputs: bool = False, seed: int = 0, params: Mapping[str, Any] | None = None) -> None:
+        self.base = base
+        self.method = method
+        self.unroll = unroll
+        self.clip_inputs = clip_inputs
+        self.seed = seed
+        self.params = params
+
+    def _unroll(self) -> Mapping[str, Any]:
+        if self.unroll is not None:
+            return self.unroll
+        return dict(self.base.unroll) if isinstance(self.base, RefinedRoofline) else {}
+
+    def fit(self, X: LayerFeatures, y: np.ndarray) -> "Mixed":
+        """Fit the correction on log(y / base(X)); rows the base gives no time (0) are left out."""
+        if not isinstance(self.base, Roofline):
+            raise ValueError(f"the base of a mixed model must be a roofline or refined roofline, got {self.base!r}")
+        y = np.asarray(y, dtype=np.float64)
+        if len(y) != len(X):
+            raise ValueError(f"{len(X)} layers but {len(y)} times")
+        if not np.all(np.isfinite(y) & (y > 0)):
+            raise ValueError(f"measured times must be finite and > 0 ({int(np.sum(~(y > 0)))} are not)")
+        b = self.base.predict(X)
+        ok = b > 0
+        if not ok.all():
+            log.warning("mixed fit: %d of %d layers have no base time and are left out", int((~ok).sum()), len(ok))
+        rows = np.flatnonzero(ok)
+        if rows.size < 2:
+            raise ValueError(f"a mixed model needs at least 2 layers with a base time, got {rows.size}")
+        z = np.log(y[rows]) - np.log(b[rows])
+        self.correction_ = Statistical(self.method, self._unroll(), clip_inputs=self.clip_inputs, seed=self.seed,
+                                       params=self.params, target="log_ratio").fit_log(subset(X, rows), z)
+        self.clip_min_, self.clip_max_ = float(z.min()), float(z.max())
+        return self
+
+    def correction(self, X: LayerFeatures) -> np.ndarray:
+        """The clipped log factor applied to the base time, per row."""
+        if self.clip_min_ == self.clip_max_:
+            return np.full(len(X), self.clip_min_)
+        return np.clip(self.correction_.predict_log(X), self.clip_min_, self.clip_max_)
+
+    def predict(self, X: LayerFeatures) -> np.ndarray:
+        return self.base.predict(X) * np.exp(self.correction(X))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"model": self.kind, "base": self.base.to_dict(), "clip_min": self.clip_min_,
+                "clip_max": self.clip_max_, "correction": self.correction_.to_dict()}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], where: str) -> "Mixed":
+        base_d = d.get("base")
+        if not isinstance(base_d, Mapping) or base_d.get("model") not in ("roofline", "refined_roofline"):
+            raise PlatformError(f"{where}.base: expected a roofline or refined_roofline model")
+        base = model_from_dict(base_d, f"{where}.base")
+        lo = check_number(d, "clip_min", where)
+        hi = check_number(d, "clip_max", where)
+        if lo > hi:
+            raise PlatformError(f"{where}.clip_min: must be <= clip_max ({lo!r} > {hi!r})")
+        corr = Statistical.from_dict(d.get("correction"), f"{where}.correction", target="log_ratio")
+        m = cls(base, corr.method, corr.unroll_, corr.clip_inputs_)
+        m.correction_, m.clip_min_, m.clip_max_ = corr, lo, hi
+        return m
+
+    def __repr__(self) -> str:
+        return f"Mixed(base={self.base!r}, method={self.method!r})"

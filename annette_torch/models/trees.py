@@ -1,0 +1,309 @@
+"""Tree ensembles as plain data: fitted scikit-learn trees packed into numpy arrays, predicted without sklearn.
+
+All trees of an ensemble share one set of node arrays (``feature``, ``threshold``, ``left``, ``right``,
+``value``); tree ``t`` occupies the nodes ``roots[t] .. roots[t + 1] - 1`` and child indices are absolute
+(``-1`` on both sides marks a leaf). A row goes left at an internal node when
+``x[feature] <= threshold``. The prediction is
+
+* ``aggregate == "sum"``: ``init + scale * leaf_1 + scale * leaf_2 + ...`` (boosting: ``init`` is the initial
+  estimator's constant, ``scale`` the learning rate; a single tree has ``init = 0, scale = 1``), or
+* ``aggregate == "mean"``: ``(leaf_1 + leaf_2 + ...) / n_trees`` (random forests),
+
+accumulated tree by tree in the same order as scikit-learn, so the result equals sklearn's ``predict``
+bit for bit. ``compare == "float32"`` rounds the inputs to float32 before comparing, as sklearn's
+``DecisionTreeRegressor`` (and the forests and ``GradientBoostingRegressor`` built on it) do;
+``HistGradientBoostingRegressor`` compares in float64. NaN inputs go right (trees fitted here never see NaN).
+
+`predict` walks every tree for every row at once: a (rows, trees) matrix of node indices advances one
+level per numpy step (leaves point to themselves), ``max_depth`` steps in all.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import numpy as np
+
+from ..errors import PlatformError
+
+__all__ = ["TreeEnsemble", "read_array"]
+
+_AGGREGATES = ("sum", "mean")
+_COMPARES = ("float32", "float64")
+
+
+def read_array(d: Mapping[str, Any], key: str, where: str, *, integer: bool = False, ndim: int = 1,
+               length: int | None = None) -> np.ndarray:
+    """``d[key]`` as a numpy array of finite numbers (int64 with ``integer``), naming ``where.key`` on errors."""
+    w = f"{where}.{key}"
+    if key not in d:
+        raise PlatformError(f"{w}: missing")
+    v = d[key]
+    if not isinstance(v, list):
+        raise PlatformError(f"{w}: expected a list, got {type(v).__name__}")
+    try:
+        a = np.asarray(v)
+    except (TypeError, ValueError):
+        raise PlatformError(f"{w}: expected a {ndim}-d list of numbers (ragged or mixed entries)") from None
+    if a.size == 0:
+        a = a.reshape((0,) * ndim) if a.ndim != ndim else a
+        a = a.astype(np.int64 if integer else np.float64)
+    if a.ndim != ndim:
+        raise PlatformError(f"{w}: expected a {ndim}-d list of numbers, got {a.ndim} dimension(s)")
+    if a.dtype.kind not in "iuf":  # strings, booleans, objects (None, nested objects)
+        raise PlatformError(f"{w}: expected numbers, got entries of type {a.dtype}")
+    if integer:
+        if a.dtype.kind == "f":
+            if not np.all(np.isfinite(a)) or np.any(a != np.round(a)):
+                raise PlatformError(f"{w}: expected integers")
+        a = a.astype(np.int64)
+    else:
+        a = a.astype(np.float64)
+        if not np.all(np.isfinite(a)):
+            bad = int(np.flatnonzero(~np.isfinite(a.ravel()))[0])
+            raise PlatformError(f"{w}: entry {bad} is not finite")
+    if length is not None and a.shape[0] != length:
+        raise PlatformError(f"{w}: expected {length} entries, got {a.shape[0]}")
+    return a
+
+
+def _fail(where: str, msg: str) -> None:
+    raise PlatformError(f"{where}: {msg}")
+
+
+class TreeEnsemble:
+    """Packed regression trees with a vectorised `predict`; see the module docstring for the format."""
+
+    def __init__(self, feature: np.ndarray, threshold: np.ndarray, left: np.ndarray, right: np.ndarray,
+                 value: np.ndarray, roots: np.ndarray, n_features: int, *, init: float = 0.0,
+                 scale: float = 1.0, aggregate: str = "sum", compare: str = "float32", source: str = "",
+                 where: str = "trees") -> None:
+        self.feature = np.asarray(feature, dtype=np.int64)
+        self.threshold = np.asarray(threshold, dtype=np.float64)
+        self.left = np.asarray(left, dtype=np.int64)
+        self.right = np.asarray(right, dtype=np.int64)
+        self.value = np.asarray(value, dtype=np.float64)
+        self.roots = np.asarray(roots, dtype=np.int64)
+        self.n_features = int(n_features)
+        self.init = float(init)
+        self.scale = float(scale)
+        self.aggregate = aggregate
+        self.compare = compare
+        self.source = source
+        self._prepare(where)
+
+    # ------------------------------------------------------------------------------------------------
+    def _prepare(self, where: str) -> None:
+        """Validate the structure and build the walking tables (leaves loop to themselves)."""
+        n = len(self.feature)
+        if n == 0:
+            _fail(f"{where}.feature", "no nodes")
+        for name in ("threshold", "left", "right", "value"):
+            if len(getattr(self, name)) != n:
+                _fail(f"{where}.{name}", f"expected {n} entries (one per node), got {len(getattr(self, name))}")
+        if self.n_features < 1:
+            _fail(f"{where}.n_features", f"must be >= 1, got {self.n_features}")
+        if self.aggregate not in _AGGREGATES:
+            _fail(f"{where}.aggregate", f"expected one of {', '.join(_AGGREGATES)}, got {self.aggregate!r}")
+        if self.compare not in _COMPARES:
+            _fail(f"{where}.compare", f"expected one of {', '.join(_COMPARES)}, got {self.compare!r}")
+        if not (np.isfinite(self.init) and np.isfinite(self.scale)):
+            _fail(f"{where}.init", "init and scale must be finite")
+        r = self.roots
+        if r.size == 0 or r[0] != 0 or np.any(np.diff(r) <= 0) or r[-1] >= n:
+            _fail(f"{where}.roots", f"expected strictly increasing node indices starting at 0 and below {n}")
+        if not (np.all(np.isfinite(self.threshold)) and np.all(np.isfinite(self.value))):
+            bad = "threshold" if not np.all(np.isfinite(self.threshold)) else "value"
+            _fail(f"{where}.{bad}", "entries must be finite")
+        idx = np.arange(n)
+        leaf = (self.left == -1) & (self.right == -1)
+        half = (self.left == -1) ^ (self.right == -1)
+        if half.any():
+            _fail(f"{where}.left", f"node {int(np.flatnonzero(half)[0])} has only one child (-1 on one side)")
+        inner = ~leaf
+        end = np.append(r[1:], n)[np.searchsorted(r, idx, side="right") - 1]  # first node after each tree
+        for name in ("left", "right"):
+            c = getattr(self, name)
+            bad = inner & ((c <= idx) | (c >= end))
+            if bad.any():
+                i = int(np.flatnonzero(bad)[0])
+                _fail(f"{where}.{name}", f"node {i} points to {int(c[i])}, outside its tree after itself "
+                      f"(nodes {i + 1}..{int(end[i]) - 1})")
+        bad = inner & ((self.feature < 0) | (self.feature >= self.n_features))
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            _fail(f"{where}.feature",
+                  f"node {i} splits on feature {int(self.feature[i])}, outside 0..{self.n_features - 1}")
+        self._leaf = leaf
+        self._feat = np.where(leaf, 0, self.feature).astype(np.intp)
+        # children of node i at 2i (left) and 2i + 1 (right); a leaf is its own child
+        self._kids = np.stack([np.where(leaf, idx, self.left), np.where(leaf, idx, self.right)], axis=1).ravel()
+        self._kids = self._kids.astype(np.intp)
+        # depth: advance the set of reached nodes level by level (children come after parents: terminates)
+        depth, frontier = 0, np.unique(r[inner[r]])
+        while frontier.size:
+            depth += 1
+            kids = np.concatenate([self.left[frontier], self.right[frontier]])
+            frontier = np.unique(kids[inner[kids]])
+        self.max_depth = depth
+
+    @property
+    def n_trees(self) -> int:
+        return len(self.roots)
+
+    @property
+    def n_nodes(self) -> int:
+        return len(self.feature)
+
+    # ------------------------------------------------------------------------------------------------
+    def _check_X(self, X: np.ndarray) -> np.ndarray:
+        X = np.asarray(X, dtype=np.float64)
+        if X.ndim != 2 or X.shape[1] != self.n_features:
+            raise ValueError(f"expected a (rows, {self.n_features}) feature matrix, got shape {X.shape}")
+        if self.compare == "float32":
+            X = X.astype(np.float32).astype(np.float64)
+        return np.ascontiguousarray(X)
+
+    def apply(self, X: np.ndarray) -> np.ndarray:
+        """Leaf node index reached in every tree: an int array of shape (rows, trees)."""
+        X = self._check_X(X)
+        rows = X.shape[0]
+        node = np.broadcast_to(self.roots.astype(np.intp), (rows, self.n_trees)).copy()
+        flat = X.ravel()
+        base = (np.arange(rows, dtype=np.intp) * self.n_features)[:, None]
+        for _ in range(self.max_depth):
+            go_right = ~(flat[base + self._feat[node]] <= self.threshold[node])  # NaN goes right
+            node = self._kids[2 * node + go_right]
+        return node
+
+    def predict(self, X: np.ndarray) -> np.ndarray:
+        """Ensemble prediction per row (float64), equal to the source sklearn model's ``predict``."""
+        leaves = self.value[self.apply(X)]
+        rows = leaves.shape[0]
+        if self.aggregate == "mean":
+            terms = np.concatenate([np.zeros((rows, 1)), leaves], axis=1)
+            return np.cumsum(terms, axis=1)[:, -1] / self.n_trees
+        terms = np.concatenate([np.full((rows, 1), self.init), self.scale * leaves], axis=1)
+        return np.cumsum(terms, axis=1)[:, -1]  # sequential, in tree order, as sklearn accumulates
+
+    # ------------------------------------------------------------------------------------------------
+    @classmethod
+    def from_sklearn(cls, est: Any) -> "TreeEnsemble":
+        """Pack a fitted ``DecisionTreeRegressor``, ``RandomForestRegressor``, ``ExtraTreesRegressor``,
+        ``GradientBoostingRegressor`` or ``HistGradientBoostingRegressor`` (single output, numeric features,
+        identity link, no missing-value splits); anything else raises ``ValueError``."""
+        from sklearn.ensemble import (ExtraTreesRegressor, GradientBoostingRegressor,
+                                      HistGradientBoostingRegressor, RandomForestRegressor)
+        from sklearn.tree import DecisionTreeRegressor
+
+        name = type(est).__name__
+        n_features = getattr(est, "n_features_in_", None)
+        if n_features is None:
+            raise ValueError(f"{name} is not fitted")
+        if isinstance(est, HistGradientBoostingRegressor):
+            return cls._from_hgb(est, int(n_features))
+        if isinstance(est, DecisionTreeRegressor):
+            trees, kw = [est], dict(init=0.0, scale=1.0, aggregate="sum")
+        elif isinstance(est, (RandomForestRegressor, ExtraTreesRegressor)):
+            trees, kw = list(est.estimators_), dict(aggregate="mean")
+        elif isinstance(est, GradientBoostingRegressor):
+            if est.estimators_.shape[1] != 1:
+                raise ValueError(f"{name}: only single-output regression is supported")
+            if isinstance(est.init_, str):
+                if est.init_ != "zero":
+                    raise ValueError(f"{name}: unsupported init {est.init_!r}")
+                init = 0.0
+            else:
+                from sklearn.dummy import DummyRegressor
+                if not isinstance(est.init_, DummyRegressor):
+                    raise ValueError(f"{name}: only a constant (DummyRegressor) or 'zero' init is supported")
+                init = float(np.ravel(est.init_.predict(np.zeros((1, n_features))))[0])
+            trees = list(est.estimators_[:, 0])
+            kw = dict(init=init, scale=float(est.learning_rate), aggregate="sum")
+        else:
+            raise ValueError(f"cannot convert {name} to a tree ensemble")
+        feature, threshold, left, right, value, roots = [], [], [], [], [], []
+        offset = 0
+        for t in trees:
+            tr = t.tree_
+            if tr.n_outputs != 1:
+                raise ValueError(f"{name}: only single-output regression is supported")
+            cl, cr = tr.children_left.astype(np.int64), tr.children_right.astype(np.int64)
+            leaf = cl == -1
+            roots.append(offset)
+            feature.append(np.where(leaf, -1, tr.feature))
+            threshold.append(np.where(leaf, 0.0, tr.threshold))
+            left.append(np.where(leaf, -1, cl + offset))
+            right.append(np.where(leaf, -1, cr + offset))
+            value.append(np.where(leaf, tr.value[:, 0, 0], 0.0))
+            offset += tr.node_count
+        cat = np.concatenate
+        return cls(cat(feature), cat(threshold), cat(left), cat(right), cat(value), np.array(roots),
+                   int(n_features), compare="float32", source=name, **kw)
+
+    @classmethod
+    def _from_hgb(cls, est: Any, n_features: int) -> "TreeEnsemble":
+        link = type(est._loss.link).__name__
+        if link != "IdentityLink":
+            raise ValueError(f"HistGradientBoostingRegressor: only identity-link losses are supported, not {link}")
+        if est.n_trees_per_iteration_ != 1:
+            raise ValueError("HistGradientBoostingRegressor: only single-output regression is supported")
+        feature, threshold, left, right, value, roots = [], [], [], [], [], []
+        offset = 0
+        for (pred,) in est._predictors:
+            nd = pred.nodes
+            leaf = nd["is_leaf"].astype(bool)
+            if np.any(nd["is_categorical"][~leaf]):
+                raise ValueError("HistGradientBoostingRegressor: categorical splits are not supported")
+            if not np.all(np.isfinite(nd["num_threshold"][~leaf])):
+                raise ValueError("HistGradientBoostingRegressor: missing-value splits are not supported")
+            roots.append(offset)
+            feature.append(np.where(leaf, -1, nd["feature_idx"]))
+            threshold.append(np.where(leaf, 0.0, nd["num_threshold"]))
+            left.append(np.where(leaf, -1, nd["left"].astype(np.int64) + offset))
+            right.append(np.where(leaf, -1, nd["right"].astype(np.int64) + offset))
+            value.append(np.where(leaf, nd["value"], 0.0))
+            offset += len(nd)
+        if not roots:
+            raise ValueError("HistGradientBoostingRegressor: no trees")
+        cat = np.concatenate
+        return cls(cat(feature), cat(threshold), cat(left), cat(right), cat(value), np.array(roots), n_features,
+                   init=float(np.ravel(est._baseline_prediction)[0]), scale=1.0, aggregate="sum",
+                   compare="float64", source="HistGradientBoostingRegressor")
+
+    # ------------------------------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        """Plain lists and numbers (JSON); `from_dict` restores an identical ensemble."""
+        return {"kind": "trees", "source": self.source, "n_features": self.n_features, "aggregate": self.aggregate,
+                "compare": self.compare, "init": self.init, "scale": self.scale, "roots": self.roots.tolist(),
+                "feature": self.feature.tolist(), "threshold": self.threshold.tolist(),
+                "left": self.left.tolist(), "right": self.right.tolist(), "value": self.value.tolist()}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], where: str, n_features: int | None = None) -> "TreeEnsemble":
+        """Validate and build; ``n_features`` (when given) must match the stored feature count."""
+        if not isinstance(d, Mapping):
+            raise PlatformError(f"{where}: expected an object")
+        nf = d.get("n_features")
+        if isinstance(nf, bool) or not isinstance(nf, int) or nf < 1:
+            raise PlatformError(f"{where}.n_features: expected a positive integer, got {nf!r}")
+        if n_features is not None and nf != n_features:
+            raise PlatformError(f"{where}.n_features: {nf} does not match the {n_features} model features")
+        for key, allowed in (("aggregate", _AGGREGATES), ("compare", _COMPARES)):
+            if d.get(key) not in allowed:
+                raise PlatformError(f"{where}.{key}: expected one of {', '.join(allowed)}, got {d.get(key)!r}")
+        from .base import check_number
+        init = check_number(d, "init", where, default=0.0)
+        scale = check_number(d, "scale", where, default=1.0)
+        feature = read_array(d, "feature", where, integer=True)
+        n = len(feature)
+        return cls(feature, read_array(d, "threshold", where, length=n),
+                   read_array(d, "left", where, integer=True, length=n),
+                   read_array(d, "right", where, integer=True, length=n),
+                   read_array(d, "value", where, length=n), read_array(d, "roots", where, integer=True), nf,
+                   init=init, scale=scale, aggregate=d["aggregate"], compare=d["compare"],
+                   source=str(d.get("source", "")), where=where)
+
+    def __repr__(self) -> str:
+        return (f"TreeEnsemble({self.source or 'trees'}: {self.n_trees} trees, {self.n_nodes} nodes, "
+                f"depth {self.max_depth}, {self.aggregate})")

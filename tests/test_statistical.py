@@ -1,0 +1,375 @@
+"""Statistical and mixed layer models: tree export, candidate fits, clipping, JSON round trips, validation."""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+import json
+import re
+import time
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis.extra import numpy as hnp
+
+from annette_torch import PlatformError
+from annette_torch.fit.statistical_fit import fit_mixed, fit_statistical, mape
+from annette_torch.ir import LayerType as T, NetworkBuilder
+from annette_torch.models import (LayerFeatures, Mixed, RefinedRoofline, Roofline, Statistical, TreeEnsemble,
+                                  model_from_dict)
+from annette_torch.models.statistical import feature_names, layer_features
+from annette_torch.platform import Platform, SCHEMA
+
+needs_sklearn = pytest.mark.skipif(importlib.util.find_spec("sklearn") is None, reason="scikit-learn not installed")
+
+UNROLL = {"c": 16, "f": 32}
+TRUE = RefinedRoofline(op_s=2e11, bandwidth=2e10, unroll={"c": {"s": 16, "alpha": 0.9}, "f": {"s": 32, "alpha": 0.8}})
+
+
+def convs(n: int, rng: np.random.Generator, cmax: int = 256, hmax: int = 64) -> LayerFeatures:
+    """Random square convolutions (batch 1, kernel 1/3/5, stride 1/2, 'same' padding)."""
+    c_in, c_out = rng.integers(1, cmax + 1, n), rng.integers(1, cmax + 1, n)
+    h, k, s = rng.integers(4, hmax + 1, n), rng.choice([1, 3, 5], n), rng.choice([1, 2], n)
+    ho = (h + 2 * (k // 2) - k) // s + 1
+    one = np.ones(n, np.int64)
+    out, inn = (c_out * ho * ho).astype(float), (c_in * h * h).astype(float)
+    return LayerFeatures(n=one, c_in=c_in, h_in=h, w_in=h, c_out=c_out, h_out=ho, w_out=ho, kh=k, kw=k, sh=s, sw=s,
+                         groups=one, ops=2.0 * out * c_in * k * k, in_elems=inn, out_elems=out,
+                         weights=(c_in * c_out * k * k).astype(float))
+
+
+def measured(X: LayerFeatures, rng: np.random.Generator, overhead: float = 0.005, noise: float = 0.03) -> np.ndarray:
+    """'Measured' times: the true refined roofline plus a per-layer overhead, with 3% log-normal noise."""
+    return (TRUE.predict(X) + overhead) * np.exp(rng.normal(0.0, noise, len(X)))
+
+
+def roundtrip(model):
+    return model_from_dict(json.loads(json.dumps(model.to_dict())), "m")
+
+
+# ------------------------------------------------------------------------------------------------------
+# tree ensembles
+def _sk_model(kind: str, seed: int):
+    from sklearn.ensemble import (ExtraTreesRegressor, GradientBoostingRegressor, HistGradientBoostingRegressor,
+                                  RandomForestRegressor)
+    from sklearn.tree import DecisionTreeRegressor
+    return {"tree": lambda: DecisionTreeRegressor(max_depth=6, random_state=seed),
+            "rf": lambda: RandomForestRegressor(n_estimators=7, max_depth=5, random_state=seed),
+            "et": lambda: ExtraTreesRegressor(n_estimators=5, random_state=seed),
+            "gbm": lambda: GradientBoostingRegressor(n_estimators=15, max_depth=3, learning_rate=0.3,
+                                                     random_state=seed),
+            "gbm_lad": lambda: GradientBoostingRegressor(loss="absolute_error", n_estimators=10, random_state=seed),
+            "gbm_zero": lambda: GradientBoostingRegressor(init="zero", n_estimators=10, random_state=seed),
+            "hgb": lambda: HistGradientBoostingRegressor(max_iter=10, min_samples_leaf=2, random_state=seed),
+            }[kind]()
+
+
+@needs_sklearn
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(kind=st.sampled_from(["tree", "rf", "et", "gbm", "gbm_lad", "gbm_zero", "hgb"]),
+       seed=st.integers(0, 2**16), data=st.data())
+def test_tree_export_equals_sklearn(kind, seed, data):
+    n_rows = data.draw(st.integers(8, 60), "rows")
+    n_feat = data.draw(st.integers(1, 5), "features")
+    values = st.floats(-1e4, 1e4, allow_nan=False, allow_infinity=False)
+    X = data.draw(hnp.arrays(np.float64, (n_rows, n_feat), elements=values), "X")
+    y = data.draw(hnp.arrays(np.float64, n_rows, elements=values), "y")
+    est = _sk_model(kind, seed).fit(X, y)
+    ens = TreeEnsemble.from_sklearn(est)
+    Xt = np.vstack([X, np.random.default_rng(seed).normal(0, 1e3, (40, n_feat)), X + 1e-3])
+    want = est.predict(Xt)
+    got = ens.predict(Xt)
+    np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-9 * (1 + np.abs(want).max()))
+    again = TreeEnsemble.from_dict(json.loads(json.dumps(ens.to_dict())), "t")
+    assert np.array_equal(again.predict(Xt), got)
+
+
+@needs_sklearn
+def test_tree_export_random_forest_on_random_data():
+    from sklearn.ensemble import RandomForestRegressor
+    rng = np.random.default_rng(7)
+    X = rng.lognormal(0, 2, (400, 6))
+    y = np.log(X[:, 0] * X[:, 1] + 1) + rng.normal(0, 0.1, 400)
+    rf = RandomForestRegressor(n_estimators=40, max_depth=12, random_state=0).fit(X, y)
+    ens = TreeEnsemble.from_sklearn(rf)
+    assert ens.n_trees == 40 and ens.max_depth == max(t.get_depth() for t in rf.estimators_)
+    Xt = rng.lognormal(0, 2.5, (3000, 6))
+    np.testing.assert_allclose(ens.predict(Xt), rf.predict(Xt), rtol=1e-9, atol=0)
+    assert ens.apply(Xt).shape == (3000, 40)
+
+
+@needs_sklearn
+def test_tree_export_refuses_what_it_cannot_represent():
+    from sklearn.ensemble import HistGradientBoostingRegressor
+    from sklearn.linear_model import LinearRegression
+    X = np.random.default_rng(0).normal(size=(50, 2))
+    with pytest.raises(ValueError, match="cannot convert LinearRegression"):
+        TreeEnsemble.from_sklearn(LinearRegression().fit(X, X[:, 0]))
+    hgb = HistGradientBoostingRegressor(loss="poisson", max_iter=3).fit(X, np.abs(X[:, 0]))
+    with pytest.raises(ValueError, match="identity-link"):
+        TreeEnsemble.from_sklearn(hgb)
+
+
+def _small_tree() -> dict:
+    # two trees: 0: x0 <= 1 ? 1.0 : (x1 <= 0 ? 2.0 : 3.0);  5: leaf 10.0
+    return TreeEnsemble(np.array([0, -1, 1, -1, -1, -1]), np.array([1.0, 0, 0.0, 0, 0, 0]),
+                        np.array([1, -1, 3, -1, -1, -1]), np.array([2, -1, 4, -1, -1, -1]),
+                        np.array([0, 1.0, 0, 2.0, 3.0, 10.0]), np.array([0, 5]), 2, init=0.5, scale=2.0).to_dict()
+
+
+def test_tree_predict_by_hand():
+    ens = TreeEnsemble.from_dict(_small_tree(), "t")
+    X = np.array([[0.0, 5.0], [1.5, -1.0], [1.5, 1.0], [1.0, 1.0]])
+    np.testing.assert_array_equal(ens.predict(X), 0.5 + 2.0 * np.array([1.0, 2.0, 3.0, 1.0]) + 2.0 * 10.0)
+    assert ens.max_depth == 2
+
+
+@pytest.mark.parametrize("field, value, match", [
+    ("left", [1, -1, 9, -1, -1, -1], "t.left: node 2 points to 9"),
+    ("right", [2, -1, 0, -1, -1, -1], "t.right: node 2 points to 0"),  # a cycle (child before parent)
+    ("left", [1, -1, 5, -1, -1, -1], "t.left: node 2 points to 5"),  # into the next tree
+    ("left", [1, -1, 3, -1, -1, 1], "t.left: node 5 has only one child"),
+    ("feature", [0, -1, 2, -1, -1, -1], "t.feature: node 2 splits on feature 2"),
+    ("threshold", [1.0, 0, float("inf"), 0, 0, 0], "t.threshold: entry 2 is not finite"),
+    ("threshold", [1.0, 0, 0.0], "t.threshold: expected 6 entries"),
+    ("value", [0, 1, 0, 2, 3, "x"], "t.value: expected numbers"),
+    ("feature", [0, -1, 1.5, -1, -1, -1], "t.feature: expected integers"),
+    ("roots", [1, 5], "t.roots"),
+    ("roots", [0, 9], "t.roots"),
+    ("aggregate", "median", "t.aggregate"),
+    ("compare", "float16", "t.compare"),
+    ("n_features", 0, "t.n_features"),
+    ("init", "0", "t.init"),
+    ("value", None, "t.value: expected a list"),
+])
+def test_tree_from_dict_validates(field, value, match):
+    d = _small_tree()
+    d[field] = value
+    with pytest.raises(PlatformError, match=re.escape(match)):
+        TreeEnsemble.from_dict(d, "t")
+
+
+# ------------------------------------------------------------------------------------------------------
+# statistical models
+@pytest.fixture(scope="module")
+def conv_data():
+    rng = np.random.default_rng(11)
+    X = convs(300, rng)
+    return X, measured(X, rng)
+
+
+#: CV MAPE bounds (%) on 300 synthetic convolutions with 3% noise (the noise alone gives ~2.4%); measured:
+#: gbm 9.5, rf 12.9, hgb 11.3, poly 69, poly3 5.0, lmt 5.7. The degree-2 polynomial is the weak one: the only
+#: layer with c_out = 1 lies 10 standard deviations out in f_logutil when its fold is held out, and its
+#: quadratic terms predict it ~100x too slow (on other seeds poly gets 8-10%); CV does not choose it then.
+BOUNDS = {"gbm": 15, "rf": 20, "hgb": 15, "poly": 100, "poly3": 10, "lmt": 10}
+
+
+@needs_sklearn
+def test_statistical_candidates_fit_synthetic_layers(conv_data):
+    X, y = conv_data
+    model, rep = fit_statistical(X, y, candidates=tuple(BOUNDS), unroll=UNROLL, cv=5)
+    assert rep["n_samples"] == 300 and rep["cv_folds"] == 5 and not rep["errors"]
+    for c, bound in BOUNDS.items():
+        assert rep["cv_mape"][c] < bound, (c, rep["cv_mape"])
+    assert rep["chosen"] == min(rep["cv_mape"], key=rep["cv_mape"].get)
+    assert model.method == rep["chosen"] and mape(model.predict(X), y) < rep["cv_mape"][rep["chosen"]] * 1.5
+    assert set(rep["extrapolation_mape"]) == set(BOUNDS)
+
+
+def test_unrolling_features_help_linear_model_tree(conv_data):
+    X, y = conv_data
+    _, plain = fit_statistical(X, y, candidates=("lmt",))
+    _, steps = fit_statistical(X, y, candidates=("lmt",), unroll=UNROLL)
+    assert steps["cv_mape"]["lmt"] < plain["cv_mape"]["lmt"]
+
+
+def test_feature_transform_documented_columns():
+    X = convs(5, np.random.default_rng(0))
+    names = feature_names(UNROLL)
+    F = layer_features(X, UNROLL)
+    assert F.shape == (5, len(names)) == (5, 16 + 1 + 2 * 3 + 1)
+    c = X.c_in.astype(float)
+    np.testing.assert_allclose(F[:, names.index("c_frac")], np.mod(c, 16) / 16)
+    np.testing.assert_allclose(F[:, names.index("c_steps")], np.log(np.ceil(c / 16)))
+    np.testing.assert_allclose(F[:, names.index("log1p_ops")], np.log1p(X.ops))
+    # the same parameters given as a refined roofline's unroll
+    assert np.array_equal(layer_features(X, TRUE.unroll), F) and feature_names(TRUE.unroll) == names
+
+
+def test_fit_says_what_is_missing():
+    X = convs(3, np.random.default_rng(0))
+    with pytest.raises(ValueError, match="at least 4 measured layers, got 3"):
+        fit_statistical(X, np.ones(3), candidates=("poly",))
+    with pytest.raises(ValueError, match="not finite and > 0"):
+        fit_statistical(convs(6, np.random.default_rng(0)), np.array([1, 2, 0, 1, 1, 1.0]), candidates=("poly",))
+    with pytest.raises(ValueError, match="unknown candidates"):
+        fit_statistical(convs(6, np.random.default_rng(0)), np.ones(6), candidates=("svm",))
+
+
+# ------------------------------------------------------------------------------------------------------
+# mixed models
+BASE = RefinedRoofline(op_s=1.5e11, bandwidth=3e10, unroll={"c": {"s": 16, "alpha": 0.9}, "f": {"s": 32, "alpha": 0.8}})
+
+
+@pytest.mark.parametrize("method", ["poly", "lmt", pytest.param("gbm", marks=needs_sklearn)])
+def test_mixed_with_zero_correction_is_the_base(method):
+    rng = np.random.default_rng(1)
+    X = convs(120, rng, cmax=64, hmax=32)
+    m = Mixed(BASE, method).fit(X, BASE.predict(X))
+    assert m.clip_min_ == m.clip_max_ == 0.0
+    for Xq in (X, convs(200, rng, cmax=2048, hmax=512)):
+        assert np.array_equal(m.predict(Xq), BASE.predict(Xq))
+        assert np.array_equal(roundtrip(m).predict(Xq), BASE.predict(Xq))
+
+
+@needs_sklearn
+def test_mixed_extrapolates_no_worse_than_its_base():
+    rng = np.random.default_rng(3)
+    Xtr, Xte = convs(300, rng, cmax=64, hmax=32), convs(300, rng, cmax=512, hmax=128)
+    ytr, yte = measured(Xtr, rng), measured(Xte, rng)
+    for base in (Roofline(op_s=2e11, bandwidth=2e10), BASE):
+        model, rep = fit_mixed(Xtr, ytr, base, candidates=("gbm", "rf", "poly", "lmt"), unroll=UNROLL)
+        assert rep["cv_mape"][rep["chosen"]] < rep["base_mape"] / 2
+        out_mixed, out_base = mape(model.predict(Xte), yte), mape(base.predict(Xte), yte)
+        assert out_mixed <= out_base, (base, rep["chosen"], out_mixed, out_base)
+
+
+def test_mixed_correction_is_clipped_to_the_training_range():
+    rng = np.random.default_rng(5)
+    X = convs(200, rng, cmax=64, hmax=32)
+    y = measured(X, rng)
+    z = np.log(y / BASE.predict(X))
+    for method in ("poly3", "lmt"):
+        m = Mixed(BASE, method, clip_inputs=False).fit(X, y)
+        assert (m.clip_min_, m.clip_max_) == (z.min(), z.max())
+        far = convs(500, rng, cmax=100_000, hmax=4096)
+        raw = m.correction_.predict_log(far)
+        assert raw.min() < z.min() or raw.max() > z.max()  # the unclipped correction leaves the range...
+        ratio = m.predict(far) / BASE.predict(far)
+        assert np.all(np.isfinite(ratio))  # ...the mixed model does not
+        assert ratio.min() >= np.exp(z.min()) * (1 - 1e-12) and ratio.max() <= np.exp(z.max()) * (1 + 1e-12)
+
+
+# ------------------------------------------------------------------------------------------------------
+# plain data: JSON round trips and validation
+@pytest.fixture(scope="module")
+def fitted(conv_data):
+    X, y = conv_data
+    methods = ["poly", "poly3", "lmt"] + (["gbm", "rf", "hgb"] if importlib.util.find_spec("sklearn") else [])
+    models = {f"statistical-{m}": Statistical(m, UNROLL).fit(X, y) for m in methods}
+    models.update({f"mixed-{m}": Mixed(BASE, m).fit(X, y) for m in methods})
+    models["statistical-nounroll"] = Statistical("lmt").fit(X, y)
+    return models
+
+
+def test_json_round_trip_is_bit_identical(fitted):
+    Xq = convs(400, np.random.default_rng(9), cmax=512, hmax=128)
+    for name, m in fitted.items():
+        text = json.dumps(m.to_dict())
+        again = model_from_dict(json.loads(text), name)
+        assert type(again) is type(m)
+        assert np.array_equal(again.predict(Xq), m.predict(Xq)), name
+        # a fixed point after one trip (the base roofline's own dict normalises numbers and defaults once)
+        assert json.dumps(roundtrip(again).to_dict()) == json.dumps(again.to_dict()), name
+
+
+def _mut(d, path, value):
+    d = copy.deepcopy(d)
+    cur = d
+    for k in path[:-1]:
+        cur = cur[k]
+    if value is KeyError:
+        del cur[path[-1]]
+    else:
+        cur[path[-1]] = value
+    return d
+
+
+@pytest.mark.parametrize("name, path, value, field", [
+    ("statistical-poly", ["method"], "svm", "m.method"),
+    ("statistical-poly", ["target"], "log_ratio", "m.target"),
+    ("statistical-poly", ["features"], ["log1p_n"], "m.features"),
+    ("statistical-poly", ["unroll", "c"], 0.5, "m.unroll.c"),
+    ("statistical-poly", ["unroll", "k"], 4, "m.unroll.k"),
+    ("statistical-poly", ["x_min"], [0.0], "m.x_min"),
+    ("statistical-poly", ["clip_inputs"], "yes", "m.clip_inputs"),
+    ("statistical-poly", ["regressor", "kind"], "svm", "m.regressor.kind"),
+    ("statistical-poly", ["regressor", "powers", 0, 0], -1, "m.regressor.powers"),
+    ("statistical-poly", ["regressor", "powers", 0], [1], "m.regressor.powers"),
+    ("statistical-poly", ["regressor", "coef"], [1.0], "m.regressor.coef"),
+    ("statistical-poly", ["regressor", "scale", 0], 0.0, "m.regressor.scale"),
+    ("statistical-poly", ["regressor", "intercept"], KeyError, "m.regressor.intercept: missing"),
+    ("statistical-lmt", ["regressor", "coef"], [[0.0]], "m.regressor.coef"),
+    ("statistical-lmt", ["regressor", "tree", "left", 0], 999, "m.regressor.tree.left"),
+    ("statistical-lmt", ["regressor", "tree", "feature", 0], 99, "m.regressor.tree.feature"),
+    ("statistical-lmt", ["regressor", "tree", "n_features"], 3, "m.regressor.tree.n_features"),
+    ("statistical-lmt", ["regressor", "intercept"], "x", "m.regressor.intercept"),
+    ("mixed-lmt", ["base"], {"model": "statistical"}, "m.base"),
+    ("mixed-lmt", ["base", "op_s"], -1, "m.base.op_s"),
+    ("mixed-lmt", ["clip_min"], 1e9, "m.clip_min"),
+    ("mixed-lmt", ["clip_max"], float("nan"), "m.clip_max"),
+    ("mixed-lmt", ["correction"], None, "m.correction"),
+    ("mixed-lmt", ["correction", "target"], "log_ms", "m.correction.target"),
+    ("mixed-lmt", ["correction", "regressor", "tree", "threshold", 0], float("inf"),
+     "m.correction.regressor.tree.threshold"),
+])
+def test_malformed_dicts_name_the_field(fitted, name, path, value, field):
+    d = _mut(fitted[name].to_dict(), path, value)
+    with pytest.raises(PlatformError, match=re.escape(field)):
+        model_from_dict(d, "m")
+
+
+@needs_sklearn
+def test_malformed_tree_regressor_names_the_field(fitted):
+    d = _mut(fitted["statistical-gbm"].to_dict(), ["regressor", "right", 0], -5)
+    with pytest.raises(PlatformError, match=re.escape("m.regressor.right: node 0 points to -5")):
+        model_from_dict(d, "m")
+
+
+# ------------------------------------------------------------------------------------------------------
+# in a platform
+def _net():
+    b = NetworkBuilder("n")
+    x = b.input("x", (1, 24, 40, 40))
+    c = b.conv("c1", x, 40, 3, padding=1)
+    r = b.same(T.RELU, "r", c)
+    c = b.conv("c2", r, 70, 3, stride=2, padding=1)
+    b.conv("c3", c, 300, 1)
+    return b.build()
+
+
+def test_platform_with_a_mixed_conv_model_loads_and_predicts(fitted, tmp_path):
+    mixed = fitted["mixed-lmt"]
+    base = Roofline(op_s=2e11, bandwidth=2e10)
+    d = {"schema": SCHEMA, "schema_version": 1, "name": "synthetic",
+         "layers": {"Base": base.to_dict(), "Conv": mixed.to_dict()}}
+    p = Platform.from_dict(json.loads(json.dumps(d)), "synthetic.json")
+    assert isinstance(p.layers["Conv"], Mixed) and "mixed:Conv" in p.model_labels()
+    net = _net()
+    t, mi = p.predict(net)
+    conv = np.flatnonzero(net.types == T.CONV)
+    assert len(conv) == 3 and np.all(t > 0)
+    assert np.array_equal(t[conv], mixed.predict(LayerFeatures.from_network(net, conv)))
+    other = np.setdiff1d(np.arange(len(net)), conv)
+    np.testing.assert_allclose(t[other], base.predict(LayerFeatures.from_network(net, other)), rtol=1e-12)
+    p.save(tmp_path / "synthetic.json")
+    assert np.array_equal(Platform.load(tmp_path / "synthetic.json").predict(net)[0], t)
+
+
+@needs_sklearn
+def test_load_time_of_a_200_tree_gbm():
+    rng = np.random.default_rng(2)
+    X = convs(1500, rng)
+    m = Statistical("gbm", UNROLL, params={"n_estimators": 200, "max_depth": 5}).fit(X, measured(X, rng))
+    assert m.regressor_.ens.n_trees == 200
+    text = json.dumps(m.to_dict())
+    assert len(text) < 3_000_000
+    best = np.inf
+    for _ in range(3):
+        t0 = time.perf_counter()
+        loaded = model_from_dict(json.loads(text), "m")
+        best = min(best, time.perf_counter() - t0)
+    assert best < 0.1, f"loading took {best * 1e3:.1f} ms"
+    assert np.array_equal(loaded.predict(X), m.predict(X))
