@@ -4,7 +4,7 @@ Micro-kernel suites measure one layer (``conv``, ``dwconv``, ``gconv``, ``maxpoo
 ``concat``, ``act``, ``bn``, ``resize``); multi-layer suites have the shapes of the paper's Fig. 4
 (``conv_bn_relu``, ``conv_pool``, ``residual``, ``concat_branches``, ``dwsep``, ``conv_act``); ``paper_conv``
 replays the paper's ~35k convolution configurations (``paper35k.csv`` of the reference data). Value ranges
-follow the paper (spatial 8..224, channels 3..2048, kernels 1/3/5/7, strides 1/2, pools 2..10); a config is
+follow the paper (spatial 1..224, channels 3..2048, kernels 1/3/5/7, strides 1/2, pools 2..10); a config is
 feasible when its model stays within `MAX_OPS` operations, `MAX_ACT_BYTES` of activations and
 `MAX_WEIGHT_BYTES` of weights (float32), so one config runs in well under a second on a small CPU. The caps
 are checked analytically and vectorised (a suite's grid of ~400k configs is counted in milliseconds); a
@@ -50,11 +50,12 @@ T = LayerType
 
 #: Caps per config (one model): operations (2 x MACs), activation bytes (float32 outputs of all layers,
 #: inputs included) and weight bytes (float32, biases excluded).
-MAX_OPS = 1e9
+MAX_OPS = 4e9  # covers the largest convolutions of common networks (VGG's 3.7 GOPs at 224x224)
 MAX_ACT_BYTES = 64 * 2**20
 MAX_WEIGHT_BYTES = 64 * 2**20
 
-SPATIAL = [8, 12, 16, 24, 32, 48, 56, 64, 96, 112, 128, 192, 224]
+# 1 (squeeze-excite blocks) to 224; the sizes of common networks (7, 14, 28, 56, 112) included
+SPATIAL = [1, 2, 4, 7, 8, 12, 14, 16, 24, 28, 32, 48, 56, 64, 96, 112, 128, 192, 224]
 CHANNELS = [3, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 1536, 2048]
 KERNELS = [1, 3, 5, 7]
 STRIDES = [1, 2]
