@@ -44,7 +44,7 @@ class Plan:
 
 PLANS = {
     "quick": Plan(configs_micro=80, configs_multi=80, networks=18, cv=3, candidates=("gbm", "lmt")),
-    "full": Plan(configs_micro=1500, configs_multi=800, networks=60, cv=5, candidates=("gbm", "rf", "poly", "lmt")),
+    "full": Plan(configs_micro=500, configs_multi=400, networks=45, cv=5, candidates=("gbm", "rf", "poly", "lmt")),
 }
 
 

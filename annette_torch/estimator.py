@@ -189,6 +189,7 @@ def estimate(model: Any, platform: str | os.PathLike | Platform = "zcu102",
              input_shape: Sequence[int] | None = None) -> Estimate:
     """Predict the execution time of ``model`` on ``platform`` (a shipped name or a platform file)."""
     plat = load_platform(platform)
+    plat.check_machine()
     net = to_network(model, input_shape)
     mapped = plat.mapping.apply(net)
     t, mi = plat.predict(mapped.network)

@@ -76,6 +76,26 @@ class Platform:
         self._bwt = np.array([m.bit_weights / 8 if isinstance(m, Roofline) else np.nan for m in models])
         self._special = [i for i, m in enumerate(models) if type(m) is not Roofline]
 
+    def check_machine(self) -> str | None:
+        """For platforms measured on a machine (``fingerprint``): a warning text if this machine differs.
+
+        Logged once per platform object by the estimator; CPU latencies do not transfer between CPUs.
+        """
+        fp = self.meta.get("fingerprint")
+        if not isinstance(fp, dict) or getattr(self, "_machine_checked", False):
+            return None
+        self._machine_checked = True
+        from .bench.store import machine_fingerprint
+        here = machine_fingerprint()
+        diff = [k for k in ("cpu", "cores") if fp.get(k) is not None and fp.get(k) != here.get(k)]
+        if not diff:
+            return None
+        msg = (f"platform {self.name!r} was measured on {fp.get('cpu')} ({fp.get('cores')} cores); this machine is "
+               f"{here.get('cpu')} ({here.get('cores')} cores): predictions may not hold here; run "
+               f"'annette calibrate --platform {self.name}' to measure this machine")
+        log.warning("%s", msg)
+        return msg
+
     def model_for(self, t: LayerType) -> tuple[str, LayerModel]:
         """The key and model that estimate layers of type ``t``."""
         k = self._keys[self._model_of_type[t]]

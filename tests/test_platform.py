@@ -118,3 +118,16 @@ def test_platform_files_are_plain_json_no_pickle():
     for f in platform_dir().glob("*.json"):
         json.loads(f.read_text())  # plain JSON
         assert ".sav" not in f.read_text() and "pickle" not in f.read_text()
+
+
+def test_machine_fingerprint_warning(caplog):
+    import logging
+    d = load_platform("ncs2").to_dict()
+    d["fingerprint"] = {"cpu": "Imaginary CPU 9000", "cores": 1024, "threads": 1}
+    p = Platform.from_dict(d, "x")
+    with caplog.at_level(logging.WARNING):
+        assert "Imaginary CPU 9000" in p.check_machine()
+        assert p.check_machine() is None  # once per platform
+    from annette_torch.bench.store import machine_fingerprint
+    d["fingerprint"] = machine_fingerprint(1)
+    assert Platform.from_dict(d, "y").check_machine() is None
