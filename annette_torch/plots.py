@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 from typing import Any, Sequence
 
-__all__ = ["plot_breakdown"]
+__all__ = ["plot_breakdown", "plot_roofline", "plot_pred_vs_measured"]
 
 
 def _label(name: str, width: int = 34) -> str:
@@ -79,3 +79,257 @@ def plot_breakdown(estimate_or_estimates: Any, path: str | os.PathLike, top: int
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=120, format="png")
     return str(out)
+
+
+def _figure(figsize: tuple[float, float]):
+    """A bare Figure on matplotlib's Agg canvas (pyplot's global backend stays as it is)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=figsize, layout="constrained")
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def _save(fig: Any, path: str | os.PathLike) -> str:
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=120, format="png")
+    return str(out)
+
+
+def _fmt_rate(v: float, unit: str) -> str:
+    for div, p in ((1e12, "T"), (1e9, "G"), (1e6, "M")):
+        if abs(v) >= div:
+            return f"{v / div:.3g} {p}{unit}"
+    return f"{v:.3g} {unit}"
+
+
+def _layer_columns(layers: Any) -> tuple[Any, Any, Any, list[str]]:
+    """(ops, bytes, time_ms, type labels) from a mapping with those keys or a 3/4-tuple of arrays."""
+    import numpy as np
+
+    if isinstance(layers, dict) or hasattr(layers, "keys"):
+        ops, byts, t = layers["ops"], layers["bytes"], layers["time_ms"]
+        types = layers.get("type", layers.get("types")) if hasattr(layers, "get") else None
+    else:
+        seq = list(layers)
+        if len(seq) not in (3, 4):
+            raise ValueError("plot_roofline: layers must be {ops, bytes, time_ms[, type]} or (ops, bytes, "
+                             "time_ms[, types])")
+        ops, byts, t = seq[:3]
+        types = seq[3] if len(seq) == 4 else None
+    ops = np.asarray(ops, dtype=np.float64).reshape(-1)
+    byts = np.asarray(byts, dtype=np.float64).reshape(-1)
+    t = np.asarray(t, dtype=np.float64).reshape(-1)
+    labels = ["layer"] * ops.size if types is None else [str(x) for x in types]
+    if not (ops.size == byts.size == t.size == len(labels)):
+        raise ValueError(f"plot_roofline: layer columns differ in length ({ops.size}, {byts.size}, {t.size}, "
+                         f"{len(labels)})")
+    return ops, byts, t, labels
+
+
+def plot_roofline(platform: Any, layers: Any = None, path: str | os.PathLike | None = None,
+                  title: str | None = None) -> str:
+    """Write the roofline view of a platform (the ANNETTE paper's Fig. 1) as PNG and return its path.
+
+    Log-log axes: operational intensity (ops/byte) against performance (ops/s). One roofline
+    ``min(op_s, intensity x bandwidth)`` per distinct (op_s, bandwidth) among the platform's layer models
+    (keys sharing one are listed together; models without a roofline, e.g. purely statistical ones, are
+    named in the title). ``layers``: measured layers as points colored by type, in the color of their
+    type's own roofline where the platform has one: a mapping with ``ops``, ``bytes``, ``time_ms`` and
+    ``type`` arrays, or a tuple ``(ops, bytes, time_ms[, types])``; layers without operations or time
+    cannot be placed on log axes and are counted in the title. ``platform``: a `Platform`, a shipped name
+    or a platform file path. With measured layers the axes span them (roofs far above, e.g. the nominal
+    roof of a data-movement type without operations, are clipped).
+    """
+    import matplotlib
+    import numpy as np
+    from matplotlib.legend_handler import HandlerTuple
+
+    from .platform import load_platform
+
+    if path is None:
+        raise ValueError("plot_roofline: path is required")
+    plat = load_platform(platform)
+    roofs: dict[tuple[float, float], list[str]] = {}
+    no_roof: list[str] = []
+    via_base: set[str] = set()
+    for key, model in plat.layers.items():
+        op_s, bw = getattr(model, "op_s", None), getattr(model, "bandwidth", None)
+        base = getattr(model, "base", None)
+        if op_s is None and base is not None and getattr(base, "op_s", None) is not None:
+            op_s, bw = base.op_s, getattr(base, "bandwidth", None)  # a mixed model: its roofline base
+            via_base.add(key)
+        if op_s is None or bw is None or not op_s > 0 or not bw > 0:
+            no_roof.append(key)
+            continue
+        roofs.setdefault((float(op_s), float(bw)), []).append(key)
+    groups = sorted(roofs.items(), key=lambda kv: -kv[0][0])
+
+    pts = None
+    dropped = 0
+    if layers is not None:
+        ops, byts, t, labels = _layer_columns(layers)
+        ok = (ops > 0) & (byts > 0) & (t > 0) & np.isfinite(ops) & np.isfinite(byts) & np.isfinite(t)
+        dropped = int((~ok).sum())
+        pts = (ops[ok] / byts[ok], ops[ok] / (t[ok] * 1e-3), np.asarray([labels[i] for i in np.flatnonzero(ok)],
+                                                                        dtype=object))
+    have_pts = pts is not None and pts[0].size > 0
+
+    # axes: the measured points (if any) with margin, else the ridge points of the usual roofs
+    ops_all = np.array([op for op, _ in roofs]) if roofs else np.array([1e11])
+    typical = ops_all <= 1e3 * np.median(ops_all)
+    if have_pts:
+        x_lo, x_hi = float(pts[0].min()), float(pts[0].max())
+        y_lo, y_hi = float(pts[1].min()), float(pts[1].max())
+        y_hi = max(y_hi, min(float(ops_all[typical].max()), 100 * y_hi))
+    else:
+        ridges = [op / bw for (op, bw), _ in groups if op <= 1e3 * np.median(ops_all)]
+        x_lo, x_hi = (min(ridges), max(ridges)) if ridges else (1.0, 100.0)
+        x_lo, x_hi = x_lo / 100, x_hi * 100
+        y_hi = float(ops_all[typical].max())
+        y_lo = min(float(ops_all[typical].min()), x_lo * min(bw for _, bw in roofs) if roofs else y_hi) / 10
+    lo = 10 ** np.floor(np.log10(x_lo / 2))
+    hi = 10 ** np.ceil(np.log10(x_hi * 2))
+    x = np.logspace(np.log10(lo), np.log10(hi), 400)
+
+    # colors: one per layer type (points) and per single-key roof of that type; shared/fallback roofs in grays
+    types = sorted(set(pts[2].tolist())) if have_pts else []
+    own = [keys[0] for _, keys in groups if len(keys) == 1 and keys[0] not in ("Base", "Pool")]
+    palette = list(dict.fromkeys(types + own))
+    cmap = matplotlib.colormaps["tab20" if len(palette) > 10 else "tab10"]
+    color = {k: cmap(i % cmap.N) for i, k in enumerate(palette)}
+    grays = ["0.0", "0.35", "0.55", "0.7"]
+    dashes = ["-", "--", "-.", ":"]
+
+    fig = _figure((11.0, 6.0))
+    ax = fig.subplots()
+    handles: dict[str, list] = {}
+    texts: dict[str, str] = {}
+    n_shared = 0
+    for (op_s, bw), keys in groups:
+        y = np.minimum(op_s, x * bw)
+        rate = f"{_fmt_rate(op_s, 'op/s')}, {_fmt_rate(bw, 'B/s')}"
+        if len(keys) == 1 and keys[0] in color:
+            k = keys[0]
+            (ln,) = ax.plot(x, y, color=color[k], lw=1.8, alpha=0.95)
+            handles.setdefault(k, []).insert(0, ln)
+            texts[k] = f"{k}: {'base ' if k in via_base else ''}roof {rate}"
+        else:
+            ls = dashes[n_shared % len(dashes)]
+            (ln,) = ax.plot(x, y, color=grays[n_shared % len(grays)], lw=2.2, ls=ls, alpha=0.9)
+            n_shared += 1
+            shown = ", ".join(keys) if len(keys) <= 4 else ", ".join(keys[:4]) + f", +{len(keys) - 4}"
+            label = f"roof of {shown}"
+            handles[label] = [ln]
+            texts[label] = f"{label}: {rate}"
+    if have_pts:
+        for ty in types:
+            k = pts[2] == ty
+            sc = ax.scatter(pts[0][k], pts[1][k], s=9, alpha=0.6, color=color[ty], edgecolors="none")
+            handles.setdefault(ty, []).append(sc)
+            texts[ty] = (texts[ty] + f"; {int(k.sum())} measured") if ty in texts else f"{ty}: {int(k.sum())} measured"
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(lo, hi)
+    ax.set_ylim(10 ** np.floor(np.log10(y_lo / 2)), 10 ** np.ceil(np.log10(y_hi * 2)))
+    ax.set_xlabel("operational intensity (ops / byte)")
+    ax.set_ylabel("performance (ops / s)")
+    ax.grid(True, which="major", alpha=0.3)
+    ax.grid(True, which="minor", alpha=0.1)
+    head = title or f"roofline of {plat.name}"
+    sub = []
+    if pts is not None:
+        sub.append(f"{pts[0].size} measured layers" + (f" ({dropped} without ops/time not shown)" if dropped else ""))
+    if via_base:
+        sub.append("roofs of mixed models: their roofline base")
+    if no_roof:
+        sub.append("no roofline: " + ", ".join(no_roof[:4]) + (f" +{len(no_roof) - 4}" if len(no_roof) > 4 else ""))
+    ax.set_title(head + "".join("\n" + x for x in sub), fontsize=10)
+    if handles:
+        order = list(handles)
+        hs = [tuple(handles[k]) if len(handles[k]) > 1 else handles[k][0] for k in order]
+        fig.legend(hs, [texts[k] for k in order], loc="outside right upper", fontsize=7, framealpha=0.85,
+                   markerscale=2.0, handler_map={tuple: HandlerTuple(ndivide=None)})
+    return _save(fig, path)
+
+
+def _pct(v: float) -> str:
+    return f"{v:.1f}%" if abs(v) < 1e5 else f"{v:.2g}%"
+
+
+def plot_pred_vs_measured(data: Any, path: str | os.PathLike, groups: Sequence[str] | None = None,
+                          title: str | None = None) -> str:
+    """Write predicted-vs-measured scatter plots (PNG), one log-log panel per variant, and return the path.
+
+    ``data``: ``{variant: (predicted_ms, measured_ms)}`` (arrays in the same order). Each panel shows the
+    identity line, the +-10 % band and the variant's MAPE in its title; ``groups`` (one label per network,
+    e.g. ``real`` / ``nb101``) colors the points.
+    """
+    import matplotlib
+    import numpy as np
+
+    if not data:
+        raise ValueError("plot_pred_vs_measured: no variants given")
+    items = []
+    for name, pm in data.items():
+        p, m = (np.asarray(a, dtype=np.float64).reshape(-1) for a in pm[:2])
+        if p.shape != m.shape:
+            raise ValueError(f"plot_pred_vs_measured: {name}: {p.size} predictions for {m.size} measurements")
+        items.append((str(name), p, m))
+    n = len(items)
+    ncols = min(3, n)
+    nrows = -(-n // ncols)
+    fig = _figure((4.3 * ncols, 4.1 * nrows + 0.4))
+    axes = fig.subplots(nrows, ncols, squeeze=False)
+    glab = None if groups is None else np.asarray([str(g) for g in groups], dtype=object)
+    gnames = [] if glab is None else list(dict.fromkeys(glab.tolist()))
+    cmap = matplotlib.colormaps["tab10"]
+    for ax, (name, p, m) in zip(axes.flat, items):
+        mv = (m > 0) & np.isfinite(m)
+        with np.errstate(over="ignore", invalid="ignore"):
+            err = np.abs(p[mv] - m[mv]) / m[mv]
+        mape = float(100 * np.mean(err)) if mv.any() else float("nan")
+        within = float(100 * np.mean(err <= 0.1)) if mv.any() else float("nan")
+        # axes span the measurements (and predictions within a factor 100 of them); predictions beyond
+        # are drawn on the border as triangles, so one exploding model cannot flatten the panel
+        m_lo, m_hi = (float(m[mv].min()), float(m[mv].max())) if mv.any() else (0.1, 10.0)
+        inside = mv & np.isfinite(p) & (p >= m_lo / 100) & (p <= m_hi * 100)
+        vals = np.concatenate([p[inside], m[mv]])
+        lo, hi = float(vals.min()) / 1.5, float(vals.max()) * 1.5
+        pc = np.clip(np.nan_to_num(p, nan=lo, posinf=hi, neginf=lo), lo, hi)
+        off = mv & ~((p >= lo) & (p <= hi))
+        x = np.logspace(np.log10(lo), np.log10(hi), 50)
+        ax.fill_between(x, x * 0.9, x * 1.1, color="0.6", alpha=0.25, lw=0, label="±10%")
+        ax.plot(x, x, color="0.3", lw=1.0, label="identity")
+        sets = [(g, glab == g) for g in gnames] if glab is not None and glab.size == p.size else [(None, mv)]
+        for i, (g, sel) in enumerate(sets):
+            k = mv & sel & ~off
+            ax.scatter(m[k], pc[k], s=14, alpha=0.75, color=cmap(i % cmap.N), edgecolors="none",
+                       label=None if g is None else f"{g} ({int((mv & sel).sum())})")
+            k = mv & sel & off
+            if k.any():
+                ax.scatter(m[k], pc[k], s=30, marker="^", color=cmap(i % cmap.N), edgecolors="k", linewidths=0.5)
+        if off.any():
+            ax.text(0.02, 0.90, f"{int(off.sum())} off-scale (triangles on the border)", transform=ax.transAxes,
+                    va="top", fontsize=7)
+        ok = mv
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlim(lo, hi)
+        ax.set_ylim(lo, hi)
+        ax.set_aspect("equal")
+        ax.set_xlabel("measured (ms)")
+        ax.set_ylabel("predicted (ms)")
+        ax.set_title(f"{name}: MAPE {_pct(mape)}, {within:.0f}% within ±10%", fontsize=9)
+        ax.grid(True, which="major", alpha=0.3)
+        if (~ok).any():
+            ax.text(0.02, 0.98, f"{int((~ok).sum())} without a positive measurement not shown",
+                    transform=ax.transAxes, va="top", fontsize=7)
+        ax.legend(loc="lower right", fontsize=7)
+    for ax in list(axes.flat)[n:]:
+        ax.set_visible(False)
+    if title:
+        fig.suptitle(title, fontsize=11)
+    return _save(fig, path)

@@ -398,6 +398,10 @@ def regressor_from_dict(d: Any, where: str, n_features: int) -> Any:
 
 
 # ----------------------------------------------------------------------------------------------------
+#: how far (in log units) a statistical prediction may leave the range of the targets it was fitted on
+Z_MARGIN = float(np.log(10.0))
+
+
 @register
 class Statistical(LayerModel):
     """time = exp(regressor(features)); fitted on log(time) (see the module docstring).
@@ -444,6 +448,7 @@ class Statistical(LayerModel):
         self.feature_names_ = feature_names(self.unroll_)
         self.x_min_, self.x_max_ = F.min(axis=0), F.max(axis=0)
         self.clip_inputs_ = bool(self.clip_inputs)
+        self.z_range_ = (float(z.min()), float(z.max()))
         self.regressor_ = fit_regressor(self.method, F, z, self.seed, self.params)
         return self
 
@@ -455,7 +460,10 @@ class Statistical(LayerModel):
         """The regressor's output (log ms, or the log ratio of a correction) for every row."""
         if len(X) == 0:
             return np.zeros(0)
-        return self.regressor_.predict(self.features(X))
+        z = self.regressor_.predict(self.features(X))
+        lo, hi = getattr(self, "z_range_", (-np.inf, np.inf))
+        # guard against wild extrapolation (polynomials): at most Z_MARGIN beyond the trained target range
+        return np.clip(z, lo - Z_MARGIN, hi + Z_MARGIN)
 
     def predict(self, X: LayerFeatures) -> np.ndarray:
         return np.exp(np.clip(self.predict_log(X), -700.0, 700.0))
@@ -463,7 +471,8 @@ class Statistical(LayerModel):
     def to_dict(self) -> dict[str, Any]:
         return {"model": self.kind, "method": self.method, "target": self.target, "unroll": dict(self.unroll_),
                 "features": list(self.feature_names_), "clip_inputs": bool(self.clip_inputs_),
-                "x_min": self.x_min_.tolist(), "x_max": self.x_max_.tolist(), "regressor": self.regressor_.to_dict()}
+                "x_min": self.x_min_.tolist(), "x_max": self.x_max_.tolist(), "z_range": list(self.z_range_),
+                "regressor": self.regressor_.to_dict()}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], where: str, target: str = "log_ms") -> "Statistical":
@@ -497,6 +506,10 @@ class Statistical(LayerModel):
         m = cls(method, u, clip, target=target)
         m.unroll_, m.feature_names_, m.x_min_, m.x_max_, m.clip_inputs_ = u, names, x_min, x_max, clip
         m.regressor_ = regressor_from_dict(d.get("regressor"), f"{where}.regressor", k)
+        zr = read_array(d, "z_range", where, length=2) if "z_range" in d else np.array([-np.inf, np.inf])
+        if zr[0] > zr[1]:
+            raise PlatformError(f"{where}.z_range: expected [min, max]")
+        m.z_range_ = (float(zr[0]), float(zr[1]))
         return m
 
     def __repr__(self) -> str:

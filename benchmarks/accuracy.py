@@ -1,0 +1,229 @@
+"""Accuracy of annette-torch's platform models: predicted vs measured whole-network latency.
+
+Usage:
+  python benchmarks/accuracy.py --platform ort-cpu|openvino-cpu [--db measurements.sqlite]
+         [--cache accuracy-cache.sqlite] [--variants-dir DIR] [--quick] [--plots DIR] [--per-network]
+  python benchmarks/accuracy.py --platform zcu102
+
+ort-cpu / openvino-cpu: builds the validation set (zoo architectures, the ANNETTE reference graphs that
+convert and export, random NAS-Bench-101 cells; none of them used in fitting), measures each network's
+end-to-end latency with the platform's runtime settings (1 thread; min over 3 repeats of the median of 30
+runs; cached in --cache, so a re-run or an interrupted run measures only what is missing), predicts every
+network with every platform variant and prints, side by side, MAPE, share within +-10 % and Spearman rho on
+real architectures, on NAS cells and overall, plus the measurement noise floor (spread of the repeat
+medians). Variants: the platform files ``<variant>.json`` in --variants-dir, else
+``annette_torch.fit.generator.fit_variants(--db, platform)`` (flops, roofline, refined, statistical, mixed,
+mixed+mapping). --quick: networks up to 4 GOPs, 10 NAS cells, 20 runs per repeat.
+
+zcu102: the leave-one-out report of the network-level calibration against the published end-to-end
+latencies (``annette_torch.fit.calibrate_network.loo_report``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import logging
+import os
+import pathlib
+import sys
+import time
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # `search` from a source checkout
+
+from annette_torch import validation as V  # noqa: E402
+from annette_torch.errors import AnnetteError  # noqa: E402
+
+#: Report order of the model generator's variants (others follow, sorted).
+VARIANT_ORDER = ("flops", "roofline", "refined", "statistical", "mixed", "mixed+mapping")
+
+
+def ordered(names):
+    known = [v for v in VARIANT_ORDER if v in names]
+    return known + sorted(v for v in names if v not in VARIANT_ORDER)
+
+
+def get_variants(args) -> dict:
+    """{variant: Platform} from --variants-dir, else from the model generator."""
+    if args.variants_dir:
+        d = pathlib.Path(args.variants_dir)
+        files = {p.stem: p for p in sorted(d.glob("*.json"))}
+        if not files:
+            raise SystemExit(f"accuracy: no <variant>.json platform files in {d}")
+        return V.load_variants({k: files[k] for k in ordered(files)})
+    try:
+        from annette_torch.fit.generator import fit_variants
+    except ImportError:
+        raise SystemExit("accuracy: annette_torch.fit.generator.fit_variants is not available; give "
+                         "--variants-dir DIR with <variant>.json platform files") from None
+    if not os.path.isfile(args.db):
+        raise SystemExit(f"accuracy: measurement store {args.db} not found (run `annette bench` first, or give "
+                         "--variants-dir)")
+    t = time.perf_counter()
+    res = fit_variants(args.db, args.platform)
+    variants = res[0] if isinstance(res, tuple) else res  # ({variant: Platform}, report) or {variant: Platform}
+    print(f"fitted {len(variants)} variants from {args.db} in {time.perf_counter() - t:.1f} s")
+    return V.load_variants({k: variants[k] for k in ordered(variants)})
+
+
+def zcu102_report() -> int:
+    try:
+        from annette_torch.fit import calibrate_network
+        loo_report = calibrate_network.loo_report
+    except (ImportError, AttributeError):
+        print("zcu102: the calibration leave-one-out report (annette_torch.fit.calibrate_network.loo_report) "
+              "is not available yet")
+        return 2
+    rep = loo_report()
+    if isinstance(rep, str):
+        print(rep)
+    elif hasattr(rep, "format") and not isinstance(rep, dict):
+        print(rep.format())
+    elif isinstance(rep, dict) and isinstance(rep.get("rows"), list):
+        print("zcu102: network-level calibration against the published end-to-end latencies, leave-one-out")
+        print(f"{'graph':22s} {'measured ms':>11s} {'layer model':>11s} {'LOO pred':>9s} {'LOO err':>8s}")
+        for r in rep["rows"]:
+            print(f"{str(r.get('graph', '?')):22s} {r.get('measured_ms', float('nan')):11.2f} "
+                  f"{r.get('layer_model_ms', float('nan')):11.2f} {r.get('loo_pred_ms', float('nan')):9.2f} "
+                  f"{100 * r.get('loo_error', float('nan')):+7.1f}%")
+        for k in ("uncalibrated_mape", "in_sample_mape", "loo_mape"):
+            if k in rep:
+                print(f"{k.replace('_', ' ')}: {100 * rep[k]:.1f}%")
+        if "calibration" in rep:
+            print(f"calibration: {rep['calibration']}")
+    else:
+        import json
+        print(json.dumps(rep, indent=2, default=str))
+    return 0
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--platform", required=True, choices=["ort-cpu", "openvino-cpu", "zcu102"])
+    ap.add_argument("--db", default="measurements.sqlite", help="benchmark store the variants are fitted from")
+    ap.add_argument("--cache", default="accuracy-cache.sqlite", help="whole-network measurement cache (SQLite)")
+    ap.add_argument("--variants-dir", help="folder of <variant>.json platform files (instead of fitting)")
+    ap.add_argument("--quick", action="store_true", help="networks <= 4 GOPs, 10 NAS cells, 20 runs per repeat")
+    ap.add_argument("--plots", metavar="DIR", help="write pred-vs-measured and roofline PNGs here")
+    ap.add_argument("--csv", metavar="FILE", help="write the per-network table as CSV")
+    ap.add_argument("--per-network", action="store_true", help="print every network's measured and predicted ms")
+    ap.add_argument("--kinds", default="zoo,reference,nb101", help="comma-separated subset of zoo,reference,nb101")
+    ap.add_argument("--n-nb101", type=int, help="NAS-Bench-101 cells (default 50; 10 with --quick)")
+    ap.add_argument("--seed", type=int, default=12345, help="seed of the NAS-cell sample")
+    ap.add_argument("--max-gops", type=float, help="leave out networks above this size (default: none; 4 with --quick)")
+    ap.add_argument("--runs", type=int, help="timed inferences per repeat (default 30; 20 with --quick)")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--remeasure-above", type=float, default=10.0, metavar="PCT",
+                    help="measure a network once more when its repeat spread exceeds PCT %% (default 10; 0 = off)")
+    ap.add_argument("-v", "--verbose", action="store_true", help="log which networks are skipped and why")
+    args = ap.parse_args()
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    if args.verbose:
+        logging.getLogger("annette_torch.validation").setLevel(logging.INFO)
+    else:  # reference graphs that are skipped anyway need no warnings about their unsupported layers
+        logging.getLogger("annette_torch.frontends").setLevel(logging.ERROR)
+
+    if args.platform == "zcu102":
+        return zcu102_report()
+
+    n_nb101 = args.n_nb101 if args.n_nb101 is not None else (10 if args.quick else 50)
+    max_gops = args.max_gops if args.max_gops is not None else (4.0 if args.quick else None)
+    runs = args.runs if args.runs is not None else (20 if args.quick else 30)
+    kinds = tuple(k.strip() for k in args.kinds.split(",") if k.strip())
+
+    try:
+        variants = get_variants(args)
+        t = time.perf_counter()
+        nets = V.validation_networks(kinds, n_nb101=n_nb101, seed=args.seed, max_gops=max_gops)
+        t_build = time.perf_counter() - t
+        counts = {k: sum(v.kind == k for v in nets) for k in kinds}
+        print(f"validation set: {len(nets)} networks ({', '.join(f'{k} {n}' for k, n in counts.items())}), "
+              f"built in {t_build:.1f} s")
+        print(f"variants: {', '.join(variants)}")
+
+        from tqdm import tqdm
+        errors: dict[str, str] = {}
+        stats: dict[str, int] = {}
+        bar = tqdm(total=len(nets), unit="net", file=sys.stderr, dynamic_ncols=True,
+                   desc=f"measuring on {args.platform}")
+
+        def progress(v, m, cached):
+            bar.set_postfix_str(f"{v.name} {m.median_ms:.2f} ms" if m is not None else f"{v.name} failed")
+            bar.update(1)
+
+        t = time.perf_counter()
+        with V.MeasurementCache(args.cache) as cache:
+            measured = V.measure_all(nets, args.platform, cache, runs=runs, repeats=args.repeats,
+                                     warmup=args.warmup, progress=progress, errors=errors, stats=stats,
+                                     remeasure_above=args.remeasure_above / 100 if args.remeasure_above > 0 else None)
+        bar.close()
+        t_meas = time.perf_counter() - t
+        new_s = sum(m.seconds for name, m in measured.items())
+        print(f"measured {stats['measured']} networks ({stats['remeasured']} again for a spread above "
+              f"{args.remeasure_above:g}%), {stats['cached']} from cache {args.cache}, {stats['failed']} failed: "
+              f"{t_meas:.1f} s wall; measuring all {len(measured)} uncached takes {new_s:.0f} s "
+              f"({runs} runs x {args.repeats} repeats, {args.warmup} warm-up)")
+        for name, msg in errors.items():
+            print(f"  failed: {name}: {msg}")
+        free = max((os.cpu_count() or 1) - 1, 1)
+        busy = sorted(n for n, m in measured.items() if m.busy == m.busy and m.busy >= free)
+        if busy:
+            print(f"WARNING: {len(busy)} of {len(measured)} networks were measured while other processes kept the "
+                  f"machine busy (load average - 1 >= {free}), so every repeat may be slowed alike (the spread "
+                  f"does not show it): {', '.join(busy[:8])}{' ...' if len(busy) > 8 else ''}. "
+                  "Re-measure on an idle machine (a new --cache).")
+
+        cmp = V.compare(variants, nets, measured)
+    except AnnetteError as e:
+        print(f"accuracy: {e}", file=sys.stderr)
+        return 1
+
+    print()
+    print(f"{args.platform}: predicted vs measured whole-network latency "
+          f"(real = zoo + ANNETTE reference graphs, nb101 = NAS-Bench-101 cells)")
+    print(cmp.format())
+    if args.per_network:
+        print()
+        cols = list(cmp.predicted)
+        print(f"{'network':28s} {'meas ms':>9s} {'spread%':>7s} {'busy':>5s} " + " ".join(f"{c[:13]:>13s}" for c in cols))
+        for r in cmp.rows():
+            print(f"{r['network'][:28]:28s} {r['measured_ms']:9.3f} {r['spread_pct']:7.2f} {r['busy']:5.2f} "
+                  + " ".join(f"{r[c]:13.3f}" if abs(r[c]) < 1e8 else f"{r[c]:13.3g}" for c in cols))
+    if args.csv:
+        rows = cmp.rows()
+        with open(args.csv, "w", newline="", encoding="utf-8") as f:
+            w = csv.DictWriter(f, fieldnames=list(rows[0]) if rows else ["network"])
+            w.writeheader()
+            w.writerows(rows)
+        print(f"per-network table -> {args.csv}")
+    if args.plots:
+        write_plots(args, cmp, variants)
+    return 0
+
+
+def write_plots(args, cmp, variants) -> None:
+    from annette_torch.plots import plot_pred_vs_measured, plot_roofline
+    out = pathlib.Path(args.plots)
+    groups = ["nb101" if k == "nb101" else "real" for k in cmp.kinds]
+    p = plot_pred_vs_measured({v: (cmp.predicted[v], cmp.measured_ms) for v in cmp.predicted},
+                              out / f"pred_vs_measured-{args.platform}.png", groups=groups,
+                              title=f"{args.platform}: predicted vs measured ({len(cmp.names)} networks)")
+    print(f"plot -> {p}")
+    key = next((k for k in ("roofline", "refined", "mixed+mapping", "mixed") if k in variants), next(iter(variants)))
+    layers = None
+    if os.path.isfile(args.db):
+        try:
+            layers = V.store_layer_points(args.db, args.platform)
+            if not len(layers["ops"]):
+                layers = None
+        except AnnetteError as e:
+            print(f"  (no measured layers from {args.db}: {e})")
+    p = plot_roofline(variants[key], layers, out / f"roofline-{args.platform}.png",
+                      title=f"{args.platform}: roofline of variant '{key}'"
+                            + (f", layers measured in {os.path.basename(args.db)}" if layers is not None else ""))
+    print(f"plot -> {p}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,291 @@
+"""Accuracy-validation pieces: metrics, measurement cache, whole-network measurement, comparison, plots."""
+
+from __future__ import annotations
+
+import math
+import sqlite3
+
+import numpy as np
+import pytest
+
+from annette_torch import validation as V
+from annette_torch.ir import LayerType as T
+from annette_torch.ir import NetworkBuilder
+from annette_torch.models import Roofline
+from annette_torch.platform import Platform
+
+
+def tiny_net(name: str = "tiny", width: int = 8):
+    b = NetworkBuilder(name)
+    x = b.input("x", (1, 3, 16, 16))
+    x = b.conv("c1", x, width, 3, padding=1)
+    x = b.same(T.RELU, "r1", x)
+    x = b.pool("p1", x, "max", 2, 2)
+    x = b.global_pool("gap", x)
+    b.linear("fc", x, 10)
+    return b.build()
+
+
+def vnet(name: str, kind: str = "nb101", width: int = 8) -> V.ValidationNet:
+    return V.ValidationNet(name, kind, tiny_net(name, width), (1, 3, 16, 16))
+
+
+def plat(name: str, op_s: float, bw: float = 1e18) -> Platform:
+    return Platform(name, {"Base": Roofline(op_s=op_s, bandwidth=bw, bit_act=32, bit_weights=32)})
+
+
+# ------------------------------------------------------------------------------------------------- metrics
+def test_metrics_hand_made_numbers():
+    meas = [10.0, 20.0, 40.0, 80.0]
+    pred = [11.0, 18.0, 40.0, 100.0]  # +10 %, -10 %, 0 %, +25 %
+    m = V.metrics(pred, meas)
+    assert m["n"] == 4
+    assert m["mape_pct"] == pytest.approx((10 + 10 + 0 + 25) / 4)
+    assert m["within10_pct"] == pytest.approx(75.0)  # the +-10 % boundary counts as within
+    assert m["max_err_pct"] == pytest.approx(25.0)
+    assert m["bias_pct"] == pytest.approx((10 - 10 + 0 + 25) / 4)
+    assert m["spearman"] == pytest.approx(1.0)
+    assert V.metrics([4, 3, 2, 1], [1, 2, 3, 4])["spearman"] == pytest.approx(-1.0)
+
+
+def test_metrics_edge_cases():
+    assert V.metrics([], [])["n"] == 0 and math.isnan(V.metrics([], [])["mape_pct"])
+    assert math.isnan(V.metrics([1.0, 1.0], [1.0, 2.0])["spearman"])  # constant predictions: no ranking
+    with pytest.raises(V.ValidationError):
+        V.metrics([1.0], [0.0])
+    with pytest.raises(V.ValidationError):
+        V.metrics([1.0, 2.0], [1.0])
+
+
+# ---------------------------------------------------------------------------------------------------- cache
+def test_fingerprint_ignores_names_and_sees_shapes():
+    a, b, c = tiny_net("a"), tiny_net("b"), tiny_net("a", width=16)
+    assert V.network_fingerprint(a) == V.network_fingerprint(b)
+    assert V.network_fingerprint(a) != V.network_fingerprint(c)
+
+
+def test_cache_round_trip(tmp_path):
+    m = V.Measurement(1.5, 0.02, (1.5, 1.53, 1.52), 1.4, 30, 3, 5, 0.7, busy=0.25)
+    with V.MeasurementCache(tmp_path / "c.sqlite") as c:
+        c.put("ort-cpu", "zoo/x", "fp1", "mach", m, {"runtime": "onnxruntime"})
+        assert c.get("ort-cpu", "zoo/x", "fp1", "mach") == m
+        assert c.get("ort-cpu", "zoo/x", "fp2", "mach") is None  # network changed
+        assert c.get("ort-cpu", "zoo/x", "fp1", "other") is None  # other machine / runtime
+        assert c.get("openvino-cpu", "zoo/x", "fp1", "mach") is None
+        assert c.get("ort-cpu", "zoo/x", "fp1", "mach", runs=40) is None  # fewer runs than asked
+        c.put("ort-cpu", "zoo/y", "fp1", "mach", V.Measurement(2.0, 0.0))  # unknown load: nan round-trips
+        assert math.isnan(c.get("ort-cpu", "zoo/y", "fp1", "mach").busy)
+    with V.MeasurementCache(tmp_path / "c.sqlite") as c:  # persisted
+        assert c.get("ort-cpu", "zoo/x", "fp1", "mach", runs=20, repeats=3) == m
+        assert len(c) == 2 and [e["network"] for e in c.entries("ort-cpu")] == ["zoo/x", "zoo/y"]
+
+
+def test_cache_rejects_foreign_file(tmp_path):
+    p = tmp_path / "junk.sqlite"
+    p.write_bytes(b"not a database at all" * 100)
+    with pytest.raises(V.ValidationError):
+        V.MeasurementCache(p)
+
+
+def test_measure_all_resumes_after_interruption(tmp_path):
+    nets = [vnet(f"nb101/{i}", width=8 * (i + 1)) for i in range(4)]
+    calls = []
+
+    def fake(v, platform, runs, repeats, warmup):
+        calls.append(v.name)
+        if v.name == "nb101/2" and len(calls) == 3:
+            raise KeyboardInterrupt  # the run is killed while measuring the third network
+        return V.Measurement(1.0 + len(v.name), 0.01, (1.0,), 1.0, runs, repeats, warmup, 0.1)
+
+    path = tmp_path / "cache.sqlite"
+    with V.MeasurementCache(path) as c:
+        with pytest.raises(KeyboardInterrupt):
+            V.measure_all(nets, "ort-cpu", c, runs=5, repeats=2, measure=fake)
+    assert calls == ["nb101/0", "nb101/1", "nb101/2"]
+    with sqlite3.connect(path) as db:
+        assert db.execute("SELECT COUNT(*) FROM measurements").fetchone()[0] == 2  # finished ones kept
+    calls.clear()
+    seen = []
+    with V.MeasurementCache(path) as c:
+        out = V.measure_all(nets, "ort-cpu", c, runs=5, repeats=2, measure=fake,
+                            progress=lambda v, m, cached: seen.append((v.name, cached)))
+    assert calls == ["nb101/2", "nb101/3"]  # only the missing ones
+    assert seen == [("nb101/0", True), ("nb101/1", True), ("nb101/2", False), ("nb101/3", False)]
+    assert list(out) == [v.name for v in nets]
+
+
+def test_measure_all_records_failures(tmp_path):
+    nets = [vnet("a"), vnet("b", width=16)]
+
+    def fake(v, platform, runs, repeats, warmup):
+        if v.name == "a":
+            raise RuntimeError("cannot compile\nmore lines")
+        return V.Measurement(2.0, 0.0, (2.0,), 2.0, runs, repeats, warmup)
+
+    errors: dict[str, str] = {}
+    out = V.measure_all(nets, "ort-cpu", None, measure=fake, errors=errors)
+    assert list(out) == ["b"] and errors == {"a": "cannot compile"}
+
+
+# ------------------------------------------------------------------------------------------------ measuring
+def test_measure_latency_tiny_network_ort():
+    pytest.importorskip("onnxruntime")
+    m = V.measure_latency(tiny_net(), "ort-cpu", runs=5, repeats=2, warmup=1)
+    assert m.median_ms > 0 and m.spread >= 0
+    assert len(m.repeat_medians) == 2 and m.median_ms == min(m.repeat_medians)
+    assert m.runs == 5 and m.repeats == 2 and m.min_ms <= m.median_ms
+    assert math.isnan(m.busy) or m.busy >= 0
+
+
+def test_measure_latency_rejects_bad_arguments():
+    with pytest.raises(V.ValidationError):
+        V.measure_latency(tiny_net(), "zcu102")
+    with pytest.raises(V.ValidationError):
+        V.measure_latency(tiny_net(), "ort-cpu", runs=0)
+    with pytest.raises(V.ValidationError):
+        V.measure_latency(object(), "ort-cpu")
+
+
+def test_measurement_from_times():
+    m = V.Measurement.from_times(np.array([[1.0, 2.0, 3.0], [1.0, 1.1, 1.2], [2.0, 2.2, 2.4]]), warmup=2)
+    assert m.median_ms == pytest.approx(1.1)
+    assert m.spread == pytest.approx((2.2 - 1.1) / 1.1)
+    assert m.repeat_medians == pytest.approx((2.0, 1.1, 2.2)) and m.min_ms == 1.0 and m.warmup == 2
+
+
+# ---------------------------------------------------------------------------------------------- comparison
+def test_compare_two_hand_made_variants(tmp_path):
+    nets = [vnet("zoo/a", "zoo", 8), vnet("ref/b", "reference", 16), vnet("nb101/c", "nb101", 32),
+            vnet("nb101/d", "nb101", 64)]
+    exact = plat("exact", 1e9)
+    slow = plat("slow", 0.5e9)
+    slow.save(tmp_path / "slow.json")  # variants may be given as platform files
+    from annette_torch import estimate_many
+    truth = estimate_many([v.network for v in nets], exact)
+    measured = {v.name: V.Measurement(float(t), 0.01 * (i + 1)) for i, (v, t) in enumerate(zip(nets, truth))}
+    del measured["nb101/d"]  # not measured: left out
+    cmp = V.compare({"exact": exact, "slow": str(tmp_path / "slow.json")}, nets, measured)
+    assert cmp.names == ["zoo/a", "ref/b", "nb101/c"] and cmp.variants == ["exact", "slow"]
+    assert cmp.metrics("exact")["mape_pct"] == pytest.approx(0.0, abs=1e-9)
+    assert cmp.metrics("exact", "real")["n"] == 2 and cmp.metrics("exact", "nb101")["n"] == 1
+    s = cmp.metrics("slow")
+    assert s["mape_pct"] == pytest.approx(100.0) and s["within10_pct"] == 0.0 and s["spearman"] == pytest.approx(1.0)
+    assert cmp.noise_floor("all") == {"n": 3, "median_pct": pytest.approx(2.0), "max_pct": pytest.approx(3.0)}
+    assert cmp.rows()[1]["slow"] == pytest.approx(2 * cmp.rows()[1]["exact"])
+    assert {(r["variant"], r["group"]) for r in cmp.summary()} == {(v, g) for v in ("exact", "slow")
+                                                                    for g in V.GROUPS}
+    text = cmp.format()
+    assert "exact" in text and "slow" in text and "noise floor" in text and "nb101 (n=1)" in text
+
+
+# -------------------------------------------------------------------------------------------------- plots
+def _png(p):
+    data = open(p, "rb").read()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5000
+
+
+def test_plot_roofline_with_and_without_layers(tmp_path):
+    from annette_torch.plots import plot_roofline
+    p = Platform("p", {"Base": Roofline(op_s=1e11, bandwidth=1e10, bit_act=32, bit_weights=32),
+                       "Conv": Roofline(op_s=2e11, bandwidth=1e10, bit_act=32, bit_weights=32),
+                       "Relu": Roofline(op_s=1e11, bandwidth=1e10, bit_act=32, bit_weights=32)})
+    _png(plot_roofline(p, path=tmp_path / "a" / "bare.png"))
+    rng = np.random.default_rng(0)
+    ops = 10 ** rng.uniform(5, 9, 50)
+    byts = 10 ** rng.uniform(4, 7, 50)
+    t = np.maximum(ops / 1e11, byts / 1e10) * 1e3 * rng.uniform(1, 3, 50)
+    types = np.where(np.arange(50) % 2 == 0, "Conv", "Relu")
+    types[0] = "Reshape"
+    ops[0] = 0.0  # no ops: cannot be placed on log axes, counted
+    _png(plot_roofline(p, {"ops": ops, "bytes": byts, "time_ms": t, "type": types}, tmp_path / "pts.png"))
+    _png(plot_roofline(p, (ops, byts, t), tmp_path / "tuple.png"))
+    with pytest.raises(ValueError):
+        plot_roofline(p, (ops, byts[:3], t), tmp_path / "bad.png")
+
+
+def test_plot_pred_vs_measured(tmp_path):
+    from annette_torch.plots import plot_pred_vs_measured
+    rng = np.random.default_rng(1)
+    meas = 10 ** rng.uniform(-1, 2, 40)
+    data = {v: (meas * rng.normal(1.0, s, 40), meas) for v, s in (("flops", 0.4), ("roofline", 0.2),
+                                                                   ("refined", 0.1), ("mixed", 0.03))}
+    groups = ["real"] * 15 + ["nb101"] * 25
+    _png(plot_pred_vs_measured(data, tmp_path / "pvm.png", groups=groups))
+    _png(plot_pred_vs_measured({"one": (meas * 1.05, meas)}, tmp_path / "one.png"))
+    with pytest.raises(ValueError):
+        plot_pred_vs_measured({}, tmp_path / "none.png")
+
+
+# ------------------------------------------------------------------------------------------ validation set
+def test_validation_networks_zoo_deterministic():
+    a = V.validation_networks(kinds=("zoo",), check_export=False)
+    b = V.validation_networks(kinds=("zoo",), check_export=False)
+    names = [v.name for v in a]
+    assert names == [v.name for v in b] and len(names) == len(set(names)) >= 13
+    assert all(n.startswith("zoo/") for n in names)
+    assert "zoo/tiny_cnn" not in names and "zoo/resnet18" in names
+    assert [v.fingerprint for v in a] == [v.fingerprint for v in b]
+
+
+def test_validation_networks_nb101_deterministic():
+    a = V.validation_networks(kinds=("nb101",), n_nb101=5, seed=3)
+    b = V.validation_networks(kinds=("nb101",), n_nb101=5, seed=3)
+    assert [v.name for v in a] == [v.name for v in b] and len(a) == 5
+    assert [v.fingerprint for v in a] == [v.fingerprint for v in b]
+    assert all(v.kind == "nb101" and v.group == "nb101" for v in a)
+    with pytest.raises(V.ValidationError):
+        V.validation_networks(kinds=("bogus",))
+
+
+def test_noisy_networks_are_measured_again_and_merged():
+    nets = [vnet("quiet"), vnet("noisy", width=16)]
+    n_calls = {"quiet": 0, "noisy": 0}
+
+    def fake(v, platform, runs, repeats, warmup):
+        n_calls[v.name] += 1
+        if v.name == "noisy" and n_calls["noisy"] == 1:
+            return V.Measurement.from_times(np.array([[2.0] * 3, [4.0] * 3, [3.0] * 3]))  # spread 100 %
+        return V.Measurement.from_times(np.array([[1.5] * 3, [1.52] * 3, [1.51] * 3]))
+
+    stats: dict[str, int] = {}
+    out = V.measure_all(nets, "ort-cpu", None, measure=fake, stats=stats)
+    assert n_calls == {"quiet": 1, "noisy": 2}
+    assert stats == {"cached": 0, "measured": 2, "remeasured": 1, "failed": 0}
+    m = out["noisy"]
+    assert m.median_ms == pytest.approx(1.5) and m.repeats == 6 and m.spread == pytest.approx((4.0 - 1.5) / 1.5)
+    out = V.measure_all(nets, "ort-cpu", None, measure=fake, remeasure_above=None)
+    assert n_calls["noisy"] == 3
+
+
+def test_layer_signature_ignores_order_and_padding():
+    b1, b2 = NetworkBuilder("a"), NetworkBuilder("b")
+    for b, order in ((b1, (0, 1)), (b2, (1, 0))):
+        x = b.input("x", (1, 3, 16, 16))
+        ys = {}
+        for k in order:  # two parallel branches, built in different order
+            ys[k] = b.conv(f"c{k}", x, 8 * (k + 1), 3, padding=1)
+        b.concat("cat", [ys[0], ys[1]])
+    a, c = b1.build(), b2.build()
+    c.cols["ph"] = np.zeros_like(c.cols["ph"])  # padding stored as 0 (SAME style), same output shapes
+    assert V.network_fingerprint(a) != V.network_fingerprint(c)
+    assert V.layer_signature(a) == V.layer_signature(c)
+    assert V.layer_signature(a) != V.layer_signature(tiny_net())
+    d = tiny_net("d")
+    e = NetworkBuilder("e")  # the same conv and fc layers without the ReLU
+    x = e.input("x", (1, 3, 16, 16))
+    x = e.pool("p1", e.conv("c1", x, 8, 3, padding=1), "max", 2, 2)
+    e.linear("fc", e.global_pool("gap", x), 10)
+    e = e.build()
+    assert V.layer_signature(d) != V.layer_signature(e)
+    assert V.layer_signature(d, V.WEIGHTED_TYPES) == V.layer_signature(e, V.WEIGHTED_TYPES)
+
+
+def test_exploding_variant_is_reported_and_plotted(tmp_path):
+    from annette_torch.plots import plot_pred_vs_measured
+    meas = np.array([1.0, 2.0, 5.0, 10.0])
+    pred = np.array([1.1, 2.0, 1e300, np.inf])
+    _png(plot_pred_vs_measured({"ok": (meas, meas), "exploding": (pred, meas)}, tmp_path / "x.png"))
+    cmp = V.Comparison(["a", "b", "c", "d"], ["zoo", "zoo", "nb101", "nb101"], meas, np.zeros(4),
+                       {"exploding": np.array([1.1, 2.0, 1e300, 5.0])})
+    line = [ln for ln in cmp.format().splitlines() if ln.startswith("exploding")][0]
+    assert "e+" in line and len(line) < 140
