@@ -55,6 +55,7 @@ class Platform:
         self.layers = dict(layers)
         self.mapping = mapping or MappingModel()
         self.meta = dict(meta or {})
+        self.overhead = _read_overhead(self.meta.get("overhead"), name)
         self.end_to_end = None
         if "end_to_end" in self.meta:  # network-level calibration (see fit.calibrate_network)
             from .fit.calibrate_network import Calibration
@@ -115,6 +116,11 @@ class Platform:
             rows = np.flatnonzero(mi == m)
             if rows.size:
                 t[rows] = self.layers[self._keys[m]].predict(LayerFeatures.from_network(net, rows))
+        if self.overhead is not None:
+            scale, per_layer, per_net = self.overhead
+            is_input = net.types == LayerType.INPUT
+            t = t * scale + np.where(is_input, 0.0, per_layer)
+            t[is_input & (net.n_inputs == 0)] += per_net
         return t, mi
 
     # ------------------------------------------------------------------------------------------------
@@ -185,6 +191,22 @@ class Platform:
 
     def __repr__(self) -> str:
         return f"Platform({self.name!r}, {len(self.layers)} layer models, {len(self.mapping.rules)} fusion rules)"
+
+
+def _read_overhead(d: Any, name: str) -> tuple[float, float, float] | None:
+    """Optional ``overhead``: {scale, per_layer_ms, per_network_ms} applied to the layer models' times.
+
+    A runtime's per-node dispatch cost and per-inference cost, fitted end to end (``annette calibrate``);
+    the per-network cost sits on the network's input layer(s), so per-layer times still add up to the total.
+    """
+    if d is None:
+        return None
+    from .models.base import check_number
+    where = f"platform {name!r}: overhead"
+    if not isinstance(d, Mapping):
+        raise PlatformError(f"{where}: expected an object with scale, per_layer_ms, per_network_ms")
+    return (check_number(d, "scale", where, positive=True), check_number(d, "per_layer_ms", where, minimum=0),
+            check_number(d, "per_network_ms", where, minimum=0))
 
 
 def list_platforms() -> dict[str, str]:

@@ -131,3 +131,19 @@ def test_machine_fingerprint_warning(caplog):
     from annette_torch.bench.store import machine_fingerprint
     d["fingerprint"] = machine_fingerprint(1)
     assert Platform.from_dict(d, "y").check_machine() is None
+
+
+def test_overhead_is_folded_into_layer_times():
+    d = load_platform("ncs2").to_dict()
+    d["overhead"] = {"scale": 1.5, "per_layer_ms": 0.01, "per_network_ms": 0.2}
+    with_oh = Platform.from_dict(d, "x")
+    plain = load_platform("ncs2")
+    net = _net()
+    from annette_torch import estimate
+    a, b = estimate(net, plain), estimate(net, with_oh)
+    executed = len(a.mapped.kept) - 1  # the input layer is not a node
+    assert b.total_ms == pytest.approx(1.5 * a.total_ms + 0.01 * executed + 0.2)
+    assert sum(r["time_ms"] for r in b.table()) == pytest.approx(b.total_ms)
+    d["overhead"]["scale"] = 0
+    with pytest.raises(PlatformError, match="overhead.scale"):
+        Platform.from_dict(d, "x")
