@@ -168,3 +168,23 @@ def run_calibration(platform: str, quick: bool = False, out: str | None = None, 
     report.update(seconds_bench=t_bench, seconds_fit=t_fit, seconds_total=time.perf_counter() - t0,
                   end_to_end=cal_rep, layer_models=len(final.layers), rules=len(final.mapping.rules))
     return report
+
+
+def with_overhead(plat: Any, terms: Sequence[dict[str, float]], measured_ms: Sequence[float],
+                  names: Sequence[str] = ()) -> tuple[Any, float]:
+    """A copy of ``plat`` with its network-level overhead fitted on (terms, measured) pairs; and the LOO MAPE.
+
+    ``terms`` must come from estimates by ``plat`` without overhead (see `network_terms`).
+    """
+    from .fit.calibrate_network import CPU_TERMS, fit_calibration, leave_one_out
+    from .platform import Platform
+
+    y = np.asarray(measured_ms, dtype=np.float64)
+    cal = fit_calibration(terms, y, CPU_TERMS, names)
+    loo = float(np.mean(np.abs(leave_one_out(terms, y, CPU_TERMS))))
+    d = plat.to_dict()
+    c = cal.coef
+    d["overhead"] = {"scale": c.get("layers", 0.0) or 1.0, "per_layer_ms": c.get("executed_layers", 0.0),
+                     "per_network_ms": c.get("constant", 0.0), "fitted_on": list(names),
+                     "origin": f"end-to-end calibration, leave-one-out MAPE {loo:.1%}"}
+    return Platform.from_dict(d, plat.name), loo

@@ -31,6 +31,7 @@ import time
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # `search` from a source checkout
 
+import annette_torch as at
 from annette_torch import validation as V  # noqa: E402
 from annette_torch.errors import AnnetteError  # noqa: E402
 
@@ -116,6 +117,11 @@ def main() -> int:
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--remeasure-above", type=float, default=10.0, metavar="PCT",
                     help="measure a network once more when its repeat spread exceeds PCT %% (default 10; 0 = off)")
+    ap.add_argument("--no-calibrate", action="store_true",
+                    help="compare the layer models' sums as they are (default: every variant gets the same end-to-end "
+                         "calibration: scale, per-layer dispatch, constant, fitted on calibration networks that are "
+                         "not in the validation set)")
+    ap.add_argument("--shipped", metavar="FILE", help="also compare this (already calibrated) platform file")
     ap.add_argument("-v", "--verbose", action="store_true", help="log which networks are skipped and why")
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
@@ -174,6 +180,10 @@ def main() -> int:
                   f"does not show it): {', '.join(busy[:8])}{' ...' if len(busy) > 8 else ''}. "
                   "Re-measure on an idle machine (a new --cache).")
 
+        if not args.no_calibrate:
+            variants = calibrate_variants(args, variants, runs)
+        if args.shipped:
+            variants["shipped"] = at.load_platform(args.shipped)
         cmp = V.compare(variants, nets, measured)
     except AnnetteError as e:
         print(f"accuracy: {e}", file=sys.stderr)
@@ -200,6 +210,25 @@ def main() -> int:
     if args.plots:
         write_plots(args, cmp, variants)
     return 0
+
+
+def calibrate_variants(args, variants: dict, runs: int) -> dict:
+    """Give every variant the same network-level calibration, fitted on calibration networks (cached)."""
+    from annette_torch.calibrate import _validation_hashes, calibration_networks, with_overhead
+    from annette_torch.fit.calibrate_network import network_terms
+
+    cal = [V.ValidationNet(n.name, "calibration", n, (1, 3, 224, 224)) for n in
+           calibration_networks(45, exclude_hashes=_validation_hashes())]
+    with V.MeasurementCache(args.cache) as cache:
+        meas = V.measure_all(cal, args.platform, cache, runs=runs, repeats=args.repeats, warmup=args.warmup)
+    names = [c.name for c in cal if c.name in meas]
+    y = [meas[n].median_ms for n in names]
+    out = {}
+    for k, plat in variants.items():
+        terms = [network_terms(at.estimate(c.network, plat)) for c in cal if c.name in meas]
+        out[k], loo = with_overhead(plat, terms, y, names)
+        print(f"  {k}: end-to-end calibration on {len(names)} calibration networks, LOO MAPE {loo:.1%}")
+    return out
 
 
 def write_plots(args, cmp, variants) -> None:

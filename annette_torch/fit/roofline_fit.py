@@ -47,7 +47,7 @@ def fit_roofline(X: LayerFeatures, y_ms: np.ndarray, bit_act: float = 32, bit_we
 
 
 def _log_residuals(params: np.ndarray, ops, byts, sizes, dims, s_vals, reps, logy):
-    op_s, bw = np.exp(params[0]), np.exp(params[1])
+    op_s, bw = np.exp(np.clip(params[:2], -60.0, 80.0))
     alphas = params[2:]
     eff = np.ones_like(ops)
     for d, s, rep, a in zip(dims, s_vals, reps, alphas):

@@ -43,8 +43,8 @@ class Roofline(LayerModel):
         return self
 
     def params(self) -> dict[str, Any]:
-        return {"op_s": self.op_s, "bandwidth": self.bandwidth, "bit_act": self.bit_act,
-                "bit_weights": self.bit_weights}
+        return {"op_s": float(self.op_s), "bandwidth": float(self.bandwidth), "bit_act": float(self.bit_act),
+                "bit_weights": float(self.bit_weights)}
 
     def to_dict(self) -> dict[str, Any]:
         return {"model": self.kind, **self.params()}

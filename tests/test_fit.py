@@ -1,0 +1,143 @@
+"""Model generator: recovers known parameters from synthetic data; fitted platforms round-trip; clear errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from annette_torch.bench.store import Store
+from annette_torch.bench.suites import SUITES
+from annette_torch.fit.data import FitDataError, FusionExamples
+from annette_torch.fit.mapping_fit import fit_mapping
+from annette_torch.fit.roofline_fit import fit_refined, fit_roofline
+from annette_torch.ir import LayerType as T, NetworkBuilder
+from annette_torch.models import LayerFeatures, RefinedRoofline
+from annette_torch.platform import Platform
+
+HERE = Path(__file__).resolve().parent
+
+
+def _convs(n=400, seed=0):
+    rng = np.random.default_rng(seed)
+    b = NetworkBuilder("convs")
+    for i in range(n):
+        c, f, h = (int(rng.integers(1, 97)), int(rng.integers(1, 97)), int(rng.choice([7, 14, 28, 56])))
+        x = b.input(f"x{i}", (1, c, h, h))
+        b.conv(f"c{i}", x, f, int(rng.choice([1, 3])), padding=1)
+    net = b.build()
+    rows = np.flatnonzero(net.types == T.CONV)
+    return LayerFeatures.from_network(net, rows)
+
+
+def test_roofline_fit_recovers_peaks():
+    X = _convs()
+    true = RefinedRoofline(op_s=2e11, bandwidth=3e10, bit_act=32, bit_weights=32)
+    y = true.predict(X)
+    m = fit_roofline(X, y, q=100)
+    assert m.op_s == pytest.approx(2e11, rel=1e-6) and m.bandwidth == pytest.approx(3e10, rel=1e-6)
+
+
+def test_refined_fit_recovers_unrolling():
+    X = _convs(600)
+    true = RefinedRoofline(op_s=2e11, bandwidth=1e13, bit_act=32, bit_weights=32,
+                           unroll={"c": {"s": 16, "alpha": 0.9}, "f": {"s": 8, "alpha": 0.6}})
+    y = true.predict(X)
+    m, rep = fit_refined(X, y)
+    assert {d: int(p["s"]) for d, p in m.unroll.items()} == {"c": 16, "f": 8}
+    assert m.unroll["c"]["alpha"] == pytest.approx(0.9, abs=0.05)
+    assert m.unroll["f"]["alpha"] == pytest.approx(0.6, abs=0.05)
+    assert m.op_s == pytest.approx(2e11, rel=0.05)
+    assert rep["mre"] < 0.01
+
+
+def _examples():
+    """Conv+Relu always fuses; Conv+MaxPool only with a 2x2 window; Conv+Conv never."""
+    rng = np.random.default_rng(1)
+    ht, st, hc, sc, fz = [], [], [], [], []
+    for _ in range(300):
+        kind = rng.choice(["relu", "pool", "conv"])
+        k = int(rng.choice([2, 3]))
+        ht.append(T.CONV)
+        st.append({"relu": T.RELU, "pool": T.MAX_POOL, "conv": T.CONV}[kind])
+        hc.append({"kh": 3, "kw": 3, "sh": 1, "sw": 1, "c_out": 16, "h_out": 8, "w_out": 8, "groups": 1})
+        sc.append({"kh": k, "kw": k, "sh": k, "sw": k, "c_out": 16, "h_out": 4, "w_out": 4, "groups": 1})
+        fz.append(kind == "relu" or (kind == "pool" and k == 2))
+    cols = lambda rows: {c: np.array([r[c] for r in rows]) for c in rows[0]}
+    return FusionExamples(np.array(ht), np.array(st), cols(hc), cols(sc), np.array(fz), np.array(st))
+
+
+def test_mapping_fit_recovers_rules():
+    model, rep = fit_mapping(_examples())
+    assert rep["Conv+Relu"]["rule"] == "always" and "rule" not in rep["Conv+Conv"]
+    b = NetworkBuilder("n")
+    x = b.input("x", (1, 8, 16, 16))
+    c = b.conv("c", x, 16, 3, padding=1)
+    r = b.same(T.RELU, "r", c)
+    p2 = b.pool("p2", r, "max", 2)
+    c2 = b.conv("c2", p2, 16, 3, padding=1)
+    b.pool("p3", c2, "max", 3)
+    m = model.apply(b.build())
+    assert m.network.names == ["x", "c", "c2", "p3"]
+    assert m.network.types[1] == T.CONV_POOL
+
+
+@pytest.fixture
+def measured_store(tmp_path, monkeypatch):
+    """A store filled through the real sweep machinery by the synthetic fake runner."""
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]))
+    sys.path.insert(0, str(HERE))
+    from annette_torch.bench.sweep import run_sweep
+    db = tmp_path / "m.sqlite"
+    with Store(db) as st:
+        for suite, n in (("conv", 40), ("fc", 35), ("conv_bn_relu", 10)):
+            run_sweep(st, "fake", suite, SUITES[suite].configs(n=n, seed=0), "fake_runner:FakeRunner", {},
+                      iterations=3, warmup=0, progress=False)
+    yield db
+    sys.path.remove(str(HERE))
+
+
+def test_fitted_platform_round_trips(measured_store, tmp_path):
+    from annette_torch import estimate
+    from annette_torch.fit.generator import fit_platform
+    plat, rep = fit_platform(str(measured_store), "fake", cv=2, candidates=("lmt",))
+    assert rep["configurations"] == 85 and "Conv" in plat.layers
+    path = tmp_path / "p.json"
+    plat.save(path)
+    text = path.read_text()
+    again = Platform.load(path)
+    again.save(tmp_path / "q.json")
+    assert (tmp_path / "q.json").read_text() == text  # bit-identical JSON
+    net = SUITES["conv_bn_relu"].build(SUITES["conv_bn_relu"].configs(n=1, seed=5)[0])
+    assert estimate(net, plat).total_ms == estimate(net, again).total_ms
+
+
+def test_fitting_empty_or_tiny_store_says_what_is_missing(tmp_path):
+    from annette_torch.fit.generator import fit_platform
+    with Store(tmp_path / "e.sqlite"):
+        pass
+    with pytest.raises(FitDataError, match="no usable measurements of platform 'ort-cpu'.*annette bench"):
+        fit_platform(str(tmp_path / "e.sqlite"), "ort-cpu")
+
+
+def test_tiny_store_reports_missing_fusion_data(measured_store):
+    from annette_torch.fit.generator import fit_platform
+    with pytest.raises(FitDataError, match="multi-layer suites"):
+        fit_platform(str(measured_store), "fake", suites=["conv"])
+
+
+def test_newer_or_truncated_platform_files_fail_clearly(tmp_path):
+    from annette_torch.errors import PlatformError
+    from annette_torch.platform import load_platform
+    d = load_platform("zcu102").to_dict()
+    d["schema_version"] = 2
+    (tmp_path / "new.json").write_text(json.dumps(d))
+    with pytest.raises(PlatformError, match="newer than this annette-torch"):
+        Platform.load(tmp_path / "new.json")
+    (tmp_path / "cut.json").write_text(json.dumps(load_platform("zcu102").to_dict())[:300])
+    with pytest.raises(PlatformError, match="not valid JSON"):
+        Platform.load(tmp_path / "cut.json")
