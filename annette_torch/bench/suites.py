@@ -56,7 +56,9 @@ MAX_WEIGHT_BYTES = 64 * 2**20
 
 # 1 (squeeze-excite blocks) to 224; the sizes of common networks (7, 14, 28, 56, 112) included
 SPATIAL = [1, 2, 4, 7, 8, 12, 14, 16, 24, 28, 32, 48, 56, 64, 96, 112, 128, 192, 224]
-CHANNELS = [3, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 1536, 2048]
+# multiples of 8 (vectorised layouts) and in-between counts (e.g. NAS-Bench-101's channel splits: 25, 43, 51, 102)
+CHANNELS = [3, 8, 13, 16, 24, 25, 32, 43, 48, 51, 64, 85, 96, 102, 128, 171, 192, 205, 256, 384, 512, 768, 1024,
+            1536, 2048]
 KERNELS = [1, 3, 5, 7]
 STRIDES = [1, 2]
 POOL_KERNELS = list(range(2, 11))
