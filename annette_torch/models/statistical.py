@@ -5,6 +5,8 @@ Features (`feature_names` / `layer_features`), one column each, in this order:
 * ``log1p_<col>`` for the 16 `LayerFeatures` columns: n, c_in, h_in, w_in, c_out, h_out, w_out, kh, kw, sh,
   sw, groups, ops, in_elems, out_elems, weights;
 * ``log_intensity`` = log1p(ops) - log1p(in_elems + out_elems + weights) (arithmetic intensity: which roof);
+* ``c_align``, ``f_align`` = log2 of the largest power of two (<= 64) dividing the input channels per group and
+  the output channels (blocked vector layouts apply to aligned counts only);
 * for every unrolled dimension d in ``unroll`` (``h`` output height, ``w`` output width, ``c`` input
   channels per group, ``f`` output channels; size n, parallelism s), so that the step pattern is learnable:
   ``d_frac`` = (n mod s) / s, ``d_steps`` = log(ceil(n / s)), ``d_logutil`` = log(n / (ceil(n / s) * s));
@@ -69,7 +71,7 @@ def normalize_unroll(unroll: Mapping[str, Any] | None) -> dict[str, float]:
 
 def feature_names(unroll: Mapping[str, float] | None = None) -> list[str]:
     """Column names of `layer_features` for the given (normalised) unrolling parameters."""
-    names = [f"log1p_{c}" for c in _BASE] + ["log_intensity"]
+    names = [f"log1p_{c}" for c in _BASE] + ["log_intensity", "c_align", "f_align"]
     u = normalize_unroll(unroll)
     for d in u:
         names += [f"{d}_frac", f"{d}_steps", f"{d}_logutil"]
@@ -83,6 +85,11 @@ def layer_features(X: LayerFeatures, unroll: Mapping[str, float] | None = None) 
     cols = [np.log1p(np.maximum(getattr(X, c).astype(np.float64), 0.0)) for c in _BASE]
     moved = X.in_elems.astype(np.float64) + X.out_elems + X.weights
     cols.append(np.log1p(np.maximum(X.ops.astype(np.float64), 0.0)) - np.log1p(np.maximum(moved, 0.0)))
+    # vector-width alignment of the channel counts (log2 of the largest power of two dividing them, <= 64):
+    # blocked layouts (e.g. ONNX Runtime's NCHWc, 8 or 16 channels) apply only to aligned counts
+    cpg = np.maximum(X.c_in // np.maximum(X.groups, 1), 1).astype(np.int64)
+    cols.append(np.log2(np.gcd(cpg, 64)).astype(np.float64))
+    cols.append(np.log2(np.gcd(np.maximum(X.c_out, 1).astype(np.int64), 64)).astype(np.float64))
     u = normalize_unroll(unroll)
     if u:
         sizes = dimension_sizes(X)
