@@ -193,6 +193,14 @@ def _add_layer(b: NetworkBuilder, key: str, L: Mapping[str, Any], layers: Mappin
                   stride=_hw(L.get("strides"), 1), padding=_pads(L.get("pads")), pool=kind.lower())
     elif typ in ("FullyConnected", "MatMul"):
         b.add(T.FULLY_CONNECTED, key, inputs, [out[0], _prod(out[1:])], in_shape=[ins[0], _prod(ins[1:])])
+    elif typ == "Concat" and len(inputs) > 1 and len(out) == 4:
+        # the output of a channel concatenation follows from its inputs (some graphs store it wrongly)
+        shapes = [b.out_shape(i) for i in inputs]
+        if all(s[2:] == tuple(out[2:]) for s in shapes) and sum(s[1] for s in shapes) != out[1]:
+            notes.append(f"{key}: output channels {out[1]} do not add up from the inputs; "
+                         f"{sum(s[1] for s in shapes)} used")
+            out = [out[0], sum(s[1] for s in shapes), *out[2:]]
+        b.add(T.CONCAT, key, inputs, out, in_shape=ins)
     elif typ in _SIMPLE:
         b.add(_SIMPLE[typ], key, inputs, out, in_shape=ins)
     else:

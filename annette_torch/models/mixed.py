@@ -82,7 +82,10 @@ class Mixed(LayerModel):
         z = np.log(y[rows]) - np.log(b[rows])
         self.correction_ = Statistical(self.method, self._unroll(), clip_inputs=self.clip_inputs, seed=self.seed,
                                        params=self.params, target="log_ratio").fit_log(subset(X, rows), z)
-        self.clip_min_, self.clip_max_ = float(z.min()), float(z.max())
+        # the central 99% of the fitted corrections: a few extreme layers (e.g. tiny ones dominated by a fixed
+        # cost) must not license extreme factors for unseen layers
+        lo, hi = np.percentile(z, [0.5, 99.5]) if z.size >= 200 else (z.min(), z.max())
+        self.clip_min_, self.clip_max_ = float(lo), float(hi)
         return self
 
     def correction(self, X: LayerFeatures) -> np.ndarray:
