@@ -192,15 +192,8 @@ def _search(args: argparse.Namespace) -> int:
 
 
 def _platform_names(values: list[str]) -> list[str]:
-    names: list[str] = []
-    for v in values:
-        for n in v.split(","):
-            n = n.strip()
-            if n and n not in names:
-                names.append(n)
-    if not names:
-        raise AnnetteError("--platform: no platform given")
-    return names
+    from .cli import _platform_names as names  # one parser for "-p a,b -p c" everywhere
+    return names(values or [""])
 
 
 def _pareto(args: argparse.Namespace) -> int:
