@@ -50,6 +50,9 @@ def add_parser(sub: Any) -> None:
                     "search one study; watch it with optuna-dashboard STORAGE.")
     s.add_argument("--space", choices=SEARCH_SPACES, default="nb201", help="search space (default nb201)")
     s.add_argument("-p", "--platform", default="zcu102", help="platform name or .json file (default zcu102)")
+    s.add_argument("--margin", type=float, default=0.0, metavar="FRACTION",
+                   help="safety margin: enforce latency <= budget x (1 - FRACTION), e.g. 0.06 = the platform's "
+                        "measured error (default 0)")
     s.add_argument("--latency-ms", type=_positive_float, metavar="MS",
                    help="latency budget in ms (required unless --multi-objective)")
     s.add_argument("--trials", type=_positive_int, default=200, help="trials run by this process (default 200)")
@@ -140,7 +143,7 @@ def _search(args: argparse.Namespace) -> int:
         study = osr.pareto_search(space, args.platform, objective, args.trials, latency_ms=args.latency_ms, **common)
     else:
         study = osr.latency_constrained_search(space, args.platform, args.latency_ms, objective, args.trials,
-                                               skip_infeasible=args.skip_infeasible, **common)
+                                               skip_infeasible=args.skip_infeasible, **common, margin=args.margin)
     wall = time.perf_counter() - t0
     oracle = study.annette_oracle
     trials = study.get_trials(deepcopy=False)

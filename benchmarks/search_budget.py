@@ -34,6 +34,8 @@ def main() -> int:
     ap.add_argument("--top", type=int, default=25)
     ap.add_argument("--quantile", type=float, default=0.5)
     ap.add_argument("--seed", type=int, default=3)
+    ap.add_argument("--margin", type=float, default=0.0,
+                    help="search margin: enforce predicted latency <= budget x (1 - margin)")
     args = ap.parse_args()
     plat = at.load_platform(args.platform)
     space = get_space(args.space)
@@ -50,7 +52,9 @@ def main() -> int:
     budget = float(np.quantile(lat, args.quantile))
     print(f"{plat.name}: budget {budget:.3f} ms = {args.quantile:.0%} quantile of {len(lat)} random {args.space} "
           f"architectures' predicted latency")
-    study = latency_constrained_search(args.space, plat, budget, "synthetic", args.trials, seed=args.seed)
+    study = latency_constrained_search(args.space, plat, budget, "synthetic", args.trials, seed=args.seed,
+                                       margin=args.margin)
+    print(f"search margin {args.margin:.0%}: predicted latency <= {budget * (1 - args.margin):.3f} ms enforced")
     rows = best_feasible(study, k=args.top)
     print(f"{len(rows)} feasible architectures reported; measuring them on {args.runtime}")
     under = 0

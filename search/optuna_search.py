@@ -653,7 +653,7 @@ def latency_constrained_search(space: str | Space, platform: Any, latency_ms: fl
                                n_trials: int, storage: Any = None, study_name: str | None = None, seed: int | None = 0,
                                sampler: Any = None, *, timeout: float | None = None, skip_infeasible: bool = False,
                                cache_objective: bool = True, n_startup_trials: int = 10,
-                               callbacks: Sequence[Callable] | None = None) -> Any:
+                               callbacks: Sequence[Callable] | None = None, margin: float = 0.0) -> Any:
     """Maximise ``objective(arch)`` subject to ``predicted latency(arch) <= latency_ms`` on ``platform``.
 
     Single-objective TPE with the latency constraint (``latency - budget <= 0`` is feasible). ``objective`` is
@@ -661,12 +661,17 @@ def latency_constrained_search(space: str | Space, platform: Any, latency_ms: fl
     memory), an Optuna storage URL or object, or ``journal:PATH``; the study is created or joined
     (``load_if_exists``) — run the same call in several processes to search one study. ``skip_infeasible``
     prunes over-budget architectures without evaluating the objective (worth it when it trains a network).
-    A custom ``sampler`` on Optuna < 5 needs ``constraints_func=latency_constraints``.
+    A custom ``sampler`` on Optuna < 5 needs ``constraints_func=latency_constraints``. ``margin`` (e.g. 0.05,
+    the platform's measured error) tightens the budget the search enforces to ``latency_ms * (1 - margin)``,
+    so that the architectures it reports stay under ``latency_ms`` when measured.
     Returns the ``optuna.Study``; `best_feasible` lists its best architectures.
     """
     import optuna
     if not (isinstance(latency_ms, (int, float)) and math.isfinite(latency_ms) and latency_ms > 0):
         raise AnnetteError(f"latency budget must be a positive number of ms, got {latency_ms!r}")
+    if not 0 <= margin < 1:
+        raise AnnetteError(f"margin must be in [0, 1), got {margin!r}")
+    latency_ms = float(latency_ms) * (1.0 - margin)
     if int(n_trials) < 1:
         raise AnnetteError(f"n_trials must be >= 1, got {n_trials}")
     oracle = LatencyOracle(space, platform)

@@ -303,3 +303,12 @@ def test_mbv2_stitched_network_is_identical_to_the_builder():
         assert osr._same_network(sp.network(a), mbv2.build_network(a))
     assert sp._fast is True
     assert estimate(sp.network(archs[-1]), "ncs2").total_ms == estimate(mbv2.build_network(archs[-1]), "ncs2").total_ms
+
+
+def test_margin_tightens_the_enforced_budget():
+    from search.optuna_search import best_feasible, latency_constrained_search
+    study = latency_constrained_search("nb201", "zcu102", 0.2, "synthetic", 25, seed=1, margin=0.1)
+    rows = best_feasible(study, k=10)
+    assert rows and all(r["latency_ms"] <= 0.2 * 0.9 + 1e-12 for r in rows)
+    with pytest.raises(AnnetteError):
+        latency_constrained_search("nb201", "zcu102", 0.2, "synthetic", 2, margin=1.5)
