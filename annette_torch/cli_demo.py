@@ -1,4 +1,4 @@
-"""``make demo`` (``python -m annette_torch.demo``): estimate a handful of networks on every shipped platform.
+"""``make demo`` (``python -m annette_torch.cli_demo``): estimate a handful of networks on every shipped platform.
 
 Zoo models are traced with torch.fx; graphs of the original ANNETTE are read from
 ``annette-reference/graphs`` when that folder is found next to the repository. Prints one table
