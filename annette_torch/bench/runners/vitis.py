@@ -197,7 +197,7 @@ def main(src, dst):
         enable_dpu=True,
         extra_options={"ActivationSymmetric": True},
     )
-    print("quantize.py: wrote", dst)
+    sys.stdout.write("quantize.py: wrote %s\n" % dst)
 
 
 if __name__ == "__main__":
@@ -282,8 +282,8 @@ def main():
            "subgraphs": per, "e2e_ms": e2e}
     with open(args.out, "w") as f:
         json.dump(doc, f, indent=1)
-    print("run_dpu.py: %d DPU subgraph(s), median %.3f ms per run -> %s"
-          % (len(jobs), float(np.median(e2e)), args.out))
+    sys.stdout.write("run_dpu.py: %d DPU subgraph(s), median %.3f ms per run -> %s\n"
+                     % (len(jobs), float(np.median(e2e)), args.out))
 
 
 if __name__ == "__main__":
