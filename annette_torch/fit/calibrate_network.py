@@ -24,7 +24,6 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
-from scipy.optimize import nnls
 
 from ..errors import AnnetteError
 from ..ir import LayerType, Network
@@ -102,6 +101,8 @@ def _matrix(terms: Sequence[dict[str, float]], use: Sequence[str]) -> np.ndarray
 def fit_calibration(terms: Sequence[dict[str, float]], measured_ms: Sequence[float],
                     use: Sequence[str] = ZCU102_TERMS, names: Sequence[str] = ()) -> Calibration:
     """Non-negative coefficients minimising the relative error over the networks."""
+    from scipy.optimize import nnls  # fitting only: loading a calibrated platform needs numpy alone
+
     y = np.asarray(measured_ms, dtype=np.float64)
     if len(y) < len(use) + 1:
         raise AnnetteError(f"calibration needs more networks ({len(y)}) than terms ({len(use)}) plus one")
