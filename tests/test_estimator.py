@@ -128,3 +128,25 @@ def test_annette_json_detects_depthwise_and_grouped_convs(ref_dir):
     assert net.summary().get("DepthwiseConv", 0) == 17
     alex = at.from_annette_json(ref_dir / "graphs" / "bvlcalexnet-9.json")
     assert alex.summary().get("GroupConv", 0) == 3
+
+
+def test_estimation_needs_only_numpy(tmp_path):
+    """Scoring on every shipped platform works without the optional fitting / runtime / search packages."""
+    import subprocess
+    import sys
+    code = """
+import sys
+class Block:
+    def find_spec(self, name, path=None, target=None):
+        if name.split('.')[0] in ('scipy', 'sklearn', 'onnxruntime', 'openvino', 'optuna', 'torch'):
+            raise ImportError('blocked ' + name)
+sys.meta_path.insert(0, Block())
+import annette_torch as at
+from annette_torch.ir import NetworkBuilder
+b = NetworkBuilder('t'); x = b.input('x', (1, 3, 32, 32)); b.conv('c', x, 8, 3, padding=1)
+for p in at.list_platforms():
+    assert at.estimate(b.build(), p).total_ms > 0, p
+print('ok')
+"""
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
