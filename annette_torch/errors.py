@@ -13,3 +13,19 @@ class ModelLoadError(AnnetteError):
 
 class PlatformError(AnnetteError):
     """A platform name is unknown or a platform file is malformed; the message names the field."""
+
+
+def read_json_file(path: str, error: type[AnnetteError] = AnnetteError, what: str = "file") -> object:
+    """Parse a JSON file; a missing, unreadable or malformed file raises ``error`` with one clear line."""
+    import json
+    import os
+
+    if not os.path.isfile(path):
+        raise error(f"{path}: no such {what}")
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise error(f"{path}: not valid JSON ({e})") from None
+    except OSError as e:
+        raise error(f"{path}: cannot read ({e.strerror})") from None

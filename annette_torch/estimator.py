@@ -77,7 +77,7 @@ class Estimate:
         """Predicted execution time of the whole network in milliseconds."""
         return float(self.mapped_time_ms.sum())
 
-    @property
+    @cached_property
     def e2e_ms(self) -> float | None:
         """End-to-end latency from the platform's network-level calibration (None if it has none).
 

@@ -17,7 +17,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from .errors import PlatformError
+from .errors import PlatformError, read_json_file
 from .ir import TYPE_FALLBACKS, LayerType, Network
 from .mapping import MappingModel
 from .models import LayerFeatures, LayerModel, Roofline, model_from_dict
@@ -180,14 +180,7 @@ class Platform:
     def load(cls, path: str | os.PathLike) -> "Platform":
         """Read and validate a platform file."""
         p = os.fspath(path)
-        if not os.path.isfile(p):
-            raise PlatformError(f"{p}: no such platform file")
-        try:
-            with open(p, encoding="utf-8") as f:
-                data = json.load(f)
-        except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            raise PlatformError(f"{p}: not valid JSON ({e})") from None
-        return cls.from_dict(data, p)
+        return cls.from_dict(read_json_file(p, PlatformError, "platform file"), p)
 
     def __repr__(self) -> str:
         return f"Platform({self.name!r}, {len(self.layers)} layer models, {len(self.mapping.rules)} fusion rules)"

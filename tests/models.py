@@ -48,59 +48,6 @@ class TinyResNet(nn.Module):
         return self.fc(x)
 
 
-class Bottleneck(nn.Module):
-    expansion = 4
-
-    def __init__(self, cin: int, planes: int, stride: int = 1) -> None:
-        super().__init__()
-        cout = planes * self.expansion
-        self.conv1 = nn.Conv2d(cin, planes, 1, bias=False)
-        self.bn1 = nn.BatchNorm2d(planes)
-        self.conv2 = nn.Conv2d(planes, planes, 3, stride, 1, bias=False)
-        self.bn2 = nn.BatchNorm2d(planes)
-        self.conv3 = nn.Conv2d(planes, cout, 1, bias=False)
-        self.bn3 = nn.BatchNorm2d(cout)
-        self.relu = nn.ReLU(inplace=True)
-        self.downsample = None
-        if stride != 1 or cin != cout:
-            self.downsample = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
-
-    def forward(self, x):
-        identity = x if self.downsample is None else self.downsample(x)
-        out = self.relu(self.bn1(self.conv1(x)))
-        out = self.relu(self.bn2(self.conv2(out)))
-        out = self.bn3(self.conv3(out))
-        return self.relu(out + identity)
-
-
-class BottleneckResNet(nn.Module):
-    """ResNet with bottleneck blocks; ``layers=(3, 4, 6, 3)`` is ResNet-50 (25.5 M parameters)."""
-
-    def __init__(self, layers=(3, 4, 6, 3), num_classes: int = 1000, width: int = 64) -> None:
-        super().__init__()
-        self.conv1 = nn.Conv2d(3, width, 7, 2, 3, bias=False)
-        self.bn1 = nn.BatchNorm2d(width)
-        self.relu = nn.ReLU(inplace=True)
-        self.maxpool = nn.MaxPool2d(3, 2, 1)
-        cin = width
-        stages = []
-        for i, n in enumerate(layers):
-            planes = width * 2 ** i
-            blocks = []
-            for j in range(n):
-                blocks.append(Bottleneck(cin, planes, 2 if (j == 0 and i > 0) else 1))
-                cin = planes * Bottleneck.expansion
-            stages.append(nn.Sequential(*blocks))
-        self.layer1, self.layer2, self.layer3, self.layer4 = stages
-        self.avgpool = nn.AdaptiveAvgPool2d((1, 1))
-        self.fc = nn.Linear(cin, num_classes)
-
-    def forward(self, x):
-        x = self.maxpool(self.relu(self.bn1(self.conv1(x))))
-        x = self.layer4(self.layer3(self.layer2(self.layer1(x))))
-        return self.fc(torch.flatten(self.avgpool(x), 1))
-
-
 class InvertedResidual(nn.Module):
     def __init__(self, cin: int, cout: int, stride: int, expand: int) -> None:
         super().__init__()

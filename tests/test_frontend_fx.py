@@ -20,10 +20,10 @@ from annette_torch.ir import LayerType as T
 from annette_torch.ir import to_nchw
 
 try:
-    from models import (BottleneckResNet, FunctionalNet, TinyMobileNetV2, TinyResNet, TinySqueezeNet,
+    from models import (FunctionalNet, TinyMobileNetV2, TinyResNet, TinySqueezeNet,
                         TinyVGG)
 except ImportError:  # tests/ imported as a package
-    from tests.models import (BottleneckResNet, FunctionalNet, TinyMobileNetV2, TinyResNet, TinySqueezeNet,
+    from tests.models import (FunctionalNet, TinyMobileNetV2, TinyResNet, TinySqueezeNet,
                               TinyVGG)
 
 LOGGER = "annette_torch.frontends.fx"
@@ -238,7 +238,8 @@ def test_mobilenet_types():
 
 
 def test_resnet50_sized_model():
-    model = BottleneckResNet()
+    from annette_torch import zoo
+    model = zoo.get("resnet50")
     net = trace(model, (1, 3, 224, 224))
     assert net.summary()["Conv"] == 53 and net.summary()["Add"] == 16
     # 2 x MACs of ResNet-50 (4.09 GMACs) and its 25.5 M weights (biases, BN excluded from the conv/fc part)

@@ -8,13 +8,12 @@ are recognised from ``kernel_shape[2]`` (input channels per group) being smaller
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 from collections import deque
 from typing import Any, Mapping
 
-from ..errors import ModelLoadError
+from ..errors import ModelLoadError, read_json_file
 from ..ir import IRError, LayerType, Network, NetworkBuilder, conv_type
 
 __all__ = ["from_annette_json"]
@@ -101,13 +100,7 @@ def from_annette_json(source: str | os.PathLike | Mapping[str, Any], name: str |
         default_name = str(data.get("name", "graph"))
     else:
         path = os.fspath(source)
-        if not os.path.isfile(path):
-            raise ModelLoadError(f"{path}: no such file")
-        try:
-            with open(path, encoding="utf-8") as f:
-                data = json.load(f)
-        except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            raise ModelLoadError(f"{path}: not valid JSON ({e})") from None
+        data = read_json_file(path, ModelLoadError)
         default_name = os.path.splitext(os.path.basename(path))[0]
     layers = data.get("layers") if isinstance(data, Mapping) else None
     if not isinstance(layers, Mapping) or not layers:

@@ -22,6 +22,8 @@ from typing import Any, Sequence
 
 from annette_torch.ir import LayerType, Network, NetworkBuilder
 
+from ._names import FxNames
+
 __all__ = [
     "STAGES", "CANDIDATES", "ZERO", "BlockSpec", "make_blocks", "BLOCKS", "INPUT_SHAPE", "parse_op",
     "validate", "stem_network", "block_network", "head_network", "build_network", "build_module",
@@ -117,18 +119,6 @@ def _conv_out(h: int, k: int, s: int) -> int:
 # direct IR builder
 
 
-class _FxNames:
-    """Names as torch.fx gives function nodes: ``add``, ``add_1``, ... per base name."""
-
-    def __init__(self) -> None:
-        self.count: dict[str, int] = {}
-
-    def __call__(self, base: str) -> str:
-        k = self.count.get(base, 0)
-        self.count[base] = k + 1
-        return base if k == 0 else f"{base}_{k}"
-
-
 def _mbconv(b: NetworkBuilder, name: str, x: int, c_out: int, k: int, e: int, stride: int) -> int:
     c_in = b.out_shape(x)[1]
     mid = round(c_in * e)
@@ -150,7 +140,7 @@ def _stem(b: NetworkBuilder, x: int) -> int:
     return _mbconv(b, "first_block", x, FIRST_BLOCK_CHANNELS, 3, 1, 1)
 
 
-def _block(b: NetworkBuilder, fx: _FxNames, i: int, blk: BlockSpec, op: str, x: int) -> int:
+def _block(b: NetworkBuilder, fx: FxNames, i: int, blk: BlockSpec, op: str, x: int) -> int:
     ke = parse_op(op)
     if ke is None:
         return x
@@ -176,7 +166,7 @@ def build_network(choices: Sequence[str], num_classes: int = 1000, resolution: i
     """
     choices = validate(choices, blocks)
     b = NetworkBuilder("mbv2")
-    fx = _FxNames()
+    fx = FxNames()
     x = _stem(b, b.input("x", (1, 3, resolution, resolution)))
     for i, (blk, op) in enumerate(zip(blocks, choices)):
         x = _block(b, fx, i, blk, op, x)
@@ -205,7 +195,7 @@ def block_network(block_index: int, op: str, resolution: int = 224,
         raise ValueError(f"MBV2 block {block_index} does not allow {op!r}; allowed: {', '.join(blk.ops)}")
     b = NetworkBuilder(f"mbv2_block{block_index}_{op}")
     x = b.input("x", _block_inputs(resolution, blocks)[block_index])
-    _block(b, _FxNames(), block_index, blk, op, x)
+    _block(b, FxNames(), block_index, blk, op, x)
     return b.build()
 
 

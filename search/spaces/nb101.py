@@ -25,6 +25,8 @@ import numpy as np
 
 from annette_torch.ir import LayerType, Network, NetworkBuilder
 
+from ._names import FxNames
+
 __all__ = [
     "OPS", "INPUT", "OUTPUT", "MAX_VERTICES", "MAX_EDGES", "INPUT_SHAPE", "Spec", "prune", "validate",
     "is_valid", "spec_hash", "hash_module", "compute_vertex_channels", "sample", "build_network", "build_module",
@@ -213,25 +215,13 @@ def compute_vertex_channels(input_channels: int, output_channels: int, matrix: n
 # direct IR builder
 
 
-class _FxNames:
-    """Names as torch.fx gives function nodes: ``add``, ``add_1``, ... per base name."""
-
-    def __init__(self) -> None:
-        self.count: dict[str, int] = {}
-
-    def __call__(self, base: str) -> str:
-        k = self.count.get(base, 0)
-        self.count[base] = k + 1
-        return base if k == 0 else f"{base}_{k}"
-
-
 def _conv_bn_relu(b: NetworkBuilder, name: str, x: int, c_out: int, k: int) -> int:
     x = b.conv(f"{name}.conv", x, c_out, k, padding=k // 2)
     x = b.same(T.BATCH_NORM, f"{name}.bn", x)
     return b.same(T.RELU, f"{name}.relu", x)
 
 
-def _cell(b: NetworkBuilder, fx: _FxNames, name: str, spec: Spec, x: int, channels: int) -> int:
+def _cell(b: NetworkBuilder, fx: FxNames, name: str, spec: Spec, x: int, channels: int) -> int:
     m, ops = spec.matrix, spec.ops
     v = m.shape[0]
     vc = compute_vertex_channels(b.out_shape(x)[1], channels, m)
@@ -277,7 +267,7 @@ def build_network(matrix: Any, ops: Sequence[str], stem_channels: int = 128, num
     """
     spec = validate(matrix, ops)
     b = NetworkBuilder("nb101")
-    fx = _FxNames()
+    fx = FxNames()
     x = b.input("x", tuple(input_shape))
     x = _conv_bn_relu(b, "stem", x, stem_channels, 3)
     k = 0
