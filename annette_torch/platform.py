@@ -119,7 +119,7 @@ class Platform:
         if self.overhead is not None:
             scale, per_layer, per_net = self.overhead
             is_input = net.types == LayerType.INPUT
-            t = t * scale + np.where(is_input, 0.0, per_layer)
+            t = np.maximum(t * scale + np.where(is_input, 0.0, per_layer), 0.0)
             t[is_input & (net.n_inputs == 0)] += per_net
         return t, mi
 
@@ -191,6 +191,8 @@ def _read_overhead(d: Any, name: str) -> tuple[float, float, float] | None:
 
     A runtime's per-node dispatch cost and per-inference cost, fitted end to end (``annette calibrate``);
     the per-network cost sits on the network's input layer(s), so per-layer times still add up to the total.
+    ``per_layer_ms`` may be negative (profiled layer times over-count a per-node profiler cost); a layer's
+    time is never below 0.
     """
     if d is None:
         return None
@@ -198,7 +200,7 @@ def _read_overhead(d: Any, name: str) -> tuple[float, float, float] | None:
     where = f"platform {name!r}: overhead"
     if not isinstance(d, Mapping):
         raise PlatformError(f"{where}: expected an object with scale, per_layer_ms, per_network_ms")
-    return (check_number(d, "scale", where, positive=True), check_number(d, "per_layer_ms", where, minimum=0),
+    return (check_number(d, "scale", where, positive=True), check_number(d, "per_layer_ms", where, minimum=-1.0),
             check_number(d, "per_network_ms", where, minimum=0))
 
 

@@ -23,6 +23,19 @@ def test_fit_recovers_known_coefficients():
     assert np.max(np.abs(leave_one_out(terms, y))) < 1e-6
 
 
+def test_fit_recovers_a_negative_per_layer_cost():
+    """CPU terms: a profiler cost per node that the layer sum over-counts comes back negative."""
+    from annette_torch.fit.calibrate_network import CPU_TERMS
+    rng = np.random.default_rng(1)
+    terms = [{"layers": rng.uniform(0.5, 30), "executed_layers": float(rng.integers(5, 300)), "constant": 1.0}
+             for _ in range(20)]
+    y = [0.98 * t["layers"] - 0.003 * t["executed_layers"] + 0.05 for t in terms]
+    cal = fit_calibration(terms, y, CPU_TERMS)
+    assert cal.coef["executed_layers"] == pytest.approx(-0.003, rel=1e-6)
+    assert cal.coef["layers"] == pytest.approx(0.98, rel=1e-6)
+    assert Calibration.from_dict(cal.to_dict(), "x").coef == pytest.approx(cal.coef)
+
+
 def test_zcu102_leave_one_out_within_target(ref_dir):
     rep = loo_report("zcu102")
     assert len(rep["rows"]) == 10

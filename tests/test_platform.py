@@ -147,3 +147,27 @@ def test_overhead_is_folded_into_layer_times():
     d["overhead"]["scale"] = 0
     with pytest.raises(PlatformError, match="overhead.scale"):
         Platform.from_dict(d, "x")
+    d["overhead"] = {"scale": 1.0, "per_layer_ms": -5.0, "per_network_ms": 0.0}
+    with pytest.raises(PlatformError, match="overhead.per_layer_ms"):
+        Platform.from_dict(d, "x")
+
+
+def test_negative_per_layer_overhead_never_gives_negative_layer_times():
+    """A profiler cost subtracted per layer: big layers lose it, tiny ones stop at 0, the input is untouched."""
+    b = NetworkBuilder("n")
+    x = b.input("x", (1, 8, 32, 32))
+    for i, f in enumerate((8, 64, 256)):
+        x = b.same(T.RELU, f"r{i}", b.conv(f"c{i}", x, f, 3, padding=1))
+    net = b.build()
+    from annette_torch import estimate
+    e = estimate(net, load_platform("ncs2"))
+    base, layer = e.mapped_time_ms, e.mapped.network.types != T.INPUT
+    cut = float(np.median(base[layer]))
+    d = load_platform("ncs2").to_dict()
+    d["overhead"] = {"scale": 1.0, "per_layer_ms": -cut, "per_network_ms": 0.0}
+    t = estimate(net, Platform.from_dict(d, "x")).mapped_time_ms
+    assert (t >= 0).all() and (t[~layer] == base[~layer]).all()
+    big, small = layer & (base > cut), layer & (base <= cut)
+    assert big.any() and small.any()
+    assert t[big] == pytest.approx(base[big] - cut)
+    assert (t[small] == 0).all()

@@ -8,11 +8,12 @@ end-to-end time is modelled as a non-negative combination of terms computed from
 * ``cpu_tail``: millions of elements processed after the last convolution / fully connected layer
   (outputs read back and post-processed on the host CPU, e.g. SSD box decoding, large global pools),
 * ``constant``: per-inference overhead (task launch, pre-processing),
-* ``executed_layers``: the number of executed (fused) layers, for runtimes with a per-node dispatch cost
-  (ONNX Runtime, OpenVINO on a CPU).
+* ``executed_layers``: the number of executed (fused) layers, for runtimes with a per-node cost
+  (ONNX Runtime, OpenVINO on a CPU). It may be negative: layer models fitted on *profiled* per-node times
+  carry the profiler's own cost per node (~3 us with ONNX Runtime), which an unprofiled inference lacks.
 
-Coefficients come from non-negative least squares on relative error; the leave-one-out error is what a
-network outside the calibration set can expect.
+Coefficients come from bounded least squares on relative error (non-negative except the ``SIGNED_TERMS``);
+the leave-one-out error is what a network outside the calibration set can expect.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ import numpy as np
 from ..errors import AnnetteError
 from ..ir import LayerType, Network
 
-__all__ = ["TERMS", "ZCU102_TERMS", "CPU_TERMS", "network_terms", "Calibration", "fit_calibration", "leave_one_out", "loo_report",
+__all__ = ["TERMS", "ZCU102_TERMS", "CPU_TERMS", "SIGNED_TERMS", "network_terms", "Calibration", "fit_calibration", "leave_one_out", "loo_report",
            "fix_caffe_depthwise", "load_published_zcu102"]
 
 log = logging.getLogger(__name__)
@@ -37,6 +38,8 @@ TERMS = ("layers", "depthwise", "cpu_tail", "constant", "executed_layers")
 #: the terms used for the ZCU102 (board figures) and for CPU runtimes measured here
 ZCU102_TERMS = ("layers", "depthwise", "cpu_tail", "constant")
 CPU_TERMS = ("layers", "executed_layers", "constant")
+#: terms whose coefficient may be negative (a per-node cost the profiled layer times over-count)
+SIGNED_TERMS = ("executed_layers",)
 _HEAVY = (LayerType.CONV, LayerType.DEPTHWISE_CONV, LayerType.GROUP_CONV, LayerType.CONV_POOL,
           LayerType.FULLY_CONNECTED, LayerType.CONV_TRANSPOSE)
 
@@ -90,7 +93,7 @@ class Calibration:
         for k in d["coef"]:
             if k not in TERMS:
                 raise PlatformError(f"{where}.coef.{k}: unknown term (known: {', '.join(TERMS)})")
-            coef[k] = check_number(d["coef"], k, f"{where}.coef", minimum=0)
+            coef[k] = check_number(d["coef"], k, f"{where}.coef", minimum=None if k in SIGNED_TERMS else 0)
         return cls(coef, d.get("loo_mape"), tuple(d.get("fitted_on", ())), str(d.get("predicts", "")))
 
 
@@ -100,14 +103,15 @@ def _matrix(terms: Sequence[dict[str, float]], use: Sequence[str]) -> np.ndarray
 
 def fit_calibration(terms: Sequence[dict[str, float]], measured_ms: Sequence[float],
                     use: Sequence[str] = ZCU102_TERMS, names: Sequence[str] = ()) -> Calibration:
-    """Non-negative coefficients minimising the relative error over the networks."""
-    from scipy.optimize import nnls  # fitting only: loading a calibrated platform needs numpy alone
+    """Coefficients minimising the relative error over the networks; non-negative except `SIGNED_TERMS`."""
+    from scipy.optimize import lsq_linear  # fitting only: loading a calibrated platform needs numpy alone
 
     y = np.asarray(measured_ms, dtype=np.float64)
     if len(y) < len(use) + 1:
         raise AnnetteError(f"calibration needs more networks ({len(y)}) than terms ({len(use)}) plus one")
     A = _matrix(terms, use) / y[:, None]
-    coef, _ = nnls(A, np.ones(len(y)))
+    lower = np.array([-np.inf if k in SIGNED_TERMS else 0.0 for k in use])
+    coef = lsq_linear(A, np.ones(len(y)), bounds=(lower, np.full(len(use), np.inf)), method="bvls").x
     return Calibration(dict(zip(use, map(float, coef))), fitted_on=tuple(names))
 
 
