@@ -1,7 +1,8 @@
 """``annette calibrate``: measure a CPU platform on this machine and fit its platform file, in one command.
 
-Steps: (1) run the benchmark suites (micro-kernel and multi-layer) into a measurement store, resumable;
-(2) fit the mapping model and mixed layer models (`fit.generator`); (3) measure whole-network latency of a
+Steps: (1) run the benchmark suites (micro-kernel, multi-layer and the in-context ``cold_weights``) into a
+measurement store, resumable; (2) fit the mapping model, mixed layer models and the cache model
+(`fit.generator`); (3) measure whole-network latency of a
 set of *calibration* networks (random NAS-Bench-101 cells, random MobileNetV2-space networks and random
 chains — never the validation networks of ``benchmarks/accuracy.py``) and fit the network-level terms
 (scale, per-executed-layer dispatch cost, constant); (4) write the platform file with the machine's
@@ -25,8 +26,10 @@ __all__ = ["PLANS", "calibration_networks", "run_calibration", "calibrate_networ
 log = logging.getLogger(__name__)
 
 MEASURABLE = ("ort-cpu", "openvino-cpu")
-MICRO = ("conv", "dwconv", "gconv", "maxpool", "avgpool", "fc", "add", "concat", "act", "bn", "resize")
+MICRO = ("conv", "dwconv", "gconv", "gconv_same", "maxpool", "avgpool", "fc", "add", "concat", "act", "bn", "resize")
 MULTI = ("conv_bn_relu", "conv_pool", "residual", "concat_branches", "dwsep", "conv_act", "dw_act")
+#: in-context suites (the cache model: weights evicted by a network's other traffic)
+CONTEXT = ("cold_weights",)
 #: NB101 seed of the calibration cells (the accuracy benchmark's validation cells use another seed)
 CALIBRATION_SEED = 777
 
@@ -37,14 +40,15 @@ class Plan:
 
     configs_micro: int
     configs_multi: int
+    configs_context: int
     networks: int
     cv: int
     candidates: tuple[str, ...]
 
 
 PLANS = {
-    "quick": Plan(configs_micro=80, configs_multi=80, networks=18, cv=3, candidates=("gbm", "lmt")),
-    "full": Plan(configs_micro=500, configs_multi=400, networks=45, cv=5, candidates=("gbm", "rf", "poly", "lmt")),
+    "quick": Plan(configs_micro=80, configs_multi=80, configs_context=60, networks=18, cv=3, candidates=("gbm", "lmt")),
+    "full": Plan(configs_micro=500, configs_multi=400, configs_context=200, networks=45, cv=5, candidates=("gbm", "rf", "poly", "lmt")),
 }
 
 
@@ -130,8 +134,9 @@ def run_calibration(platform: str, quick: bool = False, out: str | None = None, 
     t0 = time.perf_counter()
     report: dict[str, Any] = {"db": db, "out": out, "plan": "quick" if quick else "full", "suites": {}}
     with Store(db) as st:
-        for suite in MICRO + MULTI:
-            n = plan.configs_micro if suite in MICRO else plan.configs_multi
+        for suite in MICRO + MULTI + CONTEXT:
+            n = (plan.configs_micro if suite in MICRO else plan.configs_multi if suite in MULTI
+                 else plan.configs_context)
             left = None if budget_s is None else budget_s - (time.perf_counter() - t0)
             if left is not None and left <= 0:
                 break
@@ -158,7 +163,9 @@ def run_calibration(platform: str, quick: bool = False, out: str | None = None, 
                                f"(never the validation set): leave-one-out MAPE {cal.loo_mape:.1%}, layer sum "
                                f"alone {cal_rep['layers_only_mape']:.1%}",
                      "fitted_on": list(cal.fitted_on)}
+    cache_rep = fit_rep.get("cache", {}).get("mixed+mapping", {})
     d["fit_report"] = {"configurations": fit_rep.get("configurations"),
+                       "cache": {k: v for k, v in cache_rep.items() if k != "model"},
                        "mapping": {k: v for k, v in fit_rep.get("mapping", {}).items()},
                        "layer_models": {k: {kk: vv for kk, vv in v.items() if kk in ("model", "chosen", "cv_mape",
                                                                                        "n_samples", "base_mape")}

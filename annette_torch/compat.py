@@ -119,7 +119,7 @@ class AnnetteCompatPlatform(Platform):
     applies only to layers that are compute-bound under the plain roofline.
     """
 
-    def predict(self, net):  # type: ignore[override]
+    def predict(self, net, segments=None, context_bytes=None):  # type: ignore[override]
         import numpy as np
 
         from .ir import LayerType as T

@@ -129,7 +129,7 @@ class Estimate:
             if r != i:
                 absorbed.setdefault(int(r), []).append(net.names[i])
         mn = m.network
-        plat_bytes = self._bytes(mn)
+        plat_bytes = self.platform.layer_bytes(mn)
         rows = []
         for i, name in enumerate(net.names):
             r = int(m.fused_into[i])
@@ -147,13 +147,6 @@ class Estimate:
                 "model": self.model_used[i],
             })
         return rows
-
-    def _bytes(self, mn: Network) -> np.ndarray:
-        p = self.platform
-        mi = p._model_of_type[mn.types]
-        ba = np.array([getattr(p.layers[k], "bit_act", 8) / 8 for k in p._keys])[mi]
-        bw = np.array([getattr(p.layers[k], "bit_weights", 8) / 8 for k in p._keys])[mi]
-        return (mn.in_elems + mn.out_elems) * ba + mn.weights * bw
 
     def to_dict(self, per_layer: bool = True) -> dict[str, Any]:
         """JSON-ready summary: network, platform, total_ms, time by type, unknown layers, layers."""
@@ -214,7 +207,7 @@ def estimate_many(networks: Sequence[Network], platform: str | os.PathLike | Pla
             stop += 1
         big, seg = Network.concat(nets[start:stop], keep_names=False)
         mapped = plat.mapping.apply(big, light=True)
-        t, _ = plat.predict(mapped.network)
+        t, _ = plat.predict(mapped.network, segments=seg[mapped.kept])
         out[start:stop] = np.bincount(seg[mapped.kept], weights=t, minlength=stop - start)
         start = stop
     return out

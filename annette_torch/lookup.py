@@ -98,20 +98,32 @@ def costs_from_estimate(est: "Estimate", by: str = "module", depth: int | None =
 # latency table
 
 
-def _block_latencies(plat: Platform, nets: Sequence[Network], count_input: bool = False) -> np.ndarray:
+def _block_latencies(plat: Platform, nets: Sequence[Network], count_input: bool = False,
+                     context_bytes: float | None = None) -> np.ndarray:
     """Predicted ms of each network, in one vectorised pass over all of them, Input layers excluded.
 
     Input layers are excluded because a block's input is the previous block's output: the full network
     pays for it once, as its own input layer (``count_input=True`` for the part holding it).
+    ``context_bytes``: the traffic of the network the blocks belong to (for the platform's cache model).
     """
     if not nets:
         return np.zeros(0)
     big, seg = Network.concat(list(nets))
     mapped = plat.mapping.apply(big)
-    t, _ = plat.predict(mapped.network)
+    t, _ = plat.predict(mapped.network, segments=seg[mapped.kept], context_bytes=context_bytes)
     if not count_input:
         t = np.where(mapped.network.types == LayerType.INPUT, 0.0, t)
     return np.bincount(seg[mapped.kept], weights=t, minlength=len(nets))
+
+
+def _traffic(plat: Platform, nets: Sequence[Network]) -> np.ndarray:
+    """Bytes each network moves per inference on ``plat`` (after mapping), Input layers excluded."""
+    if not nets:
+        return np.zeros(0)
+    big, seg = Network.concat(list(nets))
+    mapped = plat.mapping.apply(big)
+    byts = np.where(mapped.network.types == LayerType.INPUT, 0.0, plat.layer_bytes(mapped.network))
+    return np.bincount(seg[mapped.kept], weights=byts, minlength=len(nets))
 
 
 _EXPECTED_FN: Any = None
@@ -216,11 +228,13 @@ class LatencyTable:
     @classmethod
     def build(cls, platform: str | os.PathLike | Platform, blocks: Sequence[Sequence[Network | None]],
               fixed_ms: float = 0.0, ops: Sequence[Sequence[str]] | None = None,
-              meta: Mapping[str, Any] | None = None) -> "LatencyTable":
+              meta: Mapping[str, Any] | None = None, fixed_bytes: float = 0.0) -> "LatencyTable":
         """Estimate every candidate of every block once (``None`` = a zero op, 0 ms) into a table.
 
         Each candidate network is one block on its own input (its Input layers are not counted);
-        ``fixed_ms`` adds the non-searched parts. All candidates are scored in one vectorised pass.
+        ``fixed_ms`` adds the non-searched parts. All candidates are scored in one vectorised pass. For a
+        platform with a cache model, blocks are judged inside a network moving ``fixed_bytes`` (the fixed
+        parts) plus every block's mean candidate traffic.
         """
         plat = load_platform(platform)
         if not blocks:
@@ -238,7 +252,14 @@ class LatencyTable:
                     nets.append(net)
                     where.append((b, k))
         if nets:
-            vals = _block_latencies(plat, nets)
+            context = None
+            if plat.cache is not None:
+                tr = _traffic(plat, nets)
+                per_block = np.zeros(len(blocks))
+                for (b, _), v in zip(where, tr):
+                    per_block[b] += v / len(blocks[b])
+                context = float(fixed_bytes + per_block.sum())
+            vals = _block_latencies(plat, nets, context_bytes=context)
             rows, cols = np.array(where).T
             lat[rows, cols] = vals
         table = cls(lat, fixed_ms, ops, plat.name, meta)
@@ -261,11 +282,23 @@ class LatencyTable:
         ops = [list(blk.ops) for blk in specs]
         nets = [[None if op == mbv2.ZERO else mbv2.block_network(b, op, resolution, specs) for op in cands]
                 for b, cands in enumerate(ops)]
-        stem = float(_block_latencies(plat, [mbv2.stem_network(resolution)], count_input=True)[0])
-        head = float(_block_latencies(plat, [mbv2.head_network(num_classes, resolution, specs)])[0])
+        fixed = [mbv2.stem_network(resolution), mbv2.head_network(num_classes, resolution, specs)]
+        context = None
+        if plat.cache is not None:  # the fixed parts plus every block's mean candidate
+            cand = [n for row in nets for n in row if n is not None]
+            tr = _traffic(plat, cand)
+            means, i = [], 0
+            for row in nets:
+                k = sum(n is not None for n in row)
+                means.append(float(tr[i:i + k].sum()) / len(row))
+                i += k
+            context = float(_traffic(plat, fixed).sum()) + sum(means)
+        stem = float(_block_latencies(plat, fixed[:1], count_input=True, context_bytes=context)[0])
+        head = float(_block_latencies(plat, fixed[1:], context_bytes=context)[0])
         meta = {"space": "mbv2", "resolution": resolution, "num_classes": num_classes,
                 "stem_ms": stem, "head_ms": head}
-        return cls.build(plat, nets, stem + head, ops, meta=meta)
+        return cls.build(plat, nets, stem + head, ops, meta=meta,
+                         fixed_bytes=float(_traffic(plat, fixed).sum()) if plat.cache is not None else 0.0)
 
     # -- evaluation -------------------------------------------------------------------------------------
     @property

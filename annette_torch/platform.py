@@ -56,6 +56,10 @@ class Platform:
         self.mapping = mapping or MappingModel()
         self.meta = dict(meta or {})
         self.overhead = _read_overhead(self.meta.get("overhead"), name)
+        self.cache = None
+        if self.meta.get("cache") is not None:  # in-context weight residency (see models.cache)
+            from .models.cache import CacheModel
+            self.cache = CacheModel.from_dict(self.meta["cache"], f"platform {name!r}: cache")
         self.end_to_end = None
         if "end_to_end" in self.meta:  # network-level calibration (see fit.calibrate_network)
             from .fit.calibrate_network import Calibration
@@ -76,6 +80,16 @@ class Platform:
         self._ba = np.array([m.bit_act / 8 if isinstance(m, Roofline) else np.nan for m in models])
         self._bwt = np.array([m.bit_weights / 8 if isinstance(m, Roofline) else np.nan for m in models])
         self._special = [i for i, m in enumerate(models) if type(m) is not Roofline]
+        # bytes per element of every model (a mixed model's from its roofline base; else the Base model's)
+        fallback = self.layers["Base"]
+
+        def bits(m: LayerModel, attr: str) -> float:
+            for cand in (m, getattr(m, "base", None), fallback):
+                if isinstance(cand, Roofline):
+                    return float(getattr(cand, attr))
+            return 32.0
+        self.act_bytes = np.array([bits(m, "bit_act") / 8 for m in models])
+        self.weight_bytes = np.array([bits(m, "bit_weights") / 8 for m in models])
 
     def check_machine(self) -> str | None:
         """For platforms measured on a machine (``fingerprint``): a warning text if this machine differs.
@@ -106,8 +120,30 @@ class Platform:
         """Short description of each model slot, in the order of `predict`'s model indices."""
         return [f"{self.layers[k].kind}:{k}" for k in self._keys]
 
-    def predict(self, net: Network) -> tuple[np.ndarray, np.ndarray]:
-        """Time in ms per layer of an (already mapped) network, and the index of the model used."""
+    def layer_bytes(self, net: Network) -> np.ndarray:
+        """Bytes each layer moves (activations in + out, weights) at its model's bit widths."""
+        mi = self._model_of_type[net.types]
+        return (net.in_elems + net.out_elems) * self.act_bytes[mi] + net.weights * self.weight_bytes[mi]
+
+    def traffic(self, net: Network, segments: np.ndarray | None = None) -> np.ndarray:
+        """Per layer: the bytes its whole network moves per inference (the sum of `layer_bytes`).
+
+        ``segments``: the network id of each layer when ``net`` stacks several networks (`Network.concat`).
+        """
+        byts = self.layer_bytes(net)
+        if segments is None:
+            return np.full(len(byts), float(byts.sum()))
+        seg = np.asarray(segments)
+        return np.bincount(seg, weights=byts)[seg]
+
+    def predict(self, net: Network, segments: np.ndarray | None = None,
+                context_bytes: float | np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Time in ms per layer of an (already mapped) network, and the index of the model used.
+
+        With a `cache` model, weighted layers pay for weights the network's traffic pushed out of the caches:
+        the traffic is ``net``'s own (per network of a stack given ``segments``) unless ``context_bytes``
+        gives it (e.g. the whole network a block belongs to).
+        """
         mi = self._model_of_type[net.types]
         ops, in_e, out_e, w = net.ops, net.in_elems, net.out_elems, net.weights
         byts = (in_e + out_e) * self._ba[mi] + w * self._bwt[mi]
@@ -116,6 +152,9 @@ class Platform:
             rows = np.flatnonzero(mi == m)
             if rows.size:
                 t[rows] = self.layers[self._keys[m]].predict(LayerFeatures.from_network(net, rows))
+        if self.cache is not None:
+            traffic = self.traffic(net, segments) if context_bytes is None else context_bytes
+            t = self.cache.apply(t, net.types, w * self.weight_bytes[mi], traffic)
         if self.overhead is not None:
             scale, per_layer, per_net = self.overhead
             is_input = net.types == LayerType.INPUT

@@ -141,3 +141,19 @@ def test_newer_or_truncated_platform_files_fail_clearly(tmp_path):
     (tmp_path / "cut.json").write_text(json.dumps(load_platform("zcu102").to_dict())[:300])
     with pytest.raises(PlatformError, match="not valid JSON"):
         Platform.load(tmp_path / "cut.json")
+
+
+def test_in_context_suite_feeds_the_cache_model_not_the_layer_models(measured_store):
+    """cold_weights configurations are left out of the layer models and fitted into a cache model."""
+    from annette_torch.bench.sweep import run_sweep
+    from annette_torch.fit.generator import fit_variants
+    with Store(measured_store) as st:
+        run_sweep(st, "fake", "cold_weights", SUITES["cold_weights"].configs(n=24, seed=0),
+                  "fake_runner:FakeRunner", {}, iterations=3, warmup=0, progress=False)
+    plats, rep = fit_variants(str(measured_store), "fake", variants=("roofline", "mixed+mapping"), cv=2,
+                              candidates=("lmt",))
+    assert rep["configurations"] == 85  # the 24 cold_weights configurations are not layer-model samples
+    for v in ("roofline", "mixed+mapping"):
+        crep = rep["cache"][v]
+        assert crep["configurations"] >= 20 and "mape_with_cache" in crep
+        assert plats[v].cache is not None and "cache" in plats[v].to_dict()

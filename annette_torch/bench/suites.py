@@ -1,8 +1,10 @@
 """Benchmark suites: a parametric graph (``builder(config) -> Network``) plus a parameter space.
 
-Micro-kernel suites measure one layer (``conv``, ``dwconv``, ``gconv``, ``maxpool``, ``avgpool``, ``fc``, ``add``,
+Micro-kernel suites measure one layer (``conv``, ``dwconv``, ``gconv``, ``gconv_same``, ``maxpool``, ``avgpool``, ``fc``, ``add``,
 ``concat``, ``act``, ``bn``, ``resize``); multi-layer suites have the shapes of the paper's Fig. 4
-(``conv_bn_relu``, ``conv_pool``, ``residual``, ``concat_branches``, ``dwsep``, ``conv_act``); ``paper_conv``
+(``conv_bn_relu``, ``conv_pool``, ``residual``, ``concat_branches``, ``dwsep``, ``conv_act``, ``dw_act``);
+``cold_weights`` measures weighted layers after a pool that streams a chosen amount of activations through
+the caches (whether a layer's weights are still cached inside a network, `annette_torch.models.cache`); ``paper_conv``
 replays the paper's ~35k convolution configurations (``paper35k.csv`` of the reference data). Value ranges
 follow the paper (spatial 1..224, channels 3..2048, kernels 1/3/5/7, strides 1/2, pools 2..10); a config is
 feasible when its model stays within `MAX_OPS` operations, `MAX_ACT_BYTES` of activations and
@@ -63,6 +65,9 @@ KERNELS = [1, 3, 5, 7]
 STRIDES = [1, 2]
 POOL_KERNELS = list(range(2, 11))
 FEATURES = [8, 16, 32, 64, 128, 256, 384, 512, 768, 1000, 1024, 1536, 2048, 4096]
+#: FC input widths beyond FEATURES: the flattened feature maps of classic classifiers (AlexNet 256x6x6,
+#: VGG 512x7x7), whose weights (up to 400 MB) do not fit any cache
+FC_INPUTS = FEATURES + [9216, 16384, 25088]
 ACTIVATIONS = ["relu", "relu6", "leaky", "sigmoid", "silu", "hardswish", "tanh", "gelu"]
 _ACT_TYPES = {"relu": T.RELU, "relu6": T.RELU6, "leaky": T.LEAKY_RELU, "sigmoid": T.SIGMOID, "silu": T.SILU,
               "hardswish": T.HARDSWISH, "tanh": T.TANH, "gelu": T.GELU}
@@ -118,6 +123,7 @@ class Suite:
     valid: Callable[[Mapping[str, Any]], Any] | None = None
     optional: dict[str, Any] = field(default_factory=dict)  # extra config keys the builder accepts (defaults)
     table: Callable[[], list[dict]] | None = None
+    max_weight_bytes: float = MAX_WEIGHT_BYTES  # this suite's weight cap (fc, cold_weights: beyond the caches)
     _counts: dict = field(default_factory=dict, repr=False, compare=False)
 
     # -- feasibility --------------------------------------------------------------------------------
@@ -130,7 +136,7 @@ class Suite:
         if capped and self.cost is not None:
             ops, act, wts = self.cost(cols)
             ok &= (np.asarray(ops, float) <= MAX_OPS) & (4.0 * np.asarray(act, float) <= MAX_ACT_BYTES) \
-                & (4.0 * np.asarray(wts, float) <= MAX_WEIGHT_BYTES)
+                & (4.0 * np.asarray(wts, float) <= self.max_weight_bytes)
         return ok
 
     def _columns(self, configs: Sequence[Mapping[str, Any]]) -> dict[str, np.ndarray]:
@@ -302,6 +308,18 @@ def _c_gconv(c):
 
 def _v_gconv(c):
     return (c["c"] % c["g"] == 0) & (c["f"] % c["g"] == 0) & (c["g"] < c["c"])
+
+
+def _b_gconv_same(c: dict) -> Network:
+    return _b_gconv({**c, "f": c["c"]})
+
+
+def _c_gconv_same(c):
+    return _c_gconv({**c, "f": c["c"]})
+
+
+def _v_gconv_same(c):
+    return (c["c"] % c["g"] == 0) & (c["g"] < c["c"])
 
 
 def _b_pool(kind: str) -> Callable[[dict], Network]:
@@ -522,6 +540,51 @@ def _b_dw_act(c: dict) -> Network:
 def _c_dw_act(c):
     o = c["hw"] ** 2 * c["c"]
     return 2 * o * c["k"] ** 2 + o, c["c"] * c["hw"] ** 2 + 2 * o, c["c"] * c["k"] ** 2
+
+
+#: weighted layers of the cold_weights suite: kernel size (0 = fully connected)
+_COLD_LAYERS = {"fc": 0, "conv1": 1, "conv3": 3}
+
+
+def _cold_input_side(c):
+    """Input side of a cold_weights config: ``s`` times the pool window that makes ~``flush`` MB of input."""
+    want = np.sqrt(np.asarray(c["flush"], float) * 2**20 / (4.0 * np.asarray(c["c"], float)))
+    r = np.maximum(1, np.round(want / np.asarray(c["s"], float))).astype(np.int64)
+    return np.where(np.asarray(c["flush"]) > 0, r, 1) * c["s"]
+
+
+def _b_cold_weights(c: dict) -> Network:
+    k = _COLD_LAYERS.get(str(c["layer"]))
+    if k is None:
+        raise SuiteError(f"layer must be one of {list(_COLD_LAYERS)}, got {c['layer']!r}")
+    side = int(_cold_input_side(c))
+    b = NetworkBuilder("cold_weights")
+    x = b.input("x", (1, int(c["c"]), side, side))
+    if k == 0:
+        b.linear("w", b.global_pool("pool", x), int(c["f"]))
+    else:
+        if side > int(c["s"]):
+            x = b.pool("pool", x, "max", side // int(c["s"]))
+        _conv(b, "w", x, int(c["f"]), k)
+    return b.build()
+
+
+def _c_cold_weights(c):
+    k = np.vectorize(lambda v: _COLD_LAYERS.get(str(v), 0))(np.asarray(c["layer"], dtype=object)).astype(np.int64)
+    side = _cold_input_side(c)
+    s2 = np.asarray(c["s"]) ** 2
+    k2 = np.maximum(k, 1) ** 2
+    inp = c["c"] * side ** 2
+    pooled = (k == 0) | (side > c["s"])  # fc: always a global pool; conv: a pool unless the input is s x s
+    return (2 * s2 * c["c"] * c["f"] * k2 + np.where(pooled, 2 * inp, 0),  # pools: 2 ops per window element
+            inp + np.where(pooled, c["c"] * s2, 0) + c["f"] * s2, c["c"] * c["f"] * k2)
+
+
+def _v_cold_weights(c):
+    layer = np.asarray(c["layer"], dtype=object)
+    s = np.asarray(c["s"])
+    # fc: on the 1 x 1 pooled map; a 3x3 conv needs s >= 2 (on 1 x 1 only its centre tap reads weights)
+    return np.where(layer == "fc", s == 1, (np.asarray(c["c"]) <= 4096) & ((layer != "conv3") | (s >= 2)))
 
 
 # ------------------------------------------------------------------------------------------------------
@@ -882,21 +945,26 @@ def _suites() -> dict[str, Suite]:
     hw = {"h": SPATIAL, "w": SPATIAL}
     sq = {"hw": SPATIAL}
     ch = CHANNELS
-    ch_g = [16, 32, 64, 128, 256, 512, 1024, 2048]
+    # grouped convs: ResNeXt / RegNet widths and group counts (group widths 4..64 channels), not just powers of 2
+    ch_g = [16, 24, 32, 48, 64, 96, 128, 160, 192, 240, 256, 384, 400, 512, 640, 768, 1024, 2048]
     s = [
         Suite("conv", "2-D convolution (h, w, c, f, kernel, stride)", {**hw, "c": ch, "f": ch, "k": KERNELS,
               "s": STRIDES}, _b_conv, cost=_c_conv, optional={"d": 1, "n": 1}),
         Suite("dwconv", "depthwise convolution (h, w, c, kernel, stride)", {**hw, "c": ch, "k": KERNELS,
               "s": STRIDES}, _b_dwconv, cost=_c_dwconv),
         Suite("gconv", "grouped convolution (h, w, c, f, groups, kernel, stride)",
-              {**hw, "c": ch_g, "f": ch_g, "g": [2, 4, 8, 16, 32], "k": KERNELS, "s": STRIDES}, _b_gconv,
+              {**hw, "c": ch_g, "f": ch_g, "g": [2, 4, 5, 8, 10, 16, 20, 25, 32, 40, 64], "k": KERNELS, "s": STRIDES}, _b_gconv,
               cost=_c_gconv, valid=_v_gconv),
+        Suite("gconv_same", "grouped convolution keeping the channel count, as in ResNeXt / RegNet "
+              "(h, w, c = f, groups, kernel, stride)",
+              {**hw, "c": ch_g, "g": [2, 4, 5, 8, 10, 16, 20, 25, 32, 40, 64], "k": KERNELS, "s": STRIDES},
+              _b_gconv_same, cost=_c_gconv_same, valid=_v_gconv_same),
         Suite("maxpool", "max pooling (h, w, c, kernel 2..10, stride)", {**hw, "c": ch, "k": POOL_KERNELS,
               "s": STRIDES}, _b_pool("max"), cost=_c_pool, valid=_v_pool),
         Suite("avgpool", "average pooling (h, w, c, kernel 2..10, stride)", {**hw, "c": ch, "k": POOL_KERNELS,
               "s": STRIDES}, _b_pool("avg"), cost=_c_pool, valid=_v_pool),
         Suite("fc", "fully connected (batch rows n, in features c, out features f)",
-              {"n": [1, 4, 16], "c": FEATURES, "f": FEATURES}, _b_fc, cost=_c_fc),
+              {"n": [1, 4, 16], "c": FC_INPUTS, "f": FEATURES}, _b_fc, cost=_c_fc, max_weight_bytes=512 * 2**20),
         Suite("add", "element-wise add of two inputs (h, w, c)", {**hw, "c": ch}, _b_add, cost=_c_add),
         Suite("concat", "channel concat of 2-4 inputs (h, w, c per input)", {**hw, "c": ch, "inputs": [2, 3, 4]},
               _b_concat, cost=_c_concat),
@@ -924,6 +992,12 @@ def _suites() -> dict[str, Suite]:
               cost=_c_conv_act),
         Suite("dw_act", "depthwise conv (stride 1) + activation (hw, c, kernel, kind)",
               {**sq, "c": ch, "k": KERNELS, "act": ACTIVATIONS}, _b_dw_act, kind="multi", cost=_c_dw_act),
+        Suite("cold_weights", "FC / 1x1 / 3x3 conv (c, f, spatial s) after a pool reading ~flush MB of input: "
+              "weights pushed out of the caches as inside a network",
+              {"layer": list(_COLD_LAYERS), "c": [128, 256, 512, 1024, 2048, 4096, 8192, 16384],
+               "f": [128, 256, 512, 1000, 2048, 4096], "s": [1, 2, 4, 7], "flush": [0, 1, 2, 4, 8, 16, 32, 48]},
+              _b_cold_weights, kind="multi", default_sampler="random", cost=_c_cold_weights,
+              valid=_v_cold_weights, max_weight_bytes=256 * 2**20),
         Suite("paper_conv", "the paper's conv configurations (paper35k.csv of the ANNETTE reference data)",
               {"h": PAPER_SPATIAL, "w": PAPER_SPATIAL, "c": PAPER_CHANNELS, "f": PAPER_CHANNELS, "k": KERNELS,
                "s": [1]}, _b_conv, default_sampler="table", cost=_c_conv, optional={"d": 1, "n": 1},

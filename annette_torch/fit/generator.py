@@ -8,7 +8,10 @@ Variants (for the accuracy comparison of the paper and beyond):
 * ``mixed+mapping``: the learned fusion rules plus mixed layer models fitted on the fused groups — the
   full ANNETTE model and what ``annette calibrate`` ships.
 
-Layer types with too few samples use the ``Base`` roofline fitted on all memory-bound layers.
+Layer types with too few samples use the ``Base`` roofline fitted on all memory-bound layers. Layer models
+are fitted on every suite except the in-context ones (`cache_fit.CONTEXT_SUITES`); when those were measured,
+every variant but ``flops`` also gets a cache model fitted on top of its own layer models (weights evicted
+from the caches inside a network, `annette_torch.models.cache`).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from ..mapping import MappingModel
 from ..models import LayerFeatures, LayerModel, RefinedRoofline, Roofline
 from ..platform import Platform
 from .data import FitDataError, LayerSamples, fusion_examples, layer_samples, load_measured
+from .cache_fit import CONTEXT_SUITES, fit_cache
 from .mapping_fit import fit_mapping
 from .roofline_fit import fit_refined, fit_roofline
 
@@ -121,7 +125,9 @@ def fit_variants(db: str | Store, platform: str, variants: Sequence[str] = VARIA
         raise ValueError(f"unknown variants {sorted(unknown)} (known: {', '.join(VARIANTS)})")
     st = Store(db) if isinstance(db, str) else db
     t0 = time.perf_counter()
-    measured = load_measured(st, platform, suites)
+    everything = load_measured(st, platform, suites)
+    context = [m for m in everything if m.suite in CONTEXT_SUITES]
+    measured = [m for m in everything if m.suite not in CONTEXT_SUITES]
     if not measured:
         counts = st.counts(platform)
         raise FitDataError(f"no usable measurements of platform {platform!r} in {st.path} "
@@ -157,6 +163,17 @@ def fit_variants(db: str | Store, platform: str, variants: Sequence[str] = VARIA
         report["mixed+mapping"] = rep
         out["mixed+mapping"] = Platform(platform, models, mapping, f"{platform}: mixed layer models + learned mapping",
                                         {**fp})
+    report["cache"] = {}
+    for v, plat in list(out.items()):
+        if v == "flops":
+            continue
+        cm, crep = fit_cache(context, plat)
+        report["cache"][v] = crep
+        if cm is not None:
+            out[v] = Platform(plat.name, plat.layers, plat.mapping, plat.description,
+                              {**plat.meta, "cache": cm.to_dict()})
+    for v, crep in report["cache"].items():
+        progress(f"cache model ({v}): {crep.get('model', {}).get('origin') or crep.get('skipped')}")
     report["seconds"] = time.perf_counter() - t0
     if isinstance(db, str):
         st.close()
