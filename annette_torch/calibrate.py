@@ -30,6 +30,9 @@ MICRO = ("conv", "dwconv", "gconv", "gconv_same", "maxpool", "avgpool", "fc", "a
 MULTI = ("conv_bn_relu", "conv_pool", "residual", "concat_branches", "dwsep", "conv_act", "dw_act")
 #: in-context suites (the cache model: weights evicted by a network's other traffic)
 CONTEXT = ("cold_weights",)
+#: micro-kernel suites measured behind a 1x1 depthwise conv (``lead="dw1"``): the layer runs in the layout a
+#: network gives it (OpenVINO picks slower kernels for a pool fed by the plain graph input)
+LEAD = ("dwconv", "maxpool", "avgpool")
 #: NB101 seed of the calibration cells (the accuracy benchmark's validation cells use another seed)
 CALIBRATION_SEED = 777
 
@@ -118,7 +121,7 @@ def run_calibration(platform: str, quick: bool = False, out: str | None = None, 
                     progress: Callable[[str], None] | None = None, budget_s: float | None = None) -> dict[str, Any]:
     """Measure, fit and write the platform file; returns a report (paths, errors, timings)."""
     from .bench.store import Store, machine_fingerprint
-    from .bench.suites import SUITES
+    from .bench.suites import SUITES, config_id
     from .bench.sweep import run_sweep
     from .fit.generator import fit_platform
     from .platform import Platform
@@ -141,7 +144,10 @@ def run_calibration(platform: str, quick: bool = False, out: str | None = None, 
             if left is not None and left <= 0:
                 break
             progress(f"benchmark suite {suite} ({n} configurations)")
-            res = run_sweep(st, platform, suite, SUITES[suite].configs(n=n, seed=0), runner, kw, iterations=20,
+            cfgs = SUITES[suite].configs(n=n, seed=0)
+            if suite in LEAD:
+                cfgs = [dict(c, lead="dw1", config_id=config_id({**c, "lead": "dw1"})) for c in cfgs]
+            res = run_sweep(st, platform, suite, cfgs, runner, kw, iterations=20,
                             warmup=3, budget_s=left, progress=False)
             report["suites"][suite] = {"measured": res.measured, "failed": res.failed, "skipped": res.skipped}
             if res.interrupted:

@@ -157,3 +157,27 @@ def test_in_context_suite_feeds_the_cache_model_not_the_layer_models(measured_st
         crep = rep["cache"][v]
         assert crep["configurations"] >= 20 and "mape_with_cache" in crep
         assert plats[v].cache is not None and "cache" in plats[v].to_dict()
+
+
+def test_lead_measurements_replace_those_without(measured_store):
+    """maxpool measured behind a 1x1 depthwise conv (the in-network layout) replaces maxpool fed by the input."""
+    from annette_torch.bench.suites import config_id
+    from annette_torch.bench.sweep import run_sweep
+    from annette_torch.fit.generator import fit_variants
+    plain = SUITES["maxpool"].configs(n=12, seed=0)
+    led = [dict(c, lead="dw1", config_id=config_id({**c, "lead": "dw1"})) for c in plain[:10]]
+    assert not {c["config_id"] for c in plain} & {c["config_id"] for c in led}
+    assert SUITES["maxpool"].build(led[0]).names == ["x", "lead", "pool"]
+    with Store(measured_store) as st:
+        for cfgs in (plain, led):
+            run_sweep(st, "fake", "maxpool", cfgs, "fake_runner:FakeRunner", {}, iterations=3, warmup=0,
+                      progress=False)
+    _, rep = fit_variants(str(measured_store), "fake", variants=("roofline",))
+    assert rep["configurations"] == 85 + 10
+
+
+def test_unknown_lead_is_refused():
+    from annette_torch.bench.suites import SuiteError
+    c = SUITES["dwconv"].configs(n=1, seed=0)[0]
+    with pytest.raises(SuiteError, match="lead must be one of"):
+        SUITES["dwconv"].build(dict(c, lead="conv"))

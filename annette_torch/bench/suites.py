@@ -282,9 +282,28 @@ def _c_conv(c):
             c["f"] * c["c"] * c["k"] ** 2)
 
 
+#: ``lead`` values of the dwconv / maxpool / avgpool suites: what produces the measured layer's input
+LEADS = ("none", "dw1")
+
+
+def _lead(b: NetworkBuilder, c: dict, x: int) -> int:
+    """The measured layer's producer: the graph input itself (``none``) or a 1x1 depthwise conv (``dw1``).
+
+    A runtime may run a layer fed by the graph input in another layout, with another kernel, than inside a
+    network: OpenVINO's CPU plugin runs a max pool on the plain NCHW input 4-6x slower than after any conv
+    (blocked layout), a depthwise conv ~30% slower. The cheapest conv in front gives the in-network layout.
+    """
+    lead = str(c.get("lead", "none"))
+    if lead == "none":
+        return x
+    if lead != "dw1":
+        raise SuiteError(f"lead must be one of {list(LEADS)}, got {lead!r}")
+    return b.conv("lead", x, b.out_shape(x)[1], 1, groups=b.out_shape(x)[1])
+
+
 def _b_dwconv(c: dict) -> Network:
     b = NetworkBuilder("dwconv")
-    _conv(b, "dwconv", _input(b, c), int(c["c"]), int(c["k"]), int(c["s"]), groups=int(c["c"]))
+    _conv(b, "dwconv", _lead(b, c, _input(b, c)), int(c["c"]), int(c["k"]), int(c["s"]), groups=int(c["c"]))
     return b.build()
 
 
@@ -325,7 +344,7 @@ def _v_gconv_same(c):
 def _b_pool(kind: str) -> Callable[[dict], Network]:
     def build(c: dict) -> Network:
         b = NetworkBuilder(f"{kind}pool")
-        b.pool("pool", _input(b, c), kind, int(c["k"]), int(c["s"]))
+        b.pool("pool", _lead(b, c, _input(b, c)), kind, int(c["k"]), int(c["s"]))
         return b.build()
     return build
 
@@ -951,7 +970,7 @@ def _suites() -> dict[str, Suite]:
         Suite("conv", "2-D convolution (h, w, c, f, kernel, stride)", {**hw, "c": ch, "f": ch, "k": KERNELS,
               "s": STRIDES}, _b_conv, cost=_c_conv, optional={"d": 1, "n": 1}),
         Suite("dwconv", "depthwise convolution (h, w, c, kernel, stride)", {**hw, "c": ch, "k": KERNELS,
-              "s": STRIDES}, _b_dwconv, cost=_c_dwconv),
+              "s": STRIDES}, _b_dwconv, cost=_c_dwconv, optional={"lead": "none"}),
         Suite("gconv", "grouped convolution (h, w, c, f, groups, kernel, stride)",
               {**hw, "c": ch_g, "f": ch_g, "g": [2, 4, 5, 8, 10, 16, 20, 25, 32, 40, 64], "k": KERNELS, "s": STRIDES}, _b_gconv,
               cost=_c_gconv, valid=_v_gconv),
@@ -960,9 +979,9 @@ def _suites() -> dict[str, Suite]:
               {**hw, "c": ch_g, "g": [2, 4, 5, 8, 10, 16, 20, 25, 32, 40, 64], "k": KERNELS, "s": STRIDES},
               _b_gconv_same, cost=_c_gconv_same, valid=_v_gconv_same),
         Suite("maxpool", "max pooling (h, w, c, kernel 2..10, stride)", {**hw, "c": ch, "k": POOL_KERNELS,
-              "s": STRIDES}, _b_pool("max"), cost=_c_pool, valid=_v_pool),
+              "s": STRIDES}, _b_pool("max"), cost=_c_pool, valid=_v_pool, optional={"lead": "none"}),
         Suite("avgpool", "average pooling (h, w, c, kernel 2..10, stride)", {**hw, "c": ch, "k": POOL_KERNELS,
-              "s": STRIDES}, _b_pool("avg"), cost=_c_pool, valid=_v_pool),
+              "s": STRIDES}, _b_pool("avg"), cost=_c_pool, valid=_v_pool, optional={"lead": "none"}),
         Suite("fc", "fully connected (batch rows n, in features c, out features f)",
               {"n": [1, 4, 16], "c": FC_INPUTS, "f": FEATURES}, _b_fc, cost=_c_fc, max_weight_bytes=512 * 2**20),
         Suite("add", "element-wise add of two inputs (h, w, c)", {**hw, "c": ch}, _b_add, cost=_c_add),

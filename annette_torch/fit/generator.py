@@ -8,8 +8,9 @@ Variants (for the accuracy comparison of the paper and beyond):
 * ``mixed+mapping``: the learned fusion rules plus mixed layer models fitted on the fused groups — the
   full ANNETTE model and what ``annette calibrate`` ships.
 
-Layer types with too few samples use the ``Base`` roofline fitted on all memory-bound layers. Layer models
-are fitted on every suite except the in-context ones (`cache_fit.CONTEXT_SUITES`); when those were measured,
+Layer types with too few samples use the ``Base`` roofline fitted on all memory-bound layers. Where a suite
+was measured behind a lead layer (``lead="dw1"``: the layout a network gives the layer), its measurements
+without one are left out. Layer models are fitted on every suite except the in-context ones (`cache_fit.CONTEXT_SUITES`); when those were measured,
 every variant but ``flops`` also gets a cache model fitted on top of its own layer models (weights evicted
 from the caches inside a network, `annette_torch.models.cache`).
 """
@@ -127,7 +128,10 @@ def fit_variants(db: str | Store, platform: str, variants: Sequence[str] = VARIA
     t0 = time.perf_counter()
     everything = load_measured(st, platform, suites)
     context = [m for m in everything if m.suite in CONTEXT_SUITES]
-    measured = [m for m in everything if m.suite not in CONTEXT_SUITES]
+    # a suite measured behind a lead layer (the in-network layout) replaces its measurements without one
+    led = {m.suite for m in everything if "lead" in m.network.names}
+    measured = [m for m in everything if m.suite not in CONTEXT_SUITES
+                and (m.suite not in led or "lead" in m.network.names)]
     if not measured:
         counts = st.counts(platform)
         raise FitDataError(f"no usable measurements of platform {platform!r} in {st.path} "
