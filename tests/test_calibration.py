@@ -58,3 +58,23 @@ def test_calibration_validation():
         Calibration.from_dict({"coef": {"magic": 1.0}}, "x")
     with pytest.raises(PlatformError, match="coef.layers"):
         Calibration.from_dict({"coef": {"layers": -1.0}}, "x")
+
+
+def test_network_level_calibration_measures_in_rounds(monkeypatch):
+    """annette calibrate's end-to-end step: every network measured once per round, the fastest round kept."""
+    import annette_torch.calibrate as C
+    from annette_torch import validation as V
+    from annette_torch.bench.suites import SUITES
+    from annette_torch.fit.calibrate_network import CPU_TERMS
+    nets = [SUITES["conv_bn_relu"].build(c) for c in SUITES["conv_bn_relu"].configs(n=6, seed=1)]
+    calls, fake = [], iter(np.linspace(5.0, 0.5, 3 * len(nets)))  # every round faster than the last
+
+    def measure(net, runtime, **kw):
+        calls.append((net.name, kw["repeats"]))
+        return V.Measurement.from_times(np.full((1, 3), next(fake)))
+    monkeypatch.setattr(V, "measure_latency", measure)
+    cal, rep = C.calibrate_network_level(at.load_platform("ort-cpu"), "ort-cpu", nets)
+    assert [n for n, _ in calls] == [n.name for n in nets] * C.ROUNDS and {r for _, r in calls} == {1}
+    assert set(cal.coef) == set(CPU_TERMS) and np.isfinite(rep["loo_mape"])
+    assert rep["networks"] == len(nets)
+    assert list(rep["measured_ms"].values()) == pytest.approx(np.linspace(5.0, 0.5, 3 * len(nets))[-len(nets):])
