@@ -126,6 +126,21 @@ def _traffic(plat: Platform, nets: Sequence[Network]) -> np.ndarray:
     return np.bincount(seg[mapped.kept], weights=byts, minlength=len(nets))
 
 
+def _context_bytes(plat: Platform, blocks: Sequence[Sequence[Network | None]],
+                   fixed: Sequence[Network] = ()) -> float | None:
+    """Traffic of the network the blocks belong to: the fixed parts plus each block's mean candidate.
+
+    None for a platform without a cache model (nothing depends on it then).
+    """
+    if plat.cache is None:
+        return None
+    traffic = iter(_traffic(plat, [n for row in blocks for n in row if n is not None]))
+    total = float(_traffic(plat, list(fixed)).sum())
+    for row in blocks:
+        total += sum(next(traffic) for n in row if n is not None) / len(row)
+    return total
+
+
 _EXPECTED_FN: Any = None
 
 
@@ -228,13 +243,13 @@ class LatencyTable:
     @classmethod
     def build(cls, platform: str | os.PathLike | Platform, blocks: Sequence[Sequence[Network | None]],
               fixed_ms: float = 0.0, ops: Sequence[Sequence[str]] | None = None,
-              meta: Mapping[str, Any] | None = None, fixed_bytes: float = 0.0) -> "LatencyTable":
+              meta: Mapping[str, Any] | None = None, context_bytes: float | None = None) -> "LatencyTable":
         """Estimate every candidate of every block once (``None`` = a zero op, 0 ms) into a table.
 
         Each candidate network is one block on its own input (its Input layers are not counted);
         ``fixed_ms`` adds the non-searched parts. All candidates are scored in one vectorised pass. For a
-        platform with a cache model, blocks are judged inside a network moving ``fixed_bytes`` (the fixed
-        parts) plus every block's mean candidate traffic.
+        platform with a cache model, blocks are judged inside a network moving ``context_bytes`` (default:
+        every block's mean candidate traffic, see `_context_bytes`).
         """
         plat = load_platform(platform)
         if not blocks:
@@ -252,13 +267,7 @@ class LatencyTable:
                     nets.append(net)
                     where.append((b, k))
         if nets:
-            context = None
-            if plat.cache is not None:
-                tr = _traffic(plat, nets)
-                per_block = np.zeros(len(blocks))
-                for (b, _), v in zip(where, tr):
-                    per_block[b] += v / len(blocks[b])
-                context = float(fixed_bytes + per_block.sum())
+            context = _context_bytes(plat, blocks) if context_bytes is None else context_bytes
             vals = _block_latencies(plat, nets, context_bytes=context)
             rows, cols = np.array(where).T
             lat[rows, cols] = vals
@@ -283,22 +292,12 @@ class LatencyTable:
         nets = [[None if op == mbv2.ZERO else mbv2.block_network(b, op, resolution, specs) for op in cands]
                 for b, cands in enumerate(ops)]
         fixed = [mbv2.stem_network(resolution), mbv2.head_network(num_classes, resolution, specs)]
-        context = None
-        if plat.cache is not None:  # the fixed parts plus every block's mean candidate
-            cand = [n for row in nets for n in row if n is not None]
-            tr = _traffic(plat, cand)
-            means, i = [], 0
-            for row in nets:
-                k = sum(n is not None for n in row)
-                means.append(float(tr[i:i + k].sum()) / len(row))
-                i += k
-            context = float(_traffic(plat, fixed).sum()) + sum(means)
+        context = _context_bytes(plat, nets, fixed)
         stem = float(_block_latencies(plat, fixed[:1], count_input=True, context_bytes=context)[0])
         head = float(_block_latencies(plat, fixed[1:], context_bytes=context)[0])
         meta = {"space": "mbv2", "resolution": resolution, "num_classes": num_classes,
                 "stem_ms": stem, "head_ms": head}
-        return cls.build(plat, nets, stem + head, ops, meta=meta,
-                         fixed_bytes=float(_traffic(plat, fixed).sum()) if plat.cache is not None else 0.0)
+        return cls.build(plat, nets, stem + head, ops, meta=meta, context_bytes=context)
 
     # -- evaluation -------------------------------------------------------------------------------------
     @property
