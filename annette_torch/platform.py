@@ -77,8 +77,6 @@ class Platform:
             self._model_of_type[t] = self._keys.index(key)
         self._op_s = np.array([m.op_s if isinstance(m, Roofline) else np.nan for m in models])
         self._bw = np.array([m.bandwidth if isinstance(m, Roofline) else np.nan for m in models])
-        self._ba = np.array([m.bit_act / 8 if isinstance(m, Roofline) else np.nan for m in models])
-        self._bwt = np.array([m.bit_weights / 8 if isinstance(m, Roofline) else np.nan for m in models])
         self._special = [i for i, m in enumerate(models) if type(m) is not Roofline]
         # bytes per element of every model (a mixed model's from its roofline base; else the Base model's)
         fallback = self.layers["Base"]
@@ -145,16 +143,16 @@ class Platform:
         gives it (e.g. the whole network a block belongs to).
         """
         mi = self._model_of_type[net.types]
-        ops, in_e, out_e, w = net.ops, net.in_elems, net.out_elems, net.weights
-        byts = (in_e + out_e) * self._ba[mi] + w * self._bwt[mi]
-        t = np.maximum(ops / self._op_s[mi], byts / self._bw[mi]) * 1e3
+        wbytes = net.weights * self.weight_bytes[mi]
+        byts = (net.in_elems + net.out_elems) * self.act_bytes[mi] + wbytes
+        t = np.maximum(net.ops / self._op_s[mi], byts / self._bw[mi]) * 1e3
         for m in self._special:
             rows = np.flatnonzero(mi == m)
             if rows.size:
                 t[rows] = self.layers[self._keys[m]].predict(LayerFeatures.from_network(net, rows))
         if self.cache is not None:
             traffic = self.traffic(net, segments) if context_bytes is None else context_bytes
-            t = self.cache.apply(t, net.types, w * self.weight_bytes[mi], traffic)
+            t = self.cache.apply(t, net.types, wbytes, traffic)
         if self.overhead is not None:
             scale, per_layer, per_net = self.overhead
             is_input = net.types == LayerType.INPUT
