@@ -125,7 +125,7 @@ def run_calibration(platform: str, quick: bool = False, out: str | None = None, 
                     progress: Callable[[str], None] | None = None, budget_s: float | None = None) -> dict[str, Any]:
     """Measure, fit and write the platform file; returns a report (paths, errors, timings)."""
     from .bench.store import Store, machine_fingerprint
-    from .bench.suites import SUITES, config_id
+    from .bench.suites import SUITES
     from .bench.sweep import run_sweep
     from .fit.generator import fit_platform
     from .platform import Platform
@@ -148,9 +148,7 @@ def run_calibration(platform: str, quick: bool = False, out: str | None = None, 
             if left is not None and left <= 0:
                 break
             progress(f"benchmark suite {suite} ({n} configurations)")
-            cfgs = SUITES[suite].configs(n=n, seed=0)
-            if suite in LEAD:
-                cfgs = [dict(c, lead="dw1", config_id=config_id({**c, "lead": "dw1"})) for c in cfgs]
+            cfgs = SUITES[suite].configs(n=n, seed=0, options={"lead": "dw1"} if suite in LEAD else None)
             res = run_sweep(st, platform, suite, cfgs, runner, kw, iterations=20,
                             warmup=3, budget_s=left, progress=False)
             report["suites"][suite] = {"measured": res.measured, "failed": res.failed, "skipped": res.skipped}

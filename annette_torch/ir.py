@@ -12,6 +12,7 @@ Shapes are NCHW. Tensors of other ranks are folded into four dimensions so eleme
 from __future__ import annotations
 
 import enum
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
@@ -20,6 +21,7 @@ import numpy as np
 from .errors import AnnetteError
 
 __all__ = [
+    "topological_order",
     "LayerType",
     "Network",
     "NetworkBuilder",
@@ -579,3 +581,26 @@ def _pair(v: int | Sequence[int]) -> tuple[int, int]:
     if len(v) == 1:
         return (v[0], v[0])
     return (v[0], v[1])
+
+
+def topological_order(parents: Sequence[Sequence[int]]) -> list[int]:
+    """Kahn's order of nodes ``0..n-1`` given each node's parents; nodes on a cycle are left out.
+
+    Callers compare the length with ``len(parents)`` to detect a cycle.
+    """
+    n = len(parents)
+    children: list[list[int]] = [[] for _ in range(n)]
+    for i, ps in enumerate(parents):
+        for p in ps:
+            children[p].append(i)
+    indeg = [len(ps) for ps in parents]
+    ready = deque(i for i in range(n) if indeg[i] == 0)
+    out: list[int] = []
+    while ready:
+        i = ready.popleft()
+        out.append(i)
+        for c in children[i]:
+            indeg[c] -= 1
+            if indeg[c] == 0:
+                ready.append(c)
+    return out

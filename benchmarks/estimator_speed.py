@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-import time
 
 import numpy as np
 
@@ -22,16 +21,7 @@ import annette_torch as at
 from annette_torch.ir import LayerType as T, Network, NetworkBuilder
 from annette_torch.platform import load_platform
 
-
-def best_of(fn, repeat: int, number: int) -> float:
-    """Best (min) mean seconds per call over ``repeat`` rounds of ``number`` calls."""
-    times = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        for _ in range(number):
-            fn()
-        times.append((time.perf_counter() - t) / number)
-    return min(times)
+from timing import best_of  # noqa: E402  (benchmarks/timing.py)
 
 
 def small_network(rng: np.random.Generator, i: int) -> Network:

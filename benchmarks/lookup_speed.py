@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 
 import torch
@@ -23,16 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a check
 from annette_torch.lookup import LatencyTable  # noqa: E402
 from search.spaces import mbv2  # noqa: E402
 
-
-def best_of(fn, repeat: int = 7, number: int = 2000) -> float:
-    """Best (min) mean seconds per call over ``repeat`` rounds of ``number`` calls."""
-    times = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        for _ in range(number):
-            fn()
-        times.append((time.perf_counter() - t) / number)
-    return min(times)
+from timing import best_of  # noqa: E402  (benchmarks/timing.py)
 
 
 def main() -> None:

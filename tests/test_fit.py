@@ -165,7 +165,8 @@ def test_lead_measurements_replace_those_without(measured_store):
     from annette_torch.bench.sweep import run_sweep
     from annette_torch.fit.generator import fit_variants
     plain = SUITES["maxpool"].configs(n=12, seed=0)
-    led = [dict(c, lead="dw1", config_id=config_id({**c, "lead": "dw1"})) for c in plain[:10]]
+    led = SUITES["maxpool"].configs(n=10, seed=0, options={"lead": "dw1"})
+    assert [c["config_id"] for c in led] == [config_id({**c, "lead": "dw1"}) for c in plain[:10]]
     assert not {c["config_id"] for c in plain} & {c["config_id"] for c in led}
     assert SUITES["maxpool"].build(led[0]).names == ["x", "lead", "pool"]
     with Store(measured_store) as st:
@@ -181,3 +182,6 @@ def test_unknown_lead_is_refused():
     c = SUITES["dwconv"].configs(n=1, seed=0)[0]
     with pytest.raises(SuiteError, match="lead must be one of"):
         SUITES["dwconv"].build(dict(c, lead="conv"))
+    with pytest.raises(SuiteError, match="has no options"):
+        SUITES["conv_bn_relu"].configs(n=1, options={"lead": "dw1"})
+    assert SUITES["dwconv"].configs(n=4, options={"lead": "none"}) == SUITES["dwconv"].configs(n=4)

@@ -60,7 +60,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from ..ir import CONV_TYPES, ELEMENTWISE_TYPES, MERGE_TYPES, POOL_TYPES, LayerType as T, Network
+from ..ir import CONV_TYPES, ELEMENTWISE_TYPES, MERGE_TYPES, POOL_TYPES, LayerType as T, Network, topological_order
 from .records import FUSED, INSERTED, NOT_FUSED, POSSIBLY_FUSED, LayerRecord, NodeRecord
 
 __all__ = ["match", "resolve_name", "INSERTED_TYPES"]
@@ -213,7 +213,7 @@ def match(net: Network, nodes: Iterable[NodeRecord], runner: str = "") -> list[L
             parents[d].append(s)
         if d not in children[s]:
             children[s].append(d)
-    topo = _topological(parents, children)
+    topo = _topological(parents)
     rank = np.empty(n, np.int64)
     rank[topo] = np.arange(n)
     by_rank = rank.__getitem__
@@ -436,23 +436,14 @@ def match(net: Network, nodes: Iterable[NodeRecord], runner: str = "") -> list[L
     return out
 
 
-def _topological(parents: list[list[int]], children: list[list[int]]) -> list[int]:
+def _topological(parents: list[list[int]]) -> list[int]:
     """Layer indices in a topological order (the IR order when it is one already, as builders make it)."""
     n = len(parents)
     if all(p < i for i in range(n) for p in parents[i]):
         return list(range(n))
-    indeg = [len(p) for p in parents]
-    ready = deque(i for i in range(n) if indeg[i] == 0)
-    out = []
-    while ready:
-        i = ready.popleft()
-        out.append(i)
-        for c in children[i]:
-            indeg[c] -= 1
-            if indeg[c] == 0:
-                ready.append(c)
-    out += [i for i in range(n) if indeg[i] > 0]  # a cycle (not a valid network): keep every layer
-    return out
+    out = topological_order(parents)
+    seen = set(out)
+    return out + [i for i in range(n) if i not in seen]  # a cycle (not a valid network): keep every layer
 
 
 def _walk_up(start: int, fits: tuple[T, ...] | None, parents: list[list[int]], types: np.ndarray,

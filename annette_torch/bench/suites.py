@@ -171,15 +171,19 @@ class Suite:
 
     # -- configs ------------------------------------------------------------------------------------
     def configs(self, sampler: str | None = None, n: int | None = None, seed: int = 0, capped: bool = True,
-                **kw: Any) -> list[dict]:
+                options: Mapping[str, Any] | None = None, **kw: Any) -> list[dict]:
         """Feasible configs, each with its ``config_id``.
 
         ``sampler``: ``"grid"``, ``"random"``, ``"sobol"``, ``"lhs"``, ``"unrolling"`` (needs ``steps=...``,
         optional ``width=``) or ``"table"`` (table suites); default: the suite's ``default_sampler``.
         ``n``: how many (default: all for grid/table, `DEFAULT_N` otherwise); fewer come back only when the
         space has fewer feasible configs. Infeasible draws are skipped and more are drawn. ``capped=False``
-        lifts the size caps (validity still applies).
+        lifts the size caps (validity still applies). ``options`` sets optional keys (e.g. ``{"lead": "dw1"}``)
+        on every config (a key at its default value is left out, so the ids stay those without it).
         """
+        unknown = sorted(set(options or {}) - set(self.optional))
+        if unknown:
+            raise SuiteError(f"suite {self.name!r} has no options {unknown} (options: {sorted(self.optional)})")
         sampler = sampler or self.default_sampler
         if n is not None:
             n = _samplers._check_n(n)
@@ -210,7 +214,8 @@ class Suite:
         else:
             raise SuiteError(f"unknown sampler {sampler!r}; choose from "
                              f"{', '.join(['table'] + list(_samplers.SAMPLERS))}")
-        return [dict(c, config_id=config_id(c)) for c in out]
+        extra = {k: v for k, v in (options or {}).items() if self.optional[k] != v}  # defaults: no key
+        return [dict(c, **extra, config_id=config_id({**c, **extra})) for c in out]
 
     def build(self, config: Mapping[str, Any]) -> Network:
         """The network of one config, named ``<suite>-<config_id>``."""

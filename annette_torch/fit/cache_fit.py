@@ -16,7 +16,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..ir import LayerType
-from ..models.cache import MB, CacheModel
+from ..models.cache import MB, CacheModel, cold_share
 from .data import Measured
 
 __all__ = ["CONTEXT_SUITES", "cache_samples", "fit_cache", "MIN_CONFIGS"]
@@ -48,7 +48,7 @@ def cache_samples(measured: Sequence[Measured], plat: Any) -> dict[str, np.ndarr
         rows["warm"].append(float(t[j]))
         rows["type"].append(int(mn.types[j]))
         rows["weight_bytes"].append(float(mn.weights[j] * plat.weight_bytes[mi[j]]))
-        rows["traffic"].append(float(plat.traffic(mn)[0]))
+        rows["traffic"].append(float(plat.layer_bytes(mn).sum()))
     return {k: np.asarray(v, dtype=np.int64 if k == "type" else np.float64) for k, v in rows.items()}
 
 
@@ -61,6 +61,20 @@ def _penalties(x: np.ndarray, types: np.ndarray, warm: np.ndarray, meas: np.ndar
         den = float(xs @ xs)
         out[int(t)] = max(float(xs @ r) / den, 0.0) if den > 0 else 0.0
     return out
+
+
+def _stream_bandwidths(base: np.ndarray, phi_w: np.ndarray, types: np.ndarray, meas: np.ndarray,
+                       bws: np.ndarray) -> tuple[dict[int, float], float]:
+    """Per type, the DRAM streaming bandwidth of ``bws`` with the least squared log error of
+    ``max(base, phi_w / bw)`` (types are separable); and the summed error."""
+    floor = phi_w[:, None] / bws[None, :] * 1e3
+    sq = np.log(np.maximum(base[:, None], floor) / meas[:, None]) ** 2  # layers x candidate bandwidths
+    out, total = {}, 0.0
+    for t in np.unique(types):
+        errs = sq[types == t].sum(axis=0)
+        k = int(np.argmin(errs))
+        out[int(t)], total = float(bws[k]), total + float(errs[k])
+    return out, total
 
 
 def fit_cache(measured: Sequence[Measured], plat: Any) -> tuple[CacheModel | None, dict[str, Any]]:
@@ -78,26 +92,17 @@ def fit_cache(measured: Sequence[Measured], plat: Any) -> tuple[CacheModel | Non
         return {**labels, "default": labels.get("Conv", max(labels.values()))}  # other conv kinds: as Conv
 
     grid = np.geomspace(0.5 * MB, 512 * MB, 21)
-    caps = np.geomspace(2 * MB, 256 * MB, 8)
     bws = np.geomspace(5e9, 500e9, 31)
-    kinds = np.unique(types)
+    searched = ((lo, hi, cap) for i, lo in enumerate(grid) for hi in grid[i + 1:]
+                for cap in np.geomspace(2 * MB, 256 * MB, 8))
     best: tuple[float, CacheModel] | None = None
-    for i, lo in enumerate(grid):
-        for hi in grid[i + 1:]:
-            phi = np.clip(np.log(np.maximum(traffic, 1.0) / lo) / np.log(hi / lo), 0.0, 1.0)
-            for cap in caps:
-                pen = _penalties(phi * np.minimum(w, cap) / MB, types, warm, meas)
-                # per type, the streaming bandwidth with the least squared log error (types are separable)
-                base = warm + phi * np.array([pen[int(t)] for t in types]) * np.minimum(w, cap) / MB
-                bw, total = {}, 0.0
-                for t in kinds:
-                    sel = types == t
-                    errs = [float(np.sum(np.log(np.maximum(base[sel], phi[sel] * w[sel] / b * 1e3) / meas[sel]) ** 2))
-                            for b in bws]
-                    k = int(np.argmin(errs))
-                    bw[int(t)], total = float(bws[k]), total + errs[k]
-                if best is None or total < best[0]:
-                    best = (total, CacheModel(lo, hi, cap, per_label(pen), per_label(bw)))
+    for lo, hi, cap in searched:
+        phi = cold_share(traffic, lo, hi)
+        x = phi * np.minimum(w, cap) / MB
+        pen = _penalties(x, types, warm, meas)
+        bw, err = _stream_bandwidths(warm + x * np.array([pen[int(t)] for t in types]), phi * w, types, meas, bws)
+        if best is None or err < best[0]:
+            best = (err, CacheModel(lo, hi, cap, per_label(pen), per_label(bw)))
     assert best is not None
     model = best[1]
     pred = model.apply(warm, types, w, traffic)

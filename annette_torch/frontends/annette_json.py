@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import logging
 import os
-from collections import deque
 from typing import Any, Mapping
 
 from ..errors import ModelLoadError, read_json_file
-from ..ir import IRError, LayerType, Network, NetworkBuilder, conv_type
+from ..ir import IRError, LayerType, Network, NetworkBuilder, conv_type, topological_order
 
 __all__ = ["from_annette_json"]
 
@@ -71,26 +70,15 @@ def _pads(v: Any) -> tuple[int, int]:
 
 def _topo_order(layers: Mapping[str, Mapping[str, Any]]) -> list[str]:
     """Kahn's order over ``parents``; parents that are not layers are ignored (with a warning later)."""
-    parents = {k: [p.split(":")[0] for p in (v.get("parents") or []) if p.split(":")[0] in layers]
-               for k, v in layers.items()}
-    indeg = {k: len(p) for k, p in parents.items()}
-    children: dict[str, list[str]] = {k: [] for k in layers}
-    for k, ps in parents.items():
-        for p in ps:
-            children[p].append(k)
-    queue = deque(k for k in layers if indeg[k] == 0)
-    order: list[str] = []
-    while queue:
-        k = queue.popleft()
-        order.append(k)
-        for c in children[k]:
-            indeg[c] -= 1
-            if indeg[c] == 0:
-                queue.append(c)
-    if len(order) != len(layers):
-        stuck = sorted(set(layers) - set(order))[:5]
+    keys = list(layers)
+    index = {k: i for i, k in enumerate(keys)}
+    parents = [[index[p.split(":")[0]] for p in (v.get("parents") or []) if p.split(":")[0] in index]
+               for v in layers.values()]
+    order = topological_order(parents)
+    if len(order) != len(keys):
+        stuck = sorted(set(keys) - {keys[i] for i in order})[:5]
         raise ModelLoadError(f"graph has a cycle through layers {stuck}")
-    return order
+    return [keys[i] for i in order]
 
 
 def from_annette_json(source: str | os.PathLike | Mapping[str, Any], name: str | None = None) -> Network:

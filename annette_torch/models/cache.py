@@ -23,9 +23,15 @@ from ..errors import PlatformError
 from ..ir import LayerType
 from .base import check_number
 
-__all__ = ["CacheModel", "MB"]
+__all__ = ["CacheModel", "MB", "cold_share"]
 
 MB = float(2**20)
+
+
+def cold_share(traffic_bytes: Any, warm_bytes: float, cold_bytes: float) -> np.ndarray:
+    """0 at ``warm_bytes`` of per-inference traffic or less, 1 from ``cold_bytes``, linear in log traffic."""
+    x = np.log(np.maximum(np.asarray(traffic_bytes, dtype=np.float64), 1.0) / warm_bytes)
+    return np.clip(x / np.log(cold_bytes / warm_bytes), 0.0, 1.0)
 
 
 @dataclass(frozen=True)
@@ -47,8 +53,7 @@ class CacheModel:
 
     def cold_share(self, traffic_bytes: Any) -> np.ndarray:
         """0 (weights stay cached) .. 1 (weights come from DRAM) for a network moving this many bytes."""
-        x = np.log(np.maximum(np.asarray(traffic_bytes, dtype=np.float64), 1.0) / self.warm_bytes)
-        return np.clip(x / np.log(self.cold_bytes / self.warm_bytes), 0.0, 1.0)
+        return cold_share(traffic_bytes, self.warm_bytes, self.cold_bytes)
 
     def apply(self, t_ms: np.ndarray, types: np.ndarray, weight_bytes: np.ndarray, traffic_bytes: Any) -> np.ndarray:
         """Layer times (ms) in context: ``t_ms`` plus the cold-weight penalty, floored at DRAM streaming."""
