@@ -253,6 +253,11 @@ class Network:
         return v
 
     @property
+    def fused_ms(self) -> np.ndarray:
+        """Per layer: ms of the fused layers it executes (seeded by `MappingModel.apply`; zeros otherwise)."""
+        return self._cached("fused_ms", lambda: np.zeros(len(self)))
+
+    @property
     def out_elems(self) -> np.ndarray:
         """Output element count per layer (float64, exact for realistic sizes)."""
         return self._cached("out_elems", lambda: self.n.astype(np.float64) * self.c_out * self.h_out * self.w_out)

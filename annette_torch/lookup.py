@@ -99,18 +99,22 @@ def costs_from_estimate(est: "Estimate", by: str = "module", depth: int | None =
 
 
 def _block_latencies(plat: Platform, nets: Sequence[Network], count_input: bool = False,
-                     context_bytes: float | None = None) -> np.ndarray:
+                     context_bytes: float | None = None, count_output: bool = False) -> np.ndarray:
     """Predicted ms of each network, in one vectorised pass over all of them, Input layers excluded.
 
     Input layers are excluded because a block's input is the previous block's output: the full network
-    pays for it once, as its own input layer (``count_input=True`` for the part holding it).
+    pays for it once, as its own input layer (``count_input=True`` for the part holding it); so are the
+    reorders a toolchain inserts at graph inputs and outputs (a block's ends are inside the network;
+    ``count_output=True`` for the part writing the network's output).
     ``context_bytes``: the traffic of the network the blocks belong to (for the platform's cache model).
     """
     if not nets:
         return np.zeros(0)
     big, seg = Network.concat(list(nets))
     mapped = plat.mapping.apply(big)
-    t, _ = plat.predict(mapped.network, segments=seg[mapped.kept], context_bytes=context_bytes)
+    t, _ = plat.predict(mapped.network, segments=seg[mapped.kept], context_bytes=context_bytes,
+                        inserted={(True, True): "both", (True, False): "inputs", (False, True): "outputs",
+                                  (False, False): "none"}[(count_input, count_output)])
     if not count_input:
         t = np.where(mapped.network.types == LayerType.INPUT, 0.0, t)
     return np.bincount(seg[mapped.kept], weights=t, minlength=len(nets))
@@ -294,7 +298,7 @@ class LatencyTable:
         fixed = [mbv2.stem_network(resolution), mbv2.head_network(num_classes, resolution, specs)]
         context = _context_bytes(plat, nets, fixed)
         stem = float(_block_latencies(plat, fixed[:1], count_input=True, context_bytes=context)[0])
-        head = float(_block_latencies(plat, fixed[1:], context_bytes=context)[0])
+        head = float(_block_latencies(plat, fixed[1:], context_bytes=context, count_output=True)[0])
         meta = {"space": "mbv2", "resolution": resolution, "num_classes": num_classes,
                 "stem_ms": stem, "head_ms": head}
         return cls.build(plat, nets, stem + head, ops, meta=meta, context_bytes=context)

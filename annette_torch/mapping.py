@@ -17,6 +17,7 @@ import numpy as np
 
 from .errors import PlatformError
 from .ir import INT_COLUMNS, LayerType, Network
+from .mapping_costs import MappingCosts
 
 __all__ = ["FusionRule", "Condition", "MappingModel", "MappedNetwork", "expand_types"]
 
@@ -158,10 +159,15 @@ class MappedNetwork:
 
 
 class MappingModel:
-    """An ordered list of fusion rules; ``apply`` runs them to a fixed point, vectorised over edges."""
+    """An ordered list of fusion rules; ``apply`` runs them to a fixed point, vectorised over edges.
 
-    def __init__(self, rules: Sequence[FusionRule] = ()) -> None:
+    ``costs`` (optional): what fused layers and inserted reorders still cost (`MappingCosts`); ``apply``
+    seeds each executing layer's fused-layer time (``Network.fused_ms``), `Platform.predict` adds both.
+    """
+
+    def __init__(self, rules: Sequence[FusionRule] = (), costs: MappingCosts | None = None) -> None:
         self.rules = list(rules)
+        self.costs = costs if costs is not None and not costs.empty else None
         n_types = max(LayerType) + 1
         # table[p, s] = index of the first rule fusing type p with type s, -1 if none
         self._table = np.full((n_types, n_types), -1, dtype=np.int64)
@@ -179,10 +185,14 @@ class MappingModel:
         rules = d.get("rules", [])
         if not isinstance(rules, list):
             raise PlatformError(f"{where}.rules: expected a list")
-        return cls([FusionRule.from_dict(r, f"{where}.rules[{i}]") for i, r in enumerate(rules)])
+        costs = MappingCosts.from_dict(d["costs"], f"{where}.costs") if d.get("costs") is not None else None
+        return cls([FusionRule.from_dict(r, f"{where}.rules[{i}]") for i, r in enumerate(rules)], costs)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"rules": [r.to_dict() for r in self.rules]}
+        d: dict[str, Any] = {"rules": [r.to_dict() for r in self.rules]}
+        if self.costs is not None:
+            d["costs"] = self.costs.to_dict()
+        return d
 
     def apply(self, net: Network, light: bool = False) -> MappedNetwork:
         """Fuse ``net`` as the toolchain would; the input network is not modified.
@@ -280,4 +290,8 @@ class MappingModel:
         # the fused layer computes what its primary computes and writes what its last secondary writes
         out._cache.update(ops=net.ops[kept], weights=net.weights[kept], in_elems=net.in_elems[kept] + extra_in[kept],
                           out_elems=net.out_elems[tail[kept]])
+        if self.costs is not None:
+            gone = np.flatnonzero(~alive)
+            out._cache["fused_ms"] = self.costs.fused_ms(net.types[gone], net.out_elems[gone], new_index[root[gone]],
+                                                         kept.size)
         return MappedNetwork(out, kept, root, rule_of)

@@ -135,12 +135,15 @@ class Platform:
         return np.bincount(seg, weights=byts)[seg]
 
     def predict(self, net: Network, segments: np.ndarray | None = None,
-                context_bytes: float | np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+                context_bytes: float | np.ndarray | None = None,
+                inserted: str = "both") -> tuple[np.ndarray, np.ndarray]:
         """Time in ms per layer of an (already mapped) network, and the index of the model used.
 
         With a `cache` model, weighted layers pay for weights the network's traffic pushed out of the caches:
         the traffic is ``net``'s own (per network of a stack given ``segments``) unless ``context_bytes``
-        gives it (e.g. the whole network a block belongs to).
+        gives it (e.g. the whole network a block belongs to). With mapping costs, each layer also carries its
+        fused layers' work and the reorders the toolchain adds at graph inputs and outputs
+        (``inserted``: "both", "inputs", "outputs" or "none"; a block cut out of a network has neither).
         """
         mi = self._model_of_type[net.types]
         wbytes = net.weights * self.weight_bytes[mi]
@@ -153,6 +156,12 @@ class Platform:
         if self.cache is not None:
             traffic = self.traffic(net, segments) if context_bytes is None else context_bytes
             t = self.cache.apply(t, net.types, wbytes, traffic)
+        costs = self.mapping.costs
+        if costs is not None:
+            t = t + net.fused_ms
+            if inserted != "none":
+                t = t + costs.inserted_ms(net, inputs=inserted in ("both", "inputs"),
+                                          outputs=inserted in ("both", "outputs"))
         if self.overhead is not None:
             scale, per_layer, per_net = self.overhead
             is_input = net.types == LayerType.INPUT

@@ -547,15 +547,18 @@ class MeasurementCache:
 
 def measure_all(nets: Sequence[ValidationNet], platform: str, cache: MeasurementCache | None = None,
                 runs: int = 30, repeats: int = 3, warmup: int = 5, remeasure_above: float | None = 0.10,
-                extra_rounds: int = 1,
+                extra_rounds: int = 1, rounds: int = 1,
                 progress: Callable[[ValidationNet, Measurement | None, bool], None] | None = None,
                 errors: dict[str, str] | None = None, stats: dict[str, int] | None = None,
                 measure: Callable[..., Measurement] | None = None) -> dict[str, Measurement]:
     """Measure every network (cached ones are read from ``cache``; new ones are stored one by one).
 
-    Networks measured in this call whose repeat spread exceeds ``remeasure_above`` (a burst of load on a
-    shared machine) are measured again after the pass, up to ``extra_rounds`` times, and the rounds merged
-    (`Measurement.merge`: minimum of all repeat medians, spread over all of them).
+    With ``rounds`` > 1, every network measured in this call is measured again in ``rounds`` - 1 further
+    passes over all of them and the rounds merged (`Measurement.merge`: minimum of all repeat medians,
+    spread over all of them): a network's latency is then its fastest pass, as `annette calibrate` measures
+    its calibration networks, so a slow spell of a shared machine has to last all passes to bias it.
+    Networks whose repeat spread still exceeds ``remeasure_above`` (a burst of load) are measured again
+    after that, up to ``extra_rounds`` times, and merged the same way.
     ``progress(net, measurement or None, was_cached)`` is called after each network of the first pass;
     networks that fail (export or runtime error) are logged, left out of the result and, with ``errors``,
     recorded there; ``stats`` receives the counts ``cached``, ``measured``, ``remeasured``, ``failed``.
@@ -594,6 +597,14 @@ def measure_all(nets: Sequence[ValidationNet], platform: str, cache: Measurement
             st["failed"] += 1
         if progress is not None:
             progress(v, m, cached)
+    for _ in range(int(rounds) - 1):
+        for v in fresh:
+            m = one(v)
+            if m is None:
+                continue
+            out[v.name] = out[v.name].merge(m)
+            if cache is not None:
+                cache.put(platform, v.name, v.fingerprint, key, out[v.name], {**info, "source": v.source})
     if remeasure_above is not None:
         for _ in range(int(extra_rounds)):
             noisy = [v for v in fresh if out[v.name].spread > remeasure_above]

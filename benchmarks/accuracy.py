@@ -7,8 +7,10 @@ Usage:
 
 ort-cpu / openvino-cpu: builds the validation set (zoo architectures, the ANNETTE reference graphs that
 convert and export, random NAS-Bench-101 cells; none of them used in fitting), measures each network's
-end-to-end latency with the platform's runtime settings (1 thread; min over 3 repeats of the median of 30
-runs; cached in --cache, so a re-run or an interrupted run measures only what is missing), predicts every
+end-to-end latency with the platform's runtime settings (1 thread; the fastest of 3 rounds -- passes over all
+networks, as `annette calibrate` measures its calibration networks -- of the median of 30 runs; cached in
+--cache, so a re-run or an interrupted run measures only what is missing; start a new cache after changing
+the protocol), predicts every
 network with every platform variant and prints, side by side, MAPE, share within +-10 % and Spearman rho on
 real architectures, on NAS cells and overall, plus the measurement noise floor (spread of the repeat
 medians). Variants: the platform files ``<variant>.json`` in --variants-dir, else
@@ -113,7 +115,9 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=12345, help="seed of the NAS-cell sample")
     ap.add_argument("--max-gops", type=float, help="leave out networks above this size (default: none; 4 with --quick)")
     ap.add_argument("--runs", type=int, help="timed inferences per repeat (default 30; 20 with --quick)")
-    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--repeats", type=int, default=1, help="consecutive repeats per network and round (default 1)")
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="passes over all networks; each network's fastest counts (default 3)")
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--remeasure-above", type=float, default=10.0, metavar="PCT",
                     help="measure a network once more when its repeat spread exceeds PCT %% (default 10; 0 = off)")
@@ -162,6 +166,7 @@ def main() -> int:
         with V.MeasurementCache(args.cache) as cache:
             measured = V.measure_all(nets, args.platform, cache, runs=runs, repeats=args.repeats,
                                      warmup=args.warmup, progress=progress, errors=errors, stats=stats,
+                                     rounds=args.rounds,
                                      remeasure_above=args.remeasure_above / 100 if args.remeasure_above > 0 else None)
         bar.close()
         t_meas = time.perf_counter() - t
@@ -169,7 +174,7 @@ def main() -> int:
         print(f"measured {stats['measured']} networks ({stats['remeasured']} again for a spread above "
               f"{args.remeasure_above:g}%), {stats['cached']} from cache {args.cache}, {stats['failed']} failed: "
               f"{t_meas:.1f} s wall; measuring all {len(measured)} uncached takes {new_s:.0f} s "
-              f"({runs} runs x {args.repeats} repeats, {args.warmup} warm-up)")
+              f"({runs} runs x {args.repeats} repeats x {args.rounds} rounds, {args.warmup} warm-up)")
         for name, msg in errors.items():
             print(f"  failed: {name}: {msg}")
         free = max((os.cpu_count() or 1) - 1, 1)
@@ -220,7 +225,8 @@ def calibrate_variants(args, variants: dict, runs: int) -> dict:
     cal = [V.ValidationNet(n.name, "calibration", n, (1, 3, 224, 224)) for n in
            calibration_networks(45, exclude_hashes=_validation_hashes())]
     with V.MeasurementCache(args.cache) as cache:
-        meas = V.measure_all(cal, args.platform, cache, runs=runs, repeats=args.repeats, warmup=args.warmup)
+        meas = V.measure_all(cal, args.platform, cache, runs=runs, repeats=args.repeats, warmup=args.warmup,
+                             rounds=args.rounds)
     names = [c.name for c in cal if c.name in meas]
     y = [meas[n].median_ms for n in names]
     out = {}

@@ -132,7 +132,7 @@ def session_ok(model: onnx.ModelProto) -> ort.InferenceSession:
 
 
 MICRO = ["conv", "dwconv", "gconv", "gconv_same", "maxpool", "avgpool", "fc", "add", "concat", "act", "bn", "resize"]
-MULTI = ["conv_bn_relu", "conv_pool", "residual", "concat_branches", "dwsep", "conv_act", "dw_act", "cold_weights"]
+MULTI = ["conv_bn_relu", "conv_pool", "residual", "concat_branches", "dwsep", "conv_act", "dw_act", "stem", "cold_weights"]
 
 
 def test_suite_registry():

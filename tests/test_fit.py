@@ -177,6 +177,15 @@ def test_lead_measurements_replace_those_without(measured_store):
     assert rep["configurations"] == 85 + 10
 
 
+def test_concat_lead_feeds_every_input():
+    c = SUITES["concat"].configs(n=5, seed=0, options={"lead": "dw1"})
+    c3 = next(x for x in c if x["inputs"] >= 2)
+    net = SUITES["concat"].build(c3)
+    leads = [n for n in net.names if n.startswith("lead")]
+    assert len(leads) == c3["inputs"] and "lead" in leads
+    assert all(net.types[net.names.index(n)] == T.DEPTHWISE_CONV for n in leads)
+
+
 def test_unknown_lead_is_refused():
     from annette_torch.bench.suites import SuiteError
     c = SUITES["dwconv"].configs(n=1, seed=0)[0]

@@ -114,6 +114,23 @@ def test_measure_all_resumes_after_interruption(tmp_path):
     assert list(out) == [v.name for v in nets]
 
 
+def test_measure_all_rounds_keep_each_networks_fastest_pass(tmp_path):
+    nets = [vnet("a"), vnet("b", width=16)]
+    speeds = iter([3.0, 5.0, 2.0, 6.0, 4.0, 4.0])  # pass 1: a 3, b 5; pass 2: a 2, b 6; pass 3: a 4, b 4
+    order = []
+
+    def fake(v, platform, runs, repeats, warmup):
+        order.append(v.name)
+        t = next(speeds)
+        return V.Measurement(t, 0.0, (t,), t, runs, repeats, warmup)
+
+    with V.MeasurementCache(tmp_path / "c.sqlite") as c:
+        out = V.measure_all(nets, "ort-cpu", c, runs=5, repeats=1, rounds=3, measure=fake, remeasure_above=None)
+        assert order == ["a", "b"] * 3  # passes over all networks, not consecutive repeats
+        assert out["a"].median_ms == 2.0 and out["b"].median_ms == 4.0 and out["a"].repeats == 3
+        assert c.get("ort-cpu", "a", nets[0].fingerprint, V.machine_key("ort-cpu"), 5, 3).median_ms == 2.0
+
+
 def test_measure_all_records_failures(tmp_path):
     nets = [vnet("a"), vnet("b", width=16)]
 

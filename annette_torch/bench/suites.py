@@ -2,7 +2,8 @@
 
 Micro-kernel suites measure one layer (``conv``, ``dwconv``, ``gconv``, ``gconv_same``, ``maxpool``, ``avgpool``, ``fc``, ``add``,
 ``concat``, ``act``, ``bn``, ``resize``); multi-layer suites have the shapes of the paper's Fig. 4
-(``conv_bn_relu``, ``conv_pool``, ``residual``, ``concat_branches``, ``dwsep``, ``conv_act``, ``dw_act``);
+(``conv_bn_relu``, ``conv_pool``, ``residual``, ``concat_branches``, ``dwsep``, ``conv_act``, ``dw_act``,
+``stem``);
 ``cold_weights`` measures weighted layers after a pool that streams a chosen amount of activations through
 the caches (whether a layer's weights are still cached inside a network, `annette_torch.models.cache`); ``paper_conv``
 replays the paper's ~35k convolution configurations (``paper35k.csv`` of the reference data). Value ranges
@@ -62,6 +63,8 @@ SPATIAL = [1, 2, 4, 7, 8, 12, 14, 16, 24, 28, 32, 48, 56, 64, 96, 112, 128, 192,
 CHANNELS = [3, 8, 13, 16, 24, 25, 32, 43, 48, 51, 64, 85, 96, 102, 128, 171, 192, 205, 256, 384, 512, 768, 1024,
             1536, 2048]
 KERNELS = [1, 3, 5, 7]
+#: input sizes of image networks (stem suite)
+STEM_SPATIAL = [32, 56, 64, 96, 112, 128, 160, 192, 224, 256, 299, 320, 384, 416, 448, 512, 640]
 STRIDES = [1, 2]
 POOL_KERNELS = list(range(2, 11))
 FEATURES = [8, 16, 32, 64, 128, 256, 384, 512, 768, 1000, 1024, 1536, 2048, 4096]
@@ -287,11 +290,11 @@ def _c_conv(c):
             c["f"] * c["c"] * c["k"] ** 2)
 
 
-#: ``lead`` values of the dwconv / maxpool / avgpool suites: what produces the measured layer's input
+#: ``lead`` values of the dwconv / maxpool / avgpool / concat suites: what produces the measured layer's input(s)
 LEADS = ("none", "dw1")
 
 
-def _lead(b: NetworkBuilder, c: dict, x: int) -> int:
+def _lead(b: NetworkBuilder, c: dict, x: int, name: str = "lead") -> int:
     """The measured layer's producer: the graph input itself (``none``) or a 1x1 depthwise conv (``dw1``).
 
     A runtime may run a layer fed by the graph input in another layout, with another kernel, than inside a
@@ -303,7 +306,7 @@ def _lead(b: NetworkBuilder, c: dict, x: int) -> int:
         return x
     if lead != "dw1":
         raise SuiteError(f"lead must be one of {list(LEADS)}, got {lead!r}")
-    return b.conv("lead", x, b.out_shape(x)[1], 1, groups=b.out_shape(x)[1])
+    return b.conv(name, x, b.out_shape(x)[1], 1, groups=b.out_shape(x)[1])
 
 
 def _b_dwconv(c: dict) -> Network:
@@ -388,7 +391,7 @@ def _c_add(c):
 
 def _b_concat(c: dict) -> Network:
     b = NetworkBuilder("concat")
-    xs = [_input(b, c, f"x{j}") for j in range(int(c["inputs"]))]
+    xs = [_lead(b, c, _input(b, c, f"x{j}"), "lead" if j == 0 else f"lead{j}") for j in range(int(c["inputs"]))]
     b.concat("concat", xs)
     return b.build()
 
@@ -551,6 +554,20 @@ def _b_conv_act(c: dict) -> Network:
 def _c_conv_act(c):
     o = c["hw"] ** 2 * c["f"]
     return 2 * o * c["c"] * c["k"] ** 2 + o, c["c"] * c["hw"] ** 2 + 2 * o, c["f"] * c["c"] * c["k"] ** 2
+
+
+def _b_stem(c: dict) -> Network:
+    b = NetworkBuilder("stem")
+    x = _conv(b, "conv", _input(b, c, hw=("hw", "hw")), int(c["f"]), int(c["k"]), int(c["s"]))
+    x = b.same(T.BATCH_NORM, "bn", x)
+    _act(b, str(c["act"]), "act", x)
+    return b.build()
+
+
+def _c_stem(c):
+    ho = _same_out(c["hw"], c["s"])
+    o = ho * ho * c["f"]
+    return 2 * o * c["c"] * c["k"] ** 2 + 3 * o, c["c"] * c["hw"] ** 2 + 3 * o, c["f"] * c["c"] * c["k"] ** 2 + 2 * c["f"]
 
 
 def _b_dw_act(c: dict) -> Network:
@@ -991,7 +1008,7 @@ def _suites() -> dict[str, Suite]:
               {"n": [1, 4, 16], "c": FC_INPUTS, "f": FEATURES}, _b_fc, cost=_c_fc, max_weight_bytes=512 * 2**20),
         Suite("add", "element-wise add of two inputs (h, w, c)", {**hw, "c": ch}, _b_add, cost=_c_add),
         Suite("concat", "channel concat of 2-4 inputs (h, w, c per input)", {**hw, "c": ch, "inputs": [2, 3, 4]},
-              _b_concat, cost=_c_concat),
+              _b_concat, cost=_c_concat, optional={"lead": "none"}),
         Suite("act", "activation (h, w, c, kind: " + "/".join(ACTIVATIONS) + ")",
               {**hw, "c": ch, "act": ACTIVATIONS}, _b_act, cost=_c_elementwise),
         Suite("bn", "batch normalization (h, w, c)", {**hw, "c": ch}, _b_bn, cost=_c_bn),
@@ -1016,6 +1033,10 @@ def _suites() -> dict[str, Suite]:
               cost=_c_conv_act),
         Suite("dw_act", "depthwise conv (stride 1) + activation (hw, c, kernel, kind)",
               {**sq, "c": ch, "k": KERNELS, "act": ACTIVATIONS}, _b_dw_act, kind="multi", cost=_c_dw_act),
+        Suite("stem", "a network's first conv on an image: 1-4 input channels (hw, c, f, kernel, stride) + bn "
+              "+ activation", {"hw": STEM_SPATIAL, "c": [1, 3, 4], "f": [8, 16, 24, 32, 48, 64, 96],
+                               "k": [3, 5, 7], "s": STRIDES, "act": ["relu", "relu6", "silu", "hardswish"]},
+              _b_stem, kind="multi", cost=_c_stem),
         Suite("cold_weights", "FC / 1x1 / 3x3 conv (c, f, spatial s) after a pool reading ~flush MB of input: "
               "weights pushed out of the caches as inside a network",
               {"layer": list(_COLD_LAYERS), "c": [128, 256, 512, 1024, 2048, 4096, 8192, 16384],

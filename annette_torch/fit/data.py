@@ -137,6 +137,12 @@ class LayerSamples:
     config: np.ndarray  # index into `configs`
     configs: list[Measured]
     inserted_ms: np.ndarray  # per configuration: summed time of toolchain-inserted nodes
+    #: per configuration: the part of ``inserted_ms`` at a graph input (see `inserted_at_input`)
+    inserted_input_ms: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    #: per executed layer: the type of the layers fused into it (BatchNorm ignored next to another type;
+    #: -1 none, -2 several types) and their summed output elements
+    fused_type: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    fused_elems: np.ndarray = field(default_factory=lambda: np.zeros(0))
     extra: dict = field(default_factory=dict)
 
 
@@ -144,22 +150,58 @@ def layer_samples(measured: list[Measured], mapping: MappingModel) -> LayerSampl
     """Map every measured network with ``mapping`` and attach the measured time to each executed layer.
 
     A fused group's time is the sum of its members' recorded times (the toolchain's survivor carries it),
-    so a mapping model that disagrees with the toolchain still yields consistent totals.
+    so a mapping model that disagrees with the toolchain still yields consistent totals. With mapping
+    costs, the work of the fused layers (`MappingCosts.fused_ms`) is taken off the group's time: the layer
+    models learn the executing layer alone (never below a quarter of the group's time).
     """
-    mapped_nets, times, cfg = [], [], []
+    mapped_nets, times, cfg, ftype, felems = [], [], [], [], []
     inserted = np.zeros(len(measured))
+    inserted_in = np.zeros(len(measured))
     for k, m in enumerate(measured):
         mp = mapping.apply(m.network)
         t_orig = np.array([m.records[n].time_ms for n in m.network.names])
-        t = np.bincount(np.searchsorted(mp.kept, mp.fused_into), weights=t_orig, minlength=len(mp.kept))
+        owner = np.searchsorted(mp.kept, mp.fused_into)
+        t = np.bincount(owner, weights=t_orig, minlength=len(mp.kept))
+        if mapping.costs is not None:
+            t = np.maximum(t - mp.network.fused_ms, 0.25 * t)
+        ft, fe = _fused_summary(m.network, owner, mp.kept)
         mapped_nets.append(mp.network)
         times.append(t)
         cfg.append(np.full(len(mp.kept), k))
+        ftype.append(ft)
+        felems.append(fe)
         inserted[k] = sum(r.time_ms for r in m.inserted)
+        inserted_in[k] = sum(r.time_ms for r in m.inserted if inserted_at_input(r, m.network))
     if not mapped_nets:
         raise FitDataError("no measured configurations to fit layer models on")
     big, _ = Network.concat(mapped_nets)
     # the mapped networks carry seeded derived quantities (fused groups): keep them
-    for key in ("ops", "weights", "in_elems", "out_elems"):
+    for key in ("ops", "weights", "in_elems", "out_elems", "fused_ms"):
         big._cache[key] = np.concatenate([n.__getattribute__(key) for n in mapped_nets])
-    return LayerSamples(big, np.concatenate(times), np.concatenate(cfg), measured, inserted)
+    return LayerSamples(big, np.concatenate(times), np.concatenate(cfg), measured, inserted, inserted_in,
+                        np.concatenate(ftype), np.concatenate(felems))
+
+
+def inserted_at_input(rec: LayerRecord, net: Network) -> bool:
+    """Whether an inserted node converts a graph input: ONNX Runtime's ``ReorderInput`` in a network
+    whose input feeds a layer directly, or a node named after an input layer (OpenVINO's ``x_abcd_acdb_conv``)."""
+    inputs = [n for n, t in zip(net.names, net.types) if t == LayerType.INPUT]
+    return rec.layer_type.lower() == "reorderinput" or any(rec.node.startswith(f"{n}_") for n in inputs)
+
+
+def _fused_summary(net: Network, owner: np.ndarray, kept: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per executed layer: the single type fused into it (see `LayerSamples.fused_type`) and its elements."""
+    ftype = np.full(len(kept), -1, dtype=np.int64)
+    felems = np.zeros(len(kept))
+    gone = np.setdiff1d(np.arange(len(net)), kept)
+    for j in np.unique(owner[gone]):
+        rows = gone[owner[gone] == j]
+        types = set(int(t) for t in net.types[rows])
+        if len(types) > 1:
+            types.discard(int(LayerType.BATCH_NORM))
+        if len(types) == 1:
+            ftype[j] = types.pop()
+            felems[j] = net.out_elems[rows[net.types[rows] == ftype[j]]].sum()
+        else:
+            ftype[j] = -2
+    return ftype, felems

@@ -26,10 +26,12 @@ import numpy as np
 from ..bench.store import Store, machine_fingerprint
 from ..ir import LayerType, Network
 from ..mapping import MappingModel
+from ..mapping_costs import MappingCosts
 from ..models import LayerFeatures, LayerModel, RefinedRoofline, Roofline
 from ..platform import Platform
 from .data import FitDataError, LayerSamples, fusion_examples, layer_samples, load_measured
 from .cache_fit import CONTEXT_SUITES, fit_cache
+from .mapping_costs_fit import describe, fit_fused_costs, fit_inserted, fused_primaries
 from .mapping_fit import fit_mapping
 from .roofline_fit import fit_refined, fit_roofline
 
@@ -52,8 +54,12 @@ def _subset(net: Network, rows: np.ndarray) -> LayerFeatures:
 
 def _per_type(ls: LayerSamples, kind: str, bits: float, cv: int, seed: int,
               progress: Callable[[str], None],
-              candidates: Sequence[str] | None = None) -> tuple[dict[str, LayerModel], dict[str, Any]]:
-    """One layer model of ``kind`` per executed type with enough positive samples, plus ``Base``."""
+              candidates: Sequence[str] | None = None,
+              only: set[int] | None = None) -> tuple[dict[str, LayerModel], dict[str, Any]]:
+    """One layer model of ``kind`` per executed type with enough positive samples, plus ``Base``.
+
+    ``only``: fit just these types (the others fall back to ``Base``).
+    """
     from .statistical_fit import fit_mixed, fit_statistical
 
     net, y = ls.network, ls.time_ms
@@ -70,7 +76,7 @@ def _per_type(ls: LayerSamples, kind: str, bits: float, cv: int, seed: int,
     report["Base"] = {"model": "roofline", "n_samples": int(base_rows.size)}
     for t in np.unique(types):
         lt = LayerType(int(t))
-        if lt == LayerType.INPUT:
+        if lt == LayerType.INPUT or (only is not None and int(t) not in only):
             continue
         rows = np.flatnonzero((types == t) & pos)
         if rows.size < MIN_SAMPLES:
@@ -102,6 +108,27 @@ def _per_type(ls: LayerSamples, kind: str, bits: float, cv: int, seed: int,
         models[lt.label] = m
         report[lt.label] = srep
     return models, report
+
+
+def _mapping_costs(ls: LayerSamples, measured: list, mapping: MappingModel, bits: float, cv: int, seed: int,
+                   progress: Callable[[str], None], candidates: Sequence[str] | None
+                   ) -> tuple[MappingModel, LayerSamples, dict[str, Any]]:
+    """Add fused-layer work and inserted reorders to ``mapping``; the layer samples net of fused work.
+
+    A first pass fits mixed models of the types that execute fused groups, whose residuals give the
+    fused-layer costs (`mapping_costs_fit`); the returned samples are re-taken with them.
+    """
+    primaries = fused_primaries(ls)
+    fused, frep = {}, {"skipped": "no executing type with groups of two or more fused types"}
+    if primaries:
+        progress(f"fused-layer costs: first pass on {', '.join(LayerType(p).label for p in sorted(primaries))}")
+        models, _ = _per_type(ls, "mixed", bits, cv, seed, lambda _m: None, candidates, only=primaries)
+        fused, frep = fit_fused_costs(ls, Platform("first-pass", models, mapping))
+    ins_in, ins_out, irep = fit_inserted(ls)
+    costs = MappingCosts(fused, ins_in, ins_out, describe(frep, irep))
+    progress(f"mapping costs: {costs.origin}")
+    out = MappingModel(mapping.rules, costs)
+    return out, (layer_samples(measured, out) if fused else ls), {"fused": frep, "inserted": irep}
 
 
 def _flops_platform(ls: LayerSamples, name: str) -> Platform:
@@ -163,6 +190,8 @@ def fit_variants(db: str | Store, platform: str, variants: Sequence[str] = VARIA
         progress(f"mapping: {len(mapping.rules)} fusion rules from {len(fx)} candidate pairs")
         ls1 = layer_samples(measured, mapping)
         report["samples_mapped"] = int((ls1.time_ms > 0).sum())
+        mapping, ls1, report["mapping_costs"] = _mapping_costs(ls1, measured, mapping, bits, cv, seed, progress,
+                                                               candidates)
         models, rep = _per_type(ls1, "mixed", bits, cv, seed, progress, candidates)
         report["mixed+mapping"] = rep
         out["mixed+mapping"] = Platform(platform, models, mapping, f"{platform}: mixed layer models + learned mapping",

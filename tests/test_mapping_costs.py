@@ -1,0 +1,136 @@
+"""Mapping costs: fused-layer work and inserted reorders — format, estimation, and fitting from known data."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from annette_torch.bench.records import FUSED, INSERTED, NOT_FUSED, LayerRecord
+from annette_torch.bench.suites import SUITES
+from annette_torch.errors import PlatformError
+from annette_torch.fit.data import Measured, layer_samples
+from annette_torch.fit.mapping_costs_fit import fit_fused_costs, fit_inserted
+from annette_torch.ir import LayerType as T, NetworkBuilder
+from annette_torch.mapping import FusionRule, MappingModel
+from annette_torch.mapping_costs import MappingCosts
+from annette_torch.models import LayerFeatures, Roofline
+from annette_torch.platform import Platform
+
+CONV = Roofline(op_s=5e10, bandwidth=2e10, bit_act=32, bit_weights=32)
+TRUE_NS = {"Relu": 0.02, "SiLU": 0.3, "GELU": 0.25, "Sigmoid": 0.2}
+TRUE_IN = (0.01, 0.2, 0.9)   # reorder of a graph input into a conv: ms, ms/Melem, ms/Mpixel
+TRUE_OUT = (0.0, 0.3, 0.0)   # of a conv's output that is a graph output
+ACT_RULE = FusionRule("ConvAct", ("Conv",), ("Relu", "SiLU", "GELU", "Sigmoid", "BatchNorm"))
+
+
+def _costs() -> MappingCosts:
+    return MappingCosts(dict(TRUE_NS), {"Conv": TRUE_IN}, {"Conv": TRUE_OUT})
+
+
+def _stem(c=3, hw=56, act=T.SILU, f=16, s=1):
+    b = NetworkBuilder("stem")
+    x = b.input("x", (1, c, hw, hw))
+    y = b.conv("conv", x, f, 3, s, padding=1)
+    y = b.same(T.BATCH_NORM, "bn", y)
+    if act is not None:
+        b.same(act, "act", y)
+    return b.build()
+
+
+def test_costs_round_trip_and_estimate():
+    plat = Platform("p", {"Base": CONV}, MappingModel([ACT_RULE], _costs()))
+    again = Platform.from_dict(json.loads(json.dumps(plat.to_dict())))
+    assert again.to_dict() == plat.to_dict()
+    net = _stem()
+    mapped = plat.mapping.apply(net)
+    assert mapped.network.names == ["x", "conv"]
+    e = 16 * 56 * 56
+    assert mapped.network.fused_ms[1] == pytest.approx(e * 0.3e-6)        # SiLU work; BatchNorm free
+    t, _ = plat.predict(mapped.network)
+    bare, _ = Platform("p", {"Base": CONV}, MappingModel([ACT_RULE])).predict(mapped.network)
+    x_elems = 3 * 56 * 56
+    assert t[0] - bare[0] == pytest.approx(0.01 + (0.2 * x_elems + 0.9 * x_elems / 3) * 1e-6)
+    assert t[1] - bare[1] == pytest.approx(e * 0.3e-6 + 0.3 * e * 1e-6)
+    t_none, _ = plat.predict(mapped.network, inserted="none")
+    assert t_none[0] == pytest.approx(bare[0]) and t_none[1] == pytest.approx(bare[1] + e * 0.3e-6)
+
+
+@pytest.mark.parametrize("bad, msg", [
+    ({"fused_ns": {"SiLU": -1}}, "fused_ns.SiLU"),
+    ({"fused_ns": {"Nope": 1}}, "unknown layer type"),
+    ({"inserted_input": {"Conv": {"ms": 0.1}}}, "inserted_input.Conv.ms_per_melem"),
+    ({"inserted_output": []}, "inserted_output"),
+    ("x", "mapping.costs"),
+])
+def test_bad_costs_fail_clearly(bad, msg):
+    d = Platform("p", {"Base": CONV}, MappingModel([ACT_RULE])).to_dict()
+    d["mapping"]["costs"] = bad
+    with pytest.raises(PlatformError, match=msg):
+        Platform.from_dict(d, "p.json")
+
+
+def _measured(n=300, seed=0) -> list[Measured]:
+    """Stem configurations "measured" on a toolchain that fuses conv+bn+act, with known extra costs."""
+    rng = np.random.default_rng(seed)
+    acts = [T.RELU, T.SILU, T.GELU, T.SIGMOID, None]
+    costs = _costs()
+    out = []
+    for i in range(n):
+        c, hw, act = int(rng.choice([1, 3, 16, 32])), int(rng.choice([28, 56, 112])), acts[i % len(acts)]
+        net = _stem(c, hw, act, f=int(rng.choice([8, 16, 32])), s=int(rng.choice([1, 2])))
+        conv = 1
+        t_conv = float(CONV.predict(LayerFeatures.from_network(net, np.array([conv])))[0])
+        recs = {"x": LayerRecord("x", "Input", NOT_FUSED),
+                "bn": LayerRecord("bn", "BatchNorm", FUSED, "conv")}
+        if act is not None:
+            t_conv += net.out_elems[3] * TRUE_NS[act.label] * 1e-6
+            recs["act"] = LayerRecord("act", act.label, FUSED, "conv")
+        recs["conv"] = LayerRecord("conv", "Conv", NOT_FUSED, time_ms=t_conv)
+        ins = float(costs.inserted_ms(MappingModel([ACT_RULE]).apply(net).network).sum())
+        mn = MappingModel([ACT_RULE]).apply(net).network
+        t_in = float(costs.inserted_ms(mn, outputs=False).sum())
+        inserted = [LayerRecord("x_abcd_acdb_conv", "Reorder", INSERTED, node="x_abcd_acdb_conv", time_ms=t_in),
+                    LayerRecord("conv_acdb_abcd", "Reorder", INSERTED, node="conv_acdb_abcd", time_ms=ins - t_in)]
+        out.append(Measured("stem", str(i), net, recs, inserted))
+    return out
+
+
+def test_fit_recovers_fused_and_inserted_costs():
+    measured = _measured()
+    mapping = MappingModel([ACT_RULE])
+    ls = layer_samples(measured, mapping)
+    # first pass: the bare conv model; groups with nothing but a BatchNorm fused are the baseline
+    fused, rep = fit_fused_costs(ls, Platform("first", {"Base": CONV}, mapping))
+    for k, v in TRUE_NS.items():
+        assert fused.get(k, 0.0) == pytest.approx(v, abs=1e-6), k
+    ins_in, ins_out, irep = fit_inserted(ls)
+    assert ins_in["Conv"] == pytest.approx(TRUE_IN, abs=1e-4)
+    assert ins_out["Conv"] == pytest.approx(TRUE_OUT, abs=1e-4)
+    # samples re-taken with the costs are the conv alone: the layer model no longer carries the epilogue
+    ls2 = layer_samples(measured, MappingModel([ACT_RULE], MappingCosts(fused)))
+    conv_rows = np.flatnonzero(ls2.network.types == T.CONV)
+    alone = CONV.predict(LayerFeatures.from_network(ls2.network, conv_rows))
+    assert np.allclose(ls2.time_ms[conv_rows], alone, rtol=1e-6)
+
+
+def test_block_tables_leave_reorders_to_the_network_ends():
+    from annette_torch.lookup import _block_latencies
+    plat = Platform("p", {"Base": CONV}, MappingModel([ACT_RULE], _costs()))
+    net = _stem()
+    inner = _block_latencies(plat, [net])[0]
+    both = _block_latencies(plat, [net], count_input=True, count_output=True)[0]
+    t, _ = plat.predict(plat.mapping.apply(net).network)
+    assert both == pytest.approx(t.sum())
+    x_elems, e = 3 * 56 * 56, 16 * 56 * 56
+    # the whole network adds its input layer (carrying the input reorder) and the output reorder
+    assert both - inner == pytest.approx(t[0] + 0.3 * e * 1e-6, rel=1e-6)
+    assert t[0] > 0.01 + (0.2 * x_elems + 0.9 * x_elems / 3) * 1e-6
+
+
+def test_stem_suite_builds_image_inputs():
+    s = SUITES["stem"]
+    for cfg in s.configs(n=5, seed=0):
+        net = s.build(cfg)
+        assert net.cols["c_out"][0] in (1, 3, 4) and net.types[1] == T.CONV
