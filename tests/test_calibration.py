@@ -78,3 +78,12 @@ def test_network_level_calibration_measures_in_rounds(monkeypatch):
     assert set(cal.coef) == set(CPU_TERMS) and np.isfinite(rep["loo_mape"])
     assert rep["networks"] == len(nets)
     assert list(rep["measured_ms"].values()) == pytest.approx(np.linspace(5.0, 0.5, 3 * len(nets))[-len(nets):])
+
+
+def test_calibration_networks_are_deterministic_and_outside_the_validation_set():
+    from annette_torch.calibrate import _validation_hashes, calibration_networks
+    nets = calibration_networks(12, exclude_hashes=_validation_hashes())
+    assert len(nets) == 12 and len({n.name for n in nets}) == 12
+    assert [n.name for n in calibration_networks(12, exclude_hashes=_validation_hashes())] == [n.name for n in nets]
+    val = {h[:8] for h in _validation_hashes()}
+    assert not {n.name.rsplit("-", 1)[1] for n in nets if "nb101" in n.name} & val

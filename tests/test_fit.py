@@ -177,7 +177,10 @@ def test_lead_measurements_replace_those_without(measured_store):
     assert rep["configurations"] == 85 + 10
 
 
-def test_concat_lead_feeds_every_input():
+def test_leads_of_conv_suites_and_concat():
+    for name, layer in (("conv", "conv"), ("gconv", "gconv"), ("gconv_same", "gconv")):
+        led = SUITES[name].configs(n=2, seed=0, options={"lead": "dw1"})[0]
+        assert SUITES[name].build(led).names == ["x", "lead", layer]
     c = SUITES["concat"].configs(n=5, seed=0, options={"lead": "dw1"})
     c3 = next(x for x in c if x["inputs"] >= 2)
     net = SUITES["concat"].build(c3)

@@ -276,7 +276,7 @@ def _input(b: NetworkBuilder, c: dict, name: str = "x", hw: tuple[str, str] = ("
 
 def _b_conv(c: dict) -> Network:
     b = NetworkBuilder("conv")
-    _conv(b, "conv", _input(b, c), int(c["f"]), int(c["k"]), int(c["s"]), d=int(c.get("d", 1)))
+    _conv(b, "conv", _lead(b, c, _input(b, c)), int(c["f"]), int(c["k"]), int(c["s"]), d=int(c.get("d", 1)))
     return b.build()
 
 
@@ -290,7 +290,8 @@ def _c_conv(c):
             c["f"] * c["c"] * c["k"] ** 2)
 
 
-#: ``lead`` values of the dwconv / maxpool / avgpool / concat suites: what produces the measured layer's input(s)
+#: ``lead`` values of the conv / gconv / gconv_same / dwconv / maxpool / avgpool / concat suites: what produces
+#: the measured layer's input(s)
 LEADS = ("none", "dw1")
 
 
@@ -322,7 +323,7 @@ def _c_dwconv(c):
 
 def _b_gconv(c: dict) -> Network:
     b = NetworkBuilder("gconv")
-    _conv(b, "gconv", _input(b, c), int(c["f"]), int(c["k"]), int(c["s"]), groups=int(c["g"]))
+    _conv(b, "gconv", _lead(b, c, _input(b, c)), int(c["f"]), int(c["k"]), int(c["s"]), groups=int(c["g"]))
     return b.build()
 
 
@@ -990,16 +991,16 @@ def _suites() -> dict[str, Suite]:
     ch_g = [16, 24, 32, 48, 64, 96, 128, 160, 192, 240, 256, 384, 400, 512, 640, 768, 1024, 2048]
     s = [
         Suite("conv", "2-D convolution (h, w, c, f, kernel, stride)", {**hw, "c": ch, "f": ch, "k": KERNELS,
-              "s": STRIDES}, _b_conv, cost=_c_conv, optional={"d": 1, "n": 1}),
+              "s": STRIDES}, _b_conv, cost=_c_conv, optional={"d": 1, "n": 1, "lead": "none"}),
         Suite("dwconv", "depthwise convolution (h, w, c, kernel, stride)", {**hw, "c": ch, "k": KERNELS,
               "s": STRIDES}, _b_dwconv, cost=_c_dwconv, optional={"lead": "none"}),
         Suite("gconv", "grouped convolution (h, w, c, f, groups, kernel, stride)",
               {**hw, "c": ch_g, "f": ch_g, "g": [2, 4, 5, 8, 10, 16, 20, 25, 32, 40, 64], "k": KERNELS, "s": STRIDES}, _b_gconv,
-              cost=_c_gconv, valid=_v_gconv),
+              cost=_c_gconv, valid=_v_gconv, optional={"lead": "none"}),
         Suite("gconv_same", "grouped convolution keeping the channel count, as in ResNeXt / RegNet "
               "(h, w, c = f, groups, kernel, stride)",
               {**hw, "c": ch_g, "g": [2, 4, 5, 8, 10, 16, 20, 25, 32, 40, 64], "k": KERNELS, "s": STRIDES},
-              _b_gconv_same, cost=_c_gconv_same, valid=_v_gconv_same),
+              _b_gconv_same, cost=_c_gconv_same, valid=_v_gconv_same, optional={"lead": "none"}),
         Suite("maxpool", "max pooling (h, w, c, kernel 2..10, stride)", {**hw, "c": ch, "k": POOL_KERNELS,
               "s": STRIDES}, _b_pool("max"), cost=_c_pool, valid=_v_pool, optional={"lead": "none"}),
         Suite("avgpool", "average pooling (h, w, c, kernel 2..10, stride)", {**hw, "c": ch, "k": POOL_KERNELS,
