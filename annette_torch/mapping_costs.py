@@ -24,11 +24,11 @@ import numpy as np
 from .errors import PlatformError
 from .ir import LayerType, Network
 
-__all__ = ["MappingCosts"]
+__all__ = ["MappingCosts", "COEFS", "narrow_pixels"]
 
 _N_TYPES = max(LayerType) + 1
 #: coefficients of an inserted reorder: fixed ms, ms per million elements, ms per million pixels
-_COEFS = ("ms", "ms_per_melem", "ms_per_mpixel")
+COEFS = ("ms", "ms_per_melem", "ms_per_mpixel")
 
 
 def _type_of(label: Any, where: str) -> LayerType:
@@ -106,8 +106,8 @@ class MappingCosts:
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {
             "fused_ns": {k: float(v) for k, v in self.fused_ns.items()},
-            "inserted_input": {k: dict(zip(_COEFS, map(float, v))) for k, v in self.inserted_input.items()},
-            "inserted_output": {k: dict(zip(_COEFS, map(float, v))) for k, v in self.inserted_output.items()},
+            "inserted_input": {k: dict(zip(COEFS, map(float, v))) for k, v in self.inserted_input.items()},
+            "inserted_output": {k: dict(zip(COEFS, map(float, v))) for k, v in self.inserted_output.items()},
         }
         if self.origin:
             d["origin"] = self.origin
@@ -129,12 +129,12 @@ class MappingCosts:
         for key in ("inserted_input", "inserted_output"):
             tab = d.get(key, {})
             if not isinstance(tab, Mapping):
-                raise PlatformError(f"{where}.{key}: expected an object of type -> {{{', '.join(_COEFS)}}}")
+                raise PlatformError(f"{where}.{key}: expected an object of type -> {{{', '.join(COEFS)}}}")
             out = {}
             for k, v in tab.items():
                 _type_of(k, f"{where}.{key}")
                 if not isinstance(v, Mapping):
-                    raise PlatformError(f"{where}.{key}.{k}: expected an object with {', '.join(_COEFS)}")
-                out[k] = tuple(_number(v.get(c), f"{where}.{key}.{k}.{c}") for c in _COEFS)
+                    raise PlatformError(f"{where}.{key}.{k}: expected an object with {', '.join(COEFS)}")
+                out[k] = tuple(_number(v.get(c), f"{where}.{key}.{k}.{c}") for c in COEFS)
             tables.append(out)
         return cls(f, tables[0], tables[1], str(d.get("origin", "")))

@@ -171,7 +171,8 @@ def layer_samples(measured: list[Measured], mapping: MappingModel) -> LayerSampl
         ftype.append(ft)
         felems.append(fe)
         inserted[k] = sum(r.time_ms for r in m.inserted)
-        inserted_in[k] = sum(r.time_ms for r in m.inserted if inserted_at_input(r, m.network))
+        inputs = [n for n, t in zip(m.network.names, m.network.types) if t == LayerType.INPUT]
+        inserted_in[k] = sum(r.time_ms for r in m.inserted if inserted_at_input(r, inputs))
     if not mapped_nets:
         raise FitDataError("no measured configurations to fit layer models on")
     big, _ = Network.concat(mapped_nets)
@@ -182,10 +183,9 @@ def layer_samples(measured: list[Measured], mapping: MappingModel) -> LayerSampl
                         np.concatenate(ftype), np.concatenate(felems))
 
 
-def inserted_at_input(rec: LayerRecord, net: Network) -> bool:
-    """Whether an inserted node converts a graph input: ONNX Runtime's ``ReorderInput`` in a network
-    whose input feeds a layer directly, or a node named after an input layer (OpenVINO's ``x_abcd_acdb_conv``)."""
-    inputs = [n for n, t in zip(net.names, net.types) if t == LayerType.INPUT]
+def inserted_at_input(rec: LayerRecord, inputs: Iterable[str]) -> bool:
+    """Whether an inserted node converts a graph input (``inputs``: the network's input layer names): ONNX
+    Runtime's ``ReorderInput``, or a node named after an input layer (OpenVINO's ``x_abcd_acdb_conv``)."""
     return rec.layer_type.lower() == "reorderinput" or any(rec.node.startswith(f"{n}_") for n in inputs)
 
 

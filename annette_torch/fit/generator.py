@@ -123,7 +123,7 @@ def _mapping_costs(ls: LayerSamples, measured: list, mapping: MappingModel, bits
     if primaries:
         progress(f"fused-layer costs: first pass on {', '.join(LayerType(p).label for p in sorted(primaries))}")
         models, _ = _per_type(ls, "mixed", bits, cv, seed, lambda _m: None, candidates, only=primaries)
-        fused, frep = fit_fused_costs(ls, Platform("first-pass", models, mapping))
+        fused, frep = fit_fused_costs(ls, Platform("first-pass", models, mapping), primaries)
     ins_in, ins_out, irep = fit_inserted(ls)
     costs = MappingCosts(fused, ins_in, ins_out, describe(frep, irep))
     progress(f"mapping costs: {costs.origin}")

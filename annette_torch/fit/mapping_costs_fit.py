@@ -21,7 +21,7 @@ import numpy as np
 from scipy.optimize import lsq_linear
 
 from ..ir import LayerType
-from ..mapping_costs import narrow_pixels
+from ..mapping_costs import COEFS, narrow_pixels
 from ..platform import Platform
 from .data import LayerSamples
 
@@ -47,15 +47,19 @@ def fused_primaries(ls: LayerSamples) -> set[int]:
     return out
 
 
-def fit_fused_costs(ls: LayerSamples, first_pass: Platform) -> tuple[dict[str, float], dict[str, Any]]:
-    """ns per output element of each fused layer type, from ``first_pass``'s residuals on ``ls``."""
+def fit_fused_costs(ls: LayerSamples, first_pass: Platform,
+                    primaries: set[int] | None = None) -> tuple[dict[str, float], dict[str, Any]]:
+    """ns per output element of each fused layer type, from ``first_pass``'s residuals on ``ls``.
+
+    ``primaries``: the executing types to look at (default `fused_primaries`).
+    """
     net = ls.network
     pred, _ = first_pass.predict(net, inserted="none")
     ok = (ls.fused_type >= 0) & (ls.fused_type != LayerType.BATCH_NORM) & (ls.time_ms > 0) & (ls.fused_elems > 0)
     per_elem = (ls.time_ms - pred) / np.maximum(ls.fused_elems, 1.0) * 1e6  # ns per fused element
     sums: dict[int, list[float]] = {}
     report: dict[str, Any] = {"medians_ns": {}}
-    for p in sorted(fused_primaries(ls)):
+    for p in sorted(fused_primaries(ls) if primaries is None else primaries):
         sel = ok & (net.types == p)
         med = {}
         for a in np.unique(ls.fused_type[sel]):
@@ -121,7 +125,6 @@ def fit_inserted(ls: LayerSamples) -> tuple[dict[str, tuple[float, ...]], dict[s
         report["skipped"] = "no inserted nodes measured"
         return {}, {}, report
     tables: dict[str, dict[str, list[float]]] = {"input": {}, "output": {}}
-    slot = {"ms": 0, "ms_per_melem": 1, "ms_per_mpixel": 2}
     sol = np.zeros(len(keys))
     # nodes at a graph input are told apart where the toolchain names them (`data.inserted_at_input`):
     # each side is then fitted on its own time, so large output reorders do not swamp the input ones
@@ -136,7 +139,7 @@ def fit_inserted(ls: LayerSamples) -> tuple[dict[str, tuple[float, ...]], dict[s
         sol[cols] = lsq_linear(X[:, cols] * w[:, None], target * w, bounds=(0.0, np.inf)).x
     report["input_told_apart"] = split
     for (side, t, f), v in zip(keys, sol):
-        tables[side].setdefault(LayerType(t).label, [0.0, 0.0, 0.0])[slot[f]] = float(v)
+        tables[side].setdefault(LayerType(t).label, [0.0] * len(COEFS))[COEFS.index(f)] = float(v)
     pred = X @ sol
     big = y > 0.05
     report.update({"mean_ms_measured": float(y.mean()), "mean_ms_predicted": float(pred.mean()),
