@@ -113,8 +113,7 @@ def _block_latencies(plat: Platform, nets: Sequence[Network], count_input: bool 
     big, seg = Network.concat(list(nets))
     mapped = plat.mapping.apply(big)
     t, _ = plat.predict(mapped.network, segments=seg[mapped.kept], context_bytes=context_bytes,
-                        inserted={(True, True): "both", (True, False): "inputs", (False, True): "outputs",
-                                  (False, False): "none"}[(count_input, count_output)])
+                        input_reorders=count_input, output_reorders=count_output)
     if not count_input:
         t = np.where(mapped.network.types == LayerType.INPUT, 0.0, t)
     return np.bincount(seg[mapped.kept], weights=t, minlength=len(nets))

@@ -136,14 +136,14 @@ class Platform:
 
     def predict(self, net: Network, segments: np.ndarray | None = None,
                 context_bytes: float | np.ndarray | None = None,
-                inserted: str = "both") -> tuple[np.ndarray, np.ndarray]:
+                input_reorders: bool = True, output_reorders: bool = True) -> tuple[np.ndarray, np.ndarray]:
         """Time in ms per layer of an (already mapped) network, and the index of the model used.
 
         With a `cache` model, weighted layers pay for weights the network's traffic pushed out of the caches:
         the traffic is ``net``'s own (per network of a stack given ``segments``) unless ``context_bytes``
         gives it (e.g. the whole network a block belongs to). With mapping costs, each layer also carries its
-        fused layers' work and the reorders the toolchain adds at graph inputs and outputs
-        (``inserted``: "both", "inputs", "outputs" or "none"; a block cut out of a network has neither).
+        fused layers' work and (``input_reorders`` / ``output_reorders``) the reorders the toolchain adds at
+        graph inputs and outputs (a block cut out of a network has neither).
         """
         mi = self._model_of_type[net.types]
         wbytes = net.weights * self.weight_bytes[mi]
@@ -159,9 +159,8 @@ class Platform:
         costs = self.mapping.costs
         if costs is not None:
             t = t + net.fused_ms
-            if inserted != "none":
-                t = t + costs.inserted_ms(net, inputs=inserted in ("both", "inputs"),
-                                          outputs=inserted in ("both", "outputs"))
+            if input_reorders or output_reorders:
+                t = t + costs.inserted_ms(net, inputs=input_reorders, outputs=output_reorders)
         if self.overhead is not None:
             scale, per_layer, per_net = self.overhead
             is_input = net.types == LayerType.INPUT

@@ -53,7 +53,7 @@ def test_costs_round_trip_and_estimate():
     x_elems = 3 * 56 * 56
     assert t[0] - bare[0] == pytest.approx(0.01 + (0.2 * x_elems + 0.9 * x_elems / 3) * 1e-6)
     assert t[1] - bare[1] == pytest.approx(e * 0.3e-6 + 0.3 * e * 1e-6)
-    t_none, _ = plat.predict(mapped.network, inserted="none")
+    t_none, _ = plat.predict(mapped.network, input_reorders=False, output_reorders=False)
     assert t_none[0] == pytest.approx(bare[0]) and t_none[1] == pytest.approx(bare[1] + e * 0.3e-6)
 
 

@@ -40,7 +40,7 @@ def cache_samples(measured: Sequence[Measured], plat: Any) -> dict[str, np.ndarr
             continue
         mapped = plat.mapping.apply(m.network)
         mn = mapped.network
-        t, mi = plat.predict(mn, inserted="none")
+        t, mi = plat.predict(mn, input_reorders=False, output_reorders=False)
         j = int(np.flatnonzero(np.asarray(mapped.kept) == m.network.names.index(_LAYER))[0])
         if mn.cols["kh"][j] > mn.cols["h_in"][j] or mn.cols["kw"][j] > mn.cols["w_in"][j]:
             continue  # a kernel wider than its input reads only part of its weights

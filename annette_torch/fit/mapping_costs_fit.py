@@ -54,7 +54,7 @@ def fit_fused_costs(ls: LayerSamples, first_pass: Platform,
     ``primaries``: the executing types to look at (default `fused_primaries`).
     """
     net = ls.network
-    pred, _ = first_pass.predict(net, inserted="none")
+    pred, _ = first_pass.predict(net, input_reorders=False, output_reorders=False)
     ok = (ls.fused_type >= 0) & (ls.fused_type != LayerType.BATCH_NORM) & (ls.time_ms > 0) & (ls.fused_elems > 0)
     per_elem = (ls.time_ms - pred) / np.maximum(ls.fused_elems, 1.0) * 1e6  # ns per fused element
     sums: dict[int, list[float]] = {}
