@@ -26,8 +26,10 @@ __all__ = ["PLANS", "calibration_networks", "run_calibration", "calibrate_networ
 log = logging.getLogger(__name__)
 
 MEASURABLE = ("ort-cpu", "openvino-cpu")
-MICRO = ("conv", "dwconv", "gconv", "gconv_same", "maxpool", "avgpool", "fc", "add", "concat", "act", "bn", "resize")
-MULTI = ("conv_bn_relu", "conv_pool", "residual", "concat_branches", "dwsep", "conv_act", "dw_act", "stem")
+MICRO = ("conv", "dwconv", "gconv", "gconv_same", "maxpool", "avgpool", "fc", "add", "concat", "slice", "act", "bn",
+         "resize")
+MULTI = ("conv_bn_relu", "conv_pool", "residual", "concat_branches", "dwsep", "conv_act", "dw_act", "stem",
+         "shuffle")
 #: in-context suites (the cache model: weights evicted by a network's other traffic)
 CONTEXT = ("cold_weights",)
 #: micro-kernel suites measured behind a 1x1 depthwise conv (``lead="dw1"``), per platform: the layer runs in
@@ -35,8 +37,8 @@ CONTEXT = ("cold_weights",)
 #: convolutions fed by another layer ~5% faster, and concatenates blocked tensors in place). Not ONNX
 #: Runtime's concat: behind a conv it reads tensors that an inserted ReorderOutput converted first, and that
 #: reorder (not a layer model's) is the concat's real cost; its convs run alike either way
-LEAD = {"ort-cpu": ("dwconv", "maxpool", "avgpool"),
-        "openvino-cpu": ("conv", "gconv", "gconv_same", "dwconv", "maxpool", "avgpool", "concat")}
+LEAD = {"ort-cpu": ("dwconv", "maxpool", "avgpool", "slice"),
+        "openvino-cpu": ("conv", "gconv", "gconv_same", "dwconv", "maxpool", "avgpool", "concat", "slice")}
 #: NB101 seed of the calibration cells (the accuracy benchmark's validation cells use another seed)
 CALIBRATION_SEED = 777
 #: rounds over the calibration networks (each network's latency: the fastest round's median of 30 runs; the

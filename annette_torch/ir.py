@@ -503,6 +503,9 @@ class NetworkBuilder:
         for k, v in attrs.items():
             if v is not None:
                 self._attrs.setdefault(k, {})[idx] = v
+        if len(out_shape) > 4 and type_ in (LayerType.RESHAPE, LayerType.TRANSPOSE):
+            # the folded NCHW columns lose a 5-D view (ShuffleNet's channel shuffle); the exporter needs it back
+            self._attrs.setdefault("shape", {})[idx] = tuple(int(v) for v in out_shape)
         return idx
 
     # convenience helpers for the common layers; each computes its output shape analytically

@@ -69,7 +69,7 @@ class ValidationNet:
 
     ``source`` says how it becomes ONNX for measurement: ``"ir"`` (`annette_torch.bench.export.to_onnx`)
     or ``"torch"`` (``torch.onnx.export`` of the zoo module, for the few zoo models whose IR the exporter
-    cannot express, e.g. ShuffleNet's 5-D channel shuffle).
+    cannot express).
     """
 
     name: str

@@ -8,7 +8,9 @@ Usage:
 ort-cpu / openvino-cpu: builds the validation set (zoo architectures, the ANNETTE reference graphs that
 convert and export, random NAS-Bench-101 cells; none of them used in fitting), measures each network's
 end-to-end latency with the platform's runtime settings (1 thread; the fastest of 3 rounds -- passes over all
-networks, as `annette calibrate` measures its calibration networks -- of the median of 30 runs; cached in
+networks, as `annette calibrate` measures its calibration networks -- of the median of 30 runs; the end-to-end
+calibration networks are measured in the same passes, interleaved, so a drift of the machine's speed during
+the run moves validation and calibration alike; cached in
 --cache, so a re-run or an interrupted run measures only what is missing; start a new cache after changing
 the protocol), predicts every
 network with every platform variant and prints, side by side, MAPE, share within +-10 % and Spearman rho on
@@ -162,9 +164,13 @@ def main() -> int:
             bar.set_postfix_str(f"{v.name} {m.median_ms:.2f} ms" if m is not None else f"{v.name} failed")
             bar.update(1)
 
+        # calibration networks interleaved with the validation networks in every round: a drift of the
+        # machine's speed during the run then moves both alike instead of biasing the calibration
+        cal = [] if args.no_calibrate else calibration_set()
+        bar.total = len(nets) + len(cal)
         t = time.perf_counter()
         with V.MeasurementCache(args.cache) as cache:
-            measured = V.measure_all(nets, args.platform, cache, runs=runs, repeats=args.repeats,
+            measured = V.measure_all(interleave(nets, cal), args.platform, cache, runs=runs, repeats=args.repeats,
                                      warmup=args.warmup, progress=progress, errors=errors, stats=stats,
                                      rounds=args.rounds,
                                      remeasure_above=args.remeasure_above / 100 if args.remeasure_above > 0 else None)
@@ -185,8 +191,9 @@ def main() -> int:
                   f"does not show it): {', '.join(busy[:8])}{' ...' if len(busy) > 8 else ''}. "
                   "Re-measure on an idle machine (a new --cache).")
 
+        cal_meas = {c.name: measured.pop(c.name) for c in cal if c.name in measured}
         if not args.no_calibrate:
-            variants = calibrate_variants(args, variants, runs)
+            variants = calibrate_variants(variants, cal, cal_meas)
         if args.shipped:
             variants["shipped"] = at.load_platform(args.shipped)
         cmp = V.compare(variants, nets, measured)
@@ -217,16 +224,35 @@ def main() -> int:
     return 0
 
 
-def calibrate_variants(args, variants: dict, runs: int) -> dict:
-    """Give every variant the same network-level calibration, fitted on calibration networks (cached)."""
-    from annette_torch.calibrate import _validation_hashes, calibration_networks, with_overhead
+def calibration_set() -> list:
+    """The end-to-end calibration networks (`annette_torch.calibrate.calibration_networks`, never validation
+    networks) as measurable networks."""
+    from annette_torch.calibrate import _validation_hashes, calibration_networks
+
+    return [V.ValidationNet(n.name, "calibration", n, (1, 3, 224, 224)) for n in
+            calibration_networks(45, exclude_hashes=_validation_hashes())]
+
+
+def interleave(a: list, b: list) -> list:
+    """``a`` and ``b`` merged evenly (each keeps its order), so both are measured over the same stretch of time."""
+    if not a or not b:
+        return list(a) + list(b)
+    n = len(a) + len(b)
+    pos_b = {round((k + 0.5) * n / len(b)) for k in range(len(b))}
+    ia, ib, out = iter(a), iter(b), []
+    for i in range(n):
+        nxt = next(ib, None) if i in pos_b else next(ia, None)
+        if nxt is None:  # one side ran out early through rounding: take the other
+            nxt = next(ia, None) if i in pos_b else next(ib, None)
+        out.append(nxt)
+    return [x for x in out if x is not None] + list(ia) + list(ib)
+
+
+def calibrate_variants(variants: dict, cal: list, meas: dict) -> dict:
+    """Give every variant the same network-level calibration, fitted on the calibration networks' measurements."""
+    from annette_torch.calibrate import with_overhead
     from annette_torch.fit.calibrate_network import network_terms
 
-    cal = [V.ValidationNet(n.name, "calibration", n, (1, 3, 224, 224)) for n in
-           calibration_networks(45, exclude_hashes=_validation_hashes())]
-    with V.MeasurementCache(args.cache) as cache:
-        meas = V.measure_all(cal, args.platform, cache, runs=runs, repeats=args.repeats, warmup=args.warmup,
-                             rounds=args.rounds)
     names = [c.name for c in cal if c.name in meas]
     y = [meas[n].median_ms for n in names]
     out = {}

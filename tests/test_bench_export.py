@@ -342,3 +342,50 @@ def test_module_traces_to_same_ops(zoo, which):
     if which == "chain":
         assert [n for n in traced.names if n in net.names] == ["x", "conv", "bn", "relu", "proj", "add", "pool", "gap",
                                                                  "fc"]
+
+
+def test_five_d_channel_shuffle_exports_like_torch():
+    """ShuffleNet's channel shuffle (view to 5-D, transpose, view back) survives the IR's NCHW folding."""
+    torch = pytest.importorskip("torch")
+    from annette_torch.frontends.fx import trace
+
+    class Shuffle(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = torch.nn.Conv2d(12, 12, 1)
+
+        def forward(self, x):
+            y = self.conv(x)
+            n, c, h, w = y.shape
+            y = y.view(n, 3, c // 3, h, w).transpose(1, 2).contiguous().view(n, c, h, w)
+            return torch.relu(y)
+
+    torch.manual_seed(0)
+    m = Shuffle().eval()
+    net = trace(m, (1, 12, 5, 7))
+    assert net.attr("shape", net.index("view")) == (1, 3, 4, 5, 7)
+    model = to_onnx(net)
+    onnx.checker.check_model(model)
+    assert [n.op_type for n in model.graph.node if n.op_type in ("Reshape", "Transpose")] == \
+        ["Reshape", "Transpose", "Reshape"]
+    perm = next(a.ints for n in model.graph.node if n.op_type == "Transpose" for a in n.attribute)
+    assert list(perm) == [0, 2, 1, 3, 4]
+    # same permutation of channels as torch (weights differ: compare with the shuffle of the exported conv)
+    x = np.random.default_rng(0).standard_normal((1, 12, 5, 7)).astype(np.float32)
+    got = session(model).run(None, {"x": x})[0]
+    mod = to_module(net)
+    with torch.no_grad():
+        ref = mod(torch.from_numpy(x)).numpy()
+    np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-5)
+    # the ONNX front end reads the export back to the same layers
+    back = from_onnx(model)
+    assert back.attr("shape", [i for i, t in enumerate(back.types) if t == T.TRANSPOSE][0]) == (1, 4, 3, 5, 7)
+
+
+def test_five_d_tensor_into_a_layer_that_needs_4d_fails_clearly():
+    b = NetworkBuilder("five")
+    x = b.input("x", (1, 6, 4, 4))
+    y = b.add(T.RESHAPE, "view", [x], (1, 2, 3, 4, 4))
+    b.same(T.RELU, "relu", y)
+    with pytest.raises(ExportError, match="'relu'.*more than 4 dimensions"):
+        to_onnx(b.build())

@@ -131,8 +131,10 @@ def session_ok(model: onnx.ModelProto) -> ort.InferenceSession:
     return ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
 
 
-MICRO = ["conv", "dwconv", "gconv", "gconv_same", "maxpool", "avgpool", "fc", "add", "concat", "act", "bn", "resize"]
-MULTI = ["conv_bn_relu", "conv_pool", "residual", "concat_branches", "dwsep", "conv_act", "dw_act", "stem", "cold_weights"]
+MICRO = ["conv", "dwconv", "gconv", "gconv_same", "maxpool", "avgpool", "fc", "add", "concat", "slice", "act", "bn",
+         "resize"]
+MULTI = ["conv_bn_relu", "conv_pool", "residual", "concat_branches", "dwsep", "conv_act", "dw_act", "stem", "shuffle",
+         "cold_weights"]
 
 
 def test_suite_registry():

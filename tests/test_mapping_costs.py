@@ -134,3 +134,49 @@ def test_stem_suite_builds_image_inputs():
     for cfg in s.configs(n=5, seed=0):
         net = s.build(cfg)
         assert net.cols["c_out"][0] in (1, 3, 4) and net.types[1] == T.CONV
+
+
+def _shuffle_measured(inner_ms=(0.004, 0.006), out_ms=0.002, in_ms=0.003) -> Measured:
+    """One shuffle-suite configuration with ONNX Runtime-style reorders: the graph input's, two inside
+    (around the plain-layout split) and one named after the output layer (OpenVINO's naming)."""
+    s = SUITES["shuffle"]
+    cfg = next(c for c in s.configs(n=40, seed=0) if c["s"] == 1 and c["depth"] == 2)
+    net = s.build(cfg)
+    recs = {n: LayerRecord(n, T(int(net.types[i])).label, NOT_FUSED, node=n, time_ms=0.0 if i == 0 else 0.01)
+            for i, n in enumerate(net.names)}
+    out_name = net.names[-1]
+    inserted = [LayerRecord("ReorderInput", "ReorderInput", INSERTED, node="ReorderInput", time_ms=in_ms),
+                LayerRecord("ReorderOutput_token_3", "ReorderOutput", INSERTED, node="ReorderOutput_token_3",
+                            time_ms=inner_ms[0]),
+                LayerRecord("ReorderInput_token_7", "ReorderInput", INSERTED, node="ReorderInput_token_7",
+                            time_ms=inner_ms[1]),
+                LayerRecord(f"{out_name}_acdb_abcd", "Reorder", INSERTED, node=f"{out_name}_acdb_abcd",
+                            time_ms=out_ms)]
+    return Measured("shuffle", cfg["config_id"], net, recs, inserted)
+
+
+def test_reorders_inside_a_graph_are_charged_to_its_plain_layout_layers():
+    from annette_torch.fit.data import LAYOUT_BREAKERS
+    m = _shuffle_measured()
+    ls = layer_samples([m], MappingModel())
+    net = ls.network
+    breakers = np.isin(net.types, LAYOUT_BREAKERS)
+    assert breakers.sum() == 2 + 2 * 3   # two splits, two shuffles of three layers
+    # layer times: 0.01 each, the breakers' share of the two inner reorders on top, by output size
+    extra = ls.time_ms - np.where(net.types == T.INPUT, 0.0, 0.01)
+    assert extra[~breakers] == pytest.approx(0.0)
+    assert extra[breakers].sum() == pytest.approx(0.010)
+    e = net.out_elems[breakers]
+    assert extra[breakers] == pytest.approx(0.010 * e / e.sum())
+    # the graph-end reorders stay with the inserted-node fit: input side and output side
+    assert ls.inserted_ms[0] == pytest.approx(0.005) and ls.inserted_input_ms[0] == pytest.approx(0.003)
+
+
+def test_shuffle_suite_concat_trains_no_concat_model():
+    from annette_torch.fit.generator import _trains
+    ls = layer_samples([_shuffle_measured(), _measured(1)[0]], MappingModel())
+    ok = _trains(ls)
+    shuffle_rows = ls.config == 0
+    assert not ok[shuffle_rows & (ls.network.types == T.CONCAT)].any()
+    assert ok[shuffle_rows & (ls.network.types == T.SLICE)].all()
+    assert ok[~shuffle_rows].all()

@@ -306,3 +306,31 @@ def test_exploding_variant_is_reported_and_plotted(tmp_path):
                        {"exploding": np.array([1.1, 2.0, 1e300, 5.0])})
     line = [ln for ln in cmp.format().splitlines() if ln.startswith("exploding")][0]
     assert "e+" in line and len(line) < 140
+
+
+def test_accuracy_benchmark_interleaves_calibration_networks_evenly():
+    """The accuracy benchmark measures calibration and validation networks in the same passes, spread
+    evenly, so a drift of the machine's speed during the run cannot bias the calibration against them."""
+    import importlib.util
+    import pathlib
+
+    from hypothesis import given, strategies as st
+
+    path = pathlib.Path(__file__).resolve().parents[1] / "benchmarks" / "accuracy.py"
+    spec = importlib.util.spec_from_file_location("accuracy_bench", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+
+    @given(st.integers(0, 120), st.integers(0, 60))
+    def check(na, nb):
+        a, b = [f"v{i}" for i in range(na)], [f"c{i}" for i in range(nb)]
+        out = mod.interleave(a, b)
+        assert sorted(out) == sorted(a + b)
+        assert [x for x in out if x[0] == "v"] == a and [x for x in out if x[0] == "c"] == b
+        if na and nb:  # every stretch of the run holds its share of calibration networks (+-1 per window)
+            pos = [i for i, x in enumerate(out) if x[0] == "c"]
+            n = na + nb
+            for k, p in enumerate(pos):
+                assert abs(p - (k + 0.5) * n / nb) <= 1.5
+
+    check()

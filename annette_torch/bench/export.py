@@ -150,6 +150,12 @@ class _Plan:
     def _rank(self, i: int) -> int:
         net = self.net
         t = LayerType(int(net.types[i]))
+        full = net.attr("shape", i)
+        if full is not None:
+            return len(full)
+        if t not in (T.RESHAPE, T.TRANSPOSE, T.FLATTEN) and any(self.rank[p] > 4 for p in self.parents[i]):
+            raise ExportError(f"{_where(net, i)}: a {t.label} layer cannot read a tensor of more than 4 "
+                              "dimensions (only Reshape, Flatten and Transpose can)")
         flat_out = int(net.h_out[i]) == 1 and int(net.w_out[i]) == 1
         if t == T.INPUT:
             spatial_use = any(net.types[c] in _NEEDS_4D for c in self.children[i])
@@ -164,7 +170,11 @@ class _Plan:
         return r if flat_out else 4
 
     def shape(self, i: int) -> tuple[int, ...]:
-        """Exported output tensor shape of layer ``i`` (rank 2 or 4)."""
+        """Exported output tensor shape of layer ``i`` (rank 2 or 4; a Reshape / Transpose to 5-D keeps its
+        full shape, as in ShuffleNet's channel shuffle)."""
+        full = self.net.attr("shape", i)
+        if full is not None:
+            return tuple(full)
         s = self.net.out_shape(i)
         return s[:2] if self.rank[i] == 2 else s
 
@@ -392,7 +402,8 @@ class _OnnxExporter:
         x = net.names[ps[0]]
         if plan.rank[i] == 4 and t not in _MERGE and t not in (T.CONCAT, T.RESHAPE):
             x = self.input4d(i, ps[0])
-        src = net.out_shape(ps[0]) if plan.rank[i] == 4 else net.out_shape(ps[0])[:2]
+        src = plan.shape(ps[0]) if plan.rank[ps[0]] > 4 else \
+            net.out_shape(ps[0]) if plan.rank[i] == 4 else net.out_shape(ps[0])[:2]
         dst = plan.shape(i)
         params = _params(net, plan, i, self.seed)
         if t in _CONV:
@@ -464,7 +475,7 @@ class _OnnxExporter:
         elif t == T.RESHAPE:
             self.node("Reshape", [x, self.const("shape", np.array(plan.shape(i), np.int64))])
         elif t == T.TRANSPOSE:
-            self.node("Transpose", [x], perm=_perm(net, i, src))
+            self.node("Transpose", [x], perm=_perm(net, i, src, dst))
         elif t == T.RESIZE:
             self.resize(x, src, dst)
         elif t == T.PAD:
@@ -568,13 +579,15 @@ def _conv_transpose_attrs(net: Network, i: int) -> dict[str, Any]:
     return kw
 
 
-def _perm(net: Network, i: int, src: Sequence[int]) -> list[int]:
-    """A permutation of ``src``'s axes giving a tensor that folds to the IR output shape (non-trivial first)."""
+def _perm(net: Network, i: int, src: Sequence[int], dst: Sequence[int]) -> list[int]:
+    """A permutation of ``src``'s axes giving the exported shape ``dst`` (or, when that is the folded IR shape,
+    a tensor folding to it; a non-trivial permutation first)."""
     r = len(src)
-    want = net.out_shape(i)
+    want = tuple(dst) if len(dst) == r else net.out_shape(i)
     best = None
     for perm in itertools.permutations(range(r)):
-        if to_nchw([src[a] for a in perm]) == want:
+        got = tuple(src[a] for a in perm)
+        if (got if len(want) == r else to_nchw(got)) == want:
             if list(perm) != list(range(r)):
                 return list(perm)
             best = list(perm)
@@ -629,7 +642,8 @@ def to_module(net: Network, seed: int = 0):
         to4 = plan.rank[i] == 4 and plan.rank[ps[0]] == 2 and t not in _MERGE and t != T.CONCAT \
             and t not in (T.FULLY_CONNECTED, T.FLATTEN, T.RESHAPE)
         pre = tuple(net.out_shape(ps[0])) if to4 else None
-        src = net.out_shape(ps[0]) if plan.rank[i] == 4 else net.out_shape(ps[0])[:2]
+        src = plan.shape(ps[0]) if plan.rank[ps[0]] > 4 else \
+            net.out_shape(ps[0]) if plan.rank[i] == 4 else net.out_shape(ps[0])[:2]
         dst = plan.shape(i)
         fn: Any
         if t in _CONV or t in (T.MAX_POOL, T.AVG_POOL):
@@ -713,7 +727,7 @@ def to_module(net: Network, seed: int = 0):
         elif t == T.RESHAPE:
             fn = _Method("reshape", tuple(int(v) for v in dst))
         elif t == T.TRANSPOSE:
-            fn = _Method("permute", tuple(_perm(net, i, src)))
+            fn = _Method("permute", tuple(_perm(net, i, src, dst)))
         elif t == T.RESIZE:
             if src[:2] != dst[:2]:
                 raise ExportError(f"{_where(net, i)}: to_module resizes spatial dimensions only")

@@ -290,7 +290,7 @@ def _c_conv(c):
             c["f"] * c["c"] * c["k"] ** 2)
 
 
-#: ``lead`` values of the conv / gconv / gconv_same / dwconv / maxpool / avgpool / concat suites: what produces
+#: ``lead`` values of the conv / gconv / gconv_same / dwconv / maxpool / avgpool / concat / slice suites: what produces
 #: the measured layer's input(s)
 LEADS = ("none", "dw1")
 
@@ -400,6 +400,25 @@ def _b_concat(c: dict) -> Network:
 def _c_concat(c):
     e = c["c"] * c["h"] * c["w"] * c["inputs"]
     return 0 * e, 2 * e, 0 * e
+
+
+def _b_slice(c: dict) -> Network:
+    """Leading channels of a tensor (``drop`` % of them left out, at least one): NAS-Bench-101's channel
+    truncation, a half of ShuffleNet's split."""
+    b = NetworkBuilder("slice")
+    x = _lead(b, c, _input(b, c))
+    n, ch, h, w = b.out_shape(x)
+    b.add(T.SLICE, "slice", [x], (n, _slice_keep(ch, c["drop"]), h, w))
+    return b.build()
+
+
+def _slice_keep(ch, drop):
+    return np.maximum(np.minimum(np.asarray(ch) - 1, np.asarray(ch) * (100 - np.asarray(drop)) // 100), 1)
+
+
+def _c_slice(c):
+    e = c["c"] * c["h"] * c["w"]
+    return 0 * e, e + _slice_keep(c["c"], c["drop"]) * c["h"] * c["w"], 0 * e
 
 
 def _b_act(c: dict) -> Network:
@@ -582,6 +601,77 @@ def _b_dw_act(c: dict) -> Network:
 def _c_dw_act(c):
     o = c["hw"] ** 2 * c["c"]
     return 2 * o * c["k"] ** 2 + o, c["c"] * c["hw"] ** 2 + 2 * o, c["c"] * c["k"] ** 2
+
+
+#: channel counts of the shuffle suite: ShuffleNet V2 stage widths (x0.5 .. x2) and powers of two
+SHUFFLE_CHANNELS = [24, 32, 48, 64, 96, 116, 128, 176, 192, 232, 244, 256, 352, 464, 488, 512, 976]
+
+
+def _shuffle(b: NetworkBuilder, name: str, x: int, g: int) -> int:
+    """Channel shuffle as the front ends see it: view to (n, g, c/g, h, w), swap axes 1-2, view back."""
+    n, c, h, w = b.out_shape(x)
+    x = b.add(T.RESHAPE, f"{name}_view", [x], (n, g, c // g, h, w))
+    x = b.add(T.TRANSPOSE, f"{name}_transpose", [x], (n, c // g, g, h, w))
+    return b.add(T.RESHAPE, f"{name}_view_back", [x], (n, c, h, w))
+
+
+def _shuffle_branch(b: NetworkBuilder, name: str, x: int, f: int, s: int) -> int:
+    x = b.same(T.RELU, f"{name}_relu1", b.same(T.BATCH_NORM, f"{name}_bn1", _conv(b, f"{name}_pw1", x, f, 1)))
+    x = b.same(T.BATCH_NORM, f"{name}_bn2", _conv(b, f"{name}_dw", x, f, 3, s, groups=f))
+    return b.same(T.RELU, f"{name}_relu3", b.same(T.BATCH_NORM, f"{name}_bn3", _conv(b, f"{name}_pw2", x, f, 1)))
+
+
+def _b_shuffle(c: dict) -> Network:
+    """ShuffleNet V2 units after a conv: split (one ``Slice`` layer, as the front ends trace ``chunk``), branch,
+    concat, channel shuffle; a stride-2 first unit runs two branches on the whole input and doubles the width."""
+    b = NetworkBuilder("shuffle")
+    g, ch = int(c["g"]), int(c["c"])
+    x = _input(b, c, hw=("hw", "hw"))
+    x = b.same(T.RELU, "lead_relu", b.same(T.BATCH_NORM, "lead_bn", _conv(b, "lead", x, ch, 1)))
+    for u in range(int(c["depth"])):
+        n, cc, h, w = b.out_shape(x)
+        if u == 0 and int(c["s"]) == 2:
+            left = b.same(T.BATCH_NORM, f"u{u}_b1_bn", _conv(b, f"u{u}_b1_dw", x, cc, 3, 2, groups=cc))
+            left = b.same(T.RELU, f"u{u}_b1_relu", b.same(T.BATCH_NORM, f"u{u}_b1_bn2",
+                                                          _conv(b, f"u{u}_b1_pw", left, cc, 1)))
+            right = _shuffle_branch(b, f"u{u}_b2", x, cc, 2)
+        else:
+            left = b.add(T.SLICE, f"u{u}_split", [x], (n, cc // 2, h, w))
+            right = _shuffle_branch(b, f"u{u}_b2", left, cc // 2, 1)
+        x = _shuffle(b, f"u{u}_shuffle", b.concat(f"u{u}_cat", [left, right]), g)
+    return b.build()
+
+
+def _c_shuffle(c):
+    def branch(e_in, e_o, f):  # pw1-bn-relu, dw3x3-bn, pw2-bn-relu
+        return (2 * e_in * f + 3 * e_in + 20 * e_o + 2 * e_o * f + 3 * e_o, 3 * e_in + 5 * e_o, 2 * f * f + 15 * f)
+
+    ch, hw, depth = (np.asarray(c[k], dtype=np.float64) for k in ("c", "hw", "depth"))
+    s2 = np.asarray(c["s"]) == 2
+    a = hw * hw * ch
+    ops, act, wts = 2 * a * ch + 3 * a, 4 * a, ch * ch + 2 * ch   # input + lead conv-bn-relu
+    for u in range(int(np.max(depth))):
+        on = depth > u
+        if u == 0:  # a stride-2 first unit: two branches on the whole input, width doubled
+            ho = _same_out(hw, 2)
+            eo = ho * ho * ch
+            bo, ba, bw = branch(hw * hw * ch, eo, ch)
+            o2 = 2 * eo * ch + 23 * eo + bo
+            a2 = 5 * eo + ba + 8 * eo
+            w2 = 11 * ch + ch * ch + 2 * ch + bw
+            hw, ch = np.where(s2, ho, hw), np.where(s2, 2 * ch, ch)
+        e = hw * hw * ch
+        bo, ba, bw = branch(e / 2, e / 2, ch / 2)
+        o1, a1, w1 = bo, e / 2 + ba + 4 * e, bw
+        if u == 0:
+            o1, a1, w1 = np.where(s2, o2, o1), np.where(s2, a2, a1), np.where(s2, w2, w1)
+        ops, act, wts = ops + on * o1, act + on * a1, wts + on * w1
+    return ops, act, wts
+
+
+def _v_shuffle(c):
+    cc, g = np.asarray(c["c"]), np.asarray(c["g"])
+    return (cc % (2 * g) == 0)
 
 
 #: weighted layers of the cold_weights suite: kernel size (0 = fully connected)
@@ -1010,6 +1100,9 @@ def _suites() -> dict[str, Suite]:
         Suite("add", "element-wise add of two inputs (h, w, c)", {**hw, "c": ch}, _b_add, cost=_c_add),
         Suite("concat", "channel concat of 2-4 inputs (h, w, c per input)", {**hw, "c": ch, "inputs": [2, 3, 4]},
               _b_concat, cost=_c_concat, optional={"lead": "none"}),
+        Suite("slice", "leading channels of a tensor (h, w, c, drop % of the channels, at least one)",
+              {**hw, "c": [c for c in ch if c >= 2], "drop": [0, 25, 50, 75]}, _b_slice, cost=_c_slice,
+              optional={"lead": "none"}),
         Suite("act", "activation (h, w, c, kind: " + "/".join(ACTIVATIONS) + ")",
               {**hw, "c": ch, "act": ACTIVATIONS}, _b_act, cost=_c_elementwise),
         Suite("bn", "batch normalization (h, w, c)", {**hw, "c": ch}, _b_bn, cost=_c_bn),
@@ -1038,6 +1131,10 @@ def _suites() -> dict[str, Suite]:
               "+ activation", {"hw": STEM_SPATIAL, "c": [1, 3, 4], "f": [8, 16, 24, 32, 48, 64, 96],
                                "k": [3, 5, 7], "s": STRIDES, "act": ["relu", "relu6", "silu", "hardswish"]},
               _b_stem, kind="multi", cost=_c_stem),
+        Suite("shuffle", "ShuffleNet V2 units after a 1x1 conv: split, conv-dw-conv branch, concat, channel shuffle "
+              "(hw, c, groups g, stride of the first unit, units)",
+              {"hw": [7, 14, 28, 56, 112], "c": SHUFFLE_CHANNELS, "g": [2, 4], "s": [1, 2], "depth": [1, 2, 3]},
+              _b_shuffle, kind="multi", cost=_c_shuffle, valid=_v_shuffle),
         Suite("cold_weights", "FC / 1x1 / 3x3 conv (c, f, spatial s) after a pool reading ~flush MB of input: "
               "weights pushed out of the caches as inside a network",
               {"layer": list(_COLD_LAYERS), "c": [128, 256, 512, 1024, 2048, 4096, 8192, 16384],

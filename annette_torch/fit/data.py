@@ -165,14 +165,24 @@ def layer_samples(measured: list[Measured], mapping: MappingModel) -> LayerSampl
         if mapping.costs is not None:
             t = np.maximum(t - mp.network.fused_ms, 0.25 * t)
         ft, fe = _fused_summary(m.network, owner, mp.kept)
+        inputs = [n for n, t in zip(m.network.names, m.network.types) if t == LayerType.INPUT]
+        ins = m.inserted
+        breakers = np.flatnonzero(np.isin(mp.network.types, LAYOUT_BREAKERS))
+        if breakers.size:
+            # reorders around plain-layout layers inside the graph are their cost, not the graph ends'
+            outputs = [m.network.names[i] for i in np.flatnonzero(m.network.n_outputs == 0)]
+            inner = [r for r in ins if not _boundary(r, inputs, outputs)]
+            e = mp.network.out_elems[breakers].astype(np.float64)
+            t = t.copy()
+            t[breakers] += sum(r.time_ms for r in inner) * e / max(e.sum(), 1.0)
+            ins = [r for r in ins if _boundary(r, inputs, outputs)]
         mapped_nets.append(mp.network)
         times.append(t)
         cfg.append(np.full(len(mp.kept), k))
         ftype.append(ft)
         felems.append(fe)
-        inserted[k] = sum(r.time_ms for r in m.inserted)
-        inputs = [n for n, t in zip(m.network.names, m.network.types) if t == LayerType.INPUT]
-        inserted_in[k] = sum(r.time_ms for r in m.inserted if inserted_at_input(r, inputs))
+        inserted[k] = sum(r.time_ms for r in ins)
+        inserted_in[k] = sum(r.time_ms for r in ins if inserted_at_input(r, inputs))
     if not mapped_nets:
         raise FitDataError("no measured configurations to fit layer models on")
     big, _ = Network.concat(mapped_nets)
@@ -187,6 +197,23 @@ def inserted_at_input(rec: LayerRecord, inputs: Iterable[str]) -> bool:
     """Whether an inserted node converts a graph input (``inputs``: the network's input layer names): ONNX
     Runtime's ``ReorderInput``, or a node named after an input layer (OpenVINO's ``x_abcd_acdb_conv``)."""
     return rec.layer_type.lower() == "reorderinput" or any(rec.node.startswith(f"{n}_") for n in inputs)
+
+
+#: Layers a runtime runs in the plain layout between blocked-layout convs (ONNX Runtime's NCHWc): the
+#: reorders it inserts around them inside a graph are charged to them (spread by output size).
+LAYOUT_BREAKERS = (LayerType.SLICE, LayerType.RESHAPE, LayerType.TRANSPOSE, LayerType.FLATTEN)
+
+
+def _boundary(rec: LayerRecord, inputs: Iterable[str], outputs: Iterable[str]) -> bool:
+    """Whether an inserted node sits at a graph end, where a graph has reorders inside too: at an input as
+    `inserted_at_input` says, except that ONNX Runtime names only the first ``ReorderInput`` it creates (the
+    graph input's, first in topological order) plainly and later ones ``ReorderInput_token_<n>``; at an
+    output when named after an output layer (OpenVINO's ``<layer>_acdb_abcd_<layer>/sink_port_0``)."""
+    if any(rec.node.startswith(f"{n}_") for n in outputs):
+        return True
+    if rec.layer_type.lower() == "reorderinput":
+        return rec.node == "ReorderInput" or any(rec.node.startswith(f"{n}_") for n in inputs)
+    return inserted_at_input(rec, inputs)
 
 
 def _fused_summary(net: Network, owner: np.ndarray, kept: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

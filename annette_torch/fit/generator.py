@@ -44,12 +44,26 @@ MIN_SAMPLES = 30
 #: types whose compute follows the unrolled h/w/c/f dimensions (refined roofline applies)
 _REFINED_TYPES = {LayerType.CONV, LayerType.DEPTHWISE_CONV, LayerType.GROUP_CONV, LayerType.CONV_POOL,
                   LayerType.FULLY_CONNECTED, LayerType.CONV_TRANSPOSE}
+#: layer types a suite's samples do not train: the shuffle suite's concat reads a plain-layout split (ONNX
+#: Runtime runs it in NCHW, ~7x cheaper than a concat of conv outputs), unlike concats elsewhere
+SUITE_EXCLUDED: dict[str, tuple[LayerType, ...]] = {"shuffle": (LayerType.CONCAT,)}
 #: layer-model key per type (pools share one "Pool" key when a pool kind has too few samples)
 _KEY = {t: t.label for t in LayerType}
 
 
 def _subset(net: Network, rows: np.ndarray) -> LayerFeatures:
     return LayerFeatures.from_network(net, rows)
+
+
+def _trains(ls: LayerSamples) -> np.ndarray:
+    """Per sample: whether it may train its type's model (`SUITE_EXCLUDED`)."""
+    ok = np.ones(len(ls.time_ms), bool)
+    for k, m in enumerate(ls.configs):
+        bad = SUITE_EXCLUDED.get(m.suite)
+        if bad:
+            rows = ls.config == k
+            ok[rows] &= ~np.isin(ls.network.types[rows], bad)
+    return ok
 
 
 def _per_type(ls: LayerSamples, kind: str, bits: float, cv: int, seed: int,
@@ -66,7 +80,7 @@ def _per_type(ls: LayerSamples, kind: str, bits: float, cv: int, seed: int,
     types = net.types
     models: dict[str, LayerModel] = {}
     report: dict[str, Any] = {}
-    pos = y > 0
+    pos = (y > 0) & _trains(ls)
     base_rows = np.flatnonzero(pos & ~np.isin(types, list(_REFINED_TYPES)) & (types != LayerType.INPUT))
     if base_rows.size < 2:
         base_rows = np.flatnonzero(pos & (types != LayerType.INPUT))
