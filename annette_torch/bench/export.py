@@ -169,6 +169,15 @@ class _Plan:
         r = max(self.rank[p] for p in self.parents[i])
         return r if flat_out else 4
 
+    def source_shape(self, i: int) -> tuple[int, ...]:
+        """Shape of layer ``i``'s first input as the layer reads it: the producer's full shape above rank 4,
+        else 4-D for a 4-D layer (a 2-D producer is viewed as (N, C, 1, 1)) and 2-D for a 2-D one."""
+        p = self.parents[i][0]
+        if self.rank[p] > 4:
+            return self.shape(p)
+        s = self.net.out_shape(p)
+        return s if self.rank[i] == 4 else s[:2]
+
     def shape(self, i: int) -> tuple[int, ...]:
         """Exported output tensor shape of layer ``i`` (rank 2 or 4; a Reshape / Transpose to 5-D keeps its
         full shape, as in ShuffleNet's channel shuffle)."""
@@ -402,8 +411,7 @@ class _OnnxExporter:
         x = net.names[ps[0]]
         if plan.rank[i] == 4 and t not in _MERGE and t not in (T.CONCAT, T.RESHAPE):
             x = self.input4d(i, ps[0])
-        src = plan.shape(ps[0]) if plan.rank[ps[0]] > 4 else \
-            net.out_shape(ps[0]) if plan.rank[i] == 4 else net.out_shape(ps[0])[:2]
+        src = plan.source_shape(i)
         dst = plan.shape(i)
         params = _params(net, plan, i, self.seed)
         if t in _CONV:
@@ -642,8 +650,7 @@ def to_module(net: Network, seed: int = 0):
         to4 = plan.rank[i] == 4 and plan.rank[ps[0]] == 2 and t not in _MERGE and t != T.CONCAT \
             and t not in (T.FULLY_CONNECTED, T.FLATTEN, T.RESHAPE)
         pre = tuple(net.out_shape(ps[0])) if to4 else None
-        src = plan.shape(ps[0]) if plan.rank[ps[0]] > 4 else \
-            net.out_shape(ps[0]) if plan.rank[i] == 4 else net.out_shape(ps[0])[:2]
+        src = plan.source_shape(i)
         dst = plan.shape(i)
         fn: Any
         if t in _CONV or t in (T.MAX_POOL, T.AVG_POOL):

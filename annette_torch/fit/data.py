@@ -165,7 +165,7 @@ def layer_samples(measured: list[Measured], mapping: MappingModel) -> LayerSampl
         if mapping.costs is not None:
             t = np.maximum(t - mp.network.fused_ms, 0.25 * t)
         ft, fe = _fused_summary(m.network, owner, mp.kept)
-        inputs = [n for n, t in zip(m.network.names, m.network.types) if t == LayerType.INPUT]
+        inputs = [n for n, ty in zip(m.network.names, m.network.types) if ty == LayerType.INPUT]
         ins = m.inserted
         breakers = np.flatnonzero(np.isin(mp.network.types, LAYOUT_BREAKERS))
         if breakers.size:
