@@ -157,17 +157,16 @@ def main() -> int:
         from tqdm import tqdm
         errors: dict[str, str] = {}
         stats: dict[str, int] = {}
-        bar = tqdm(total=len(nets), unit="net", file=sys.stderr, dynamic_ncols=True,
+        # calibration networks interleaved with the validation networks in every round: a drift of the
+        # machine's speed during the run then moves both alike instead of biasing the calibration
+        cal = [] if args.no_calibrate else calibration_set()
+        bar = tqdm(total=len(nets) + len(cal), unit="net", file=sys.stderr, dynamic_ncols=True,
                    desc=f"measuring on {args.platform}")
 
         def progress(v, m, cached):
             bar.set_postfix_str(f"{v.name} {m.median_ms:.2f} ms" if m is not None else f"{v.name} failed")
             bar.update(1)
 
-        # calibration networks interleaved with the validation networks in every round: a drift of the
-        # machine's speed during the run then moves both alike instead of biasing the calibration
-        cal = [] if args.no_calibrate else calibration_set()
-        bar.total = len(nets) + len(cal)
         t = time.perf_counter()
         with V.MeasurementCache(args.cache) as cache:
             measured = V.measure_all(interleave(nets, cal), args.platform, cache, runs=runs, repeats=args.repeats,
@@ -234,18 +233,10 @@ def calibration_set() -> list:
 
 
 def interleave(a: list, b: list) -> list:
-    """``a`` and ``b`` merged evenly (each keeps its order), so both are measured over the same stretch of time."""
-    if not a or not b:
-        return list(a) + list(b)
-    n = len(a) + len(b)
-    pos_b = {round((k + 0.5) * n / len(b)) for k in range(len(b))}
-    ia, ib, out = iter(a), iter(b), []
-    for i in range(n):
-        nxt = next(ib, None) if i in pos_b else next(ia, None)
-        if nxt is None:  # one side ran out early through rounding: take the other
-            nxt = next(ia, None) if i in pos_b else next(ib, None)
-        out.append(nxt)
-    return [x for x in out if x is not None] + list(ia) + list(ib)
+    """``a`` and ``b`` merged evenly (each keeps its order), so both are measured over the same stretch of time:
+    every item sorted by its relative position within its own list."""
+    keyed = [((i + 0.5) / len(a), 0, i) for i in range(len(a))] + [((k + 0.5) / len(b), 1, k) for k in range(len(b))]
+    return [(a, b)[side][j] for _, side, j in sorted(keyed)]
 
 
 def calibrate_variants(variants: dict, cal: list, meas: dict) -> dict:

@@ -211,9 +211,7 @@ def _boundary(rec: LayerRecord, inputs: Iterable[str], outputs: Iterable[str]) -
     output when named after an output layer (OpenVINO's ``<layer>_acdb_abcd_<layer>/sink_port_0``)."""
     if any(rec.node.startswith(f"{n}_") for n in outputs):
         return True
-    if rec.layer_type.lower() == "reorderinput":
-        return rec.node == "ReorderInput" or any(rec.node.startswith(f"{n}_") for n in inputs)
-    return inserted_at_input(rec, inputs)
+    return inserted_at_input(rec, inputs) and not rec.node.startswith("ReorderInput_token_")
 
 
 def _fused_summary(net: Network, owner: np.ndarray, kept: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

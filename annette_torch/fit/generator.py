@@ -57,12 +57,10 @@ def _subset(net: Network, rows: np.ndarray) -> LayerFeatures:
 
 def _trains(ls: LayerSamples) -> np.ndarray:
     """Per sample: whether it may train its type's model (`SUITE_EXCLUDED`)."""
+    suite = np.array([m.suite for m in ls.configs], dtype=object)[ls.config]
     ok = np.ones(len(ls.time_ms), bool)
-    for k, m in enumerate(ls.configs):
-        bad = SUITE_EXCLUDED.get(m.suite)
-        if bad:
-            rows = ls.config == k
-            ok[rows] &= ~np.isin(ls.network.types[rows], bad)
+    for name, types in SUITE_EXCLUDED.items():
+        ok &= ~((suite == name) & np.isin(ls.network.types, types))
     return ok
 
 
