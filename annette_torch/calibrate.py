@@ -105,7 +105,7 @@ def calibrate_network_level(platform_obj: Any, runtime: str, nets: Sequence[Any]
                             progress: Callable[[str], None] | None = None) -> tuple[Any, dict[str, Any]]:
     """Measure ``nets`` end to end on ``runtime`` and fit the platform's network-level terms."""
     from .estimator import estimate
-    from .fit.calibrate_network import CPU_TERMS, fit_calibration, leave_one_out, network_terms
+    from .fit.calibrate_network import CPU_LOSS, CPU_TERMS, fit_calibration, leave_one_out, network_terms
     from .validation import measure_latency
 
     # rounds over all networks, the minimum per network: a slow spell of a shared machine (whole-network
@@ -119,8 +119,8 @@ def calibrate_network_level(platform_obj: Any, runtime: str, nets: Sequence[Any]
     terms = [network_terms(estimate(net, platform_obj)) for net in nets]
     names = [net.name for net in nets]
     y_arr = best
-    cal = fit_calibration(terms, y_arr, CPU_TERMS, names)
-    loo = leave_one_out(terms, y_arr, CPU_TERMS)
+    cal = fit_calibration(terms, y_arr, CPU_TERMS, names, loss=CPU_LOSS)
+    loo = leave_one_out(terms, y_arr, CPU_TERMS, loss=CPU_LOSS)
     cal.loo_mape = float(np.mean(np.abs(loo)))
     cal.predicts = f"end-to-end latency (ms) of one inference on {runtime} with the same runtime settings"
     raw = np.array([t["layers"] for t in terms])
@@ -198,12 +198,12 @@ def with_overhead(plat: Any, terms: Sequence[dict[str, float]], measured_ms: Seq
 
     ``terms`` must come from estimates by ``plat`` without overhead (see `network_terms`).
     """
-    from .fit.calibrate_network import CPU_TERMS, fit_calibration, leave_one_out
+    from .fit.calibrate_network import CPU_LOSS, CPU_TERMS, fit_calibration, leave_one_out
     from .platform import Platform
 
     y = np.asarray(measured_ms, dtype=np.float64)
-    cal = fit_calibration(terms, y, CPU_TERMS, names)
-    loo = float(np.mean(np.abs(leave_one_out(terms, y, CPU_TERMS))))
+    cal = fit_calibration(terms, y, CPU_TERMS, names, loss=CPU_LOSS)
+    loo = float(np.mean(np.abs(leave_one_out(terms, y, CPU_TERMS, loss=CPU_LOSS))))
     d = plat.to_dict()
     c = cal.coef
     d["overhead"] = {"scale": c.get("layers", 0.0) or 1.0, "per_layer_ms": c.get("executed_layers", 0.0),

@@ -182,9 +182,9 @@ class Platform:
                 "description": self.description, **self.meta, "layers": layers, "mapping": self.mapping.to_dict()}
 
     def save(self, path: str | os.PathLike) -> None:
-        """Write the platform file (JSON, UTF-8)."""
+        """Write the platform file (JSON, UTF-8): objects indented, arrays of numbers on one line each."""
         with open(path, "w", encoding="utf-8") as f:
-            json.dump(self.to_dict(), f, indent=2)
+            f.write(dumps_platform(self.to_dict()))
             f.write("\n")
 
     @classmethod
@@ -229,6 +229,22 @@ class Platform:
 
     def __repr__(self) -> str:
         return f"Platform({self.name!r}, {len(self.layers)} layer models, {len(self.mapping.rules)} fusion rules)"
+
+
+def dumps_platform(d: Any, indent: int = 2, _level: int = 0) -> str:
+    """JSON text of platform data: objects indented for reading, each list of scalars on one line.
+
+    Tree ensembles are long number arrays; one number per line (``json.dumps(indent=2)``) triples the file
+    (15 MB instead of 5 MB for ONNX Runtime's platform) and the time to parse it. Same content either way.
+    """
+    if isinstance(d, Mapping) and d:
+        pad, inner = " " * (indent * _level), " " * (indent * (_level + 1))
+        items = (f"{inner}{json.dumps(str(k))}: {dumps_platform(v, indent, _level + 1)}" for k, v in d.items())
+        return "{\n" + ",\n".join(items) + "\n" + pad + "}"
+    if isinstance(d, (list, tuple)) and any(isinstance(v, (Mapping, list, tuple)) for v in d):
+        pad, inner = " " * (indent * _level), " " * (indent * (_level + 1))
+        return "[\n" + ",\n".join(inner + dumps_platform(v, indent, _level + 1) for v in d) + "\n" + pad + "]"
+    return json.dumps(d, separators=(", ", ": "))
 
 
 def _read_overhead(d: Any, name: str) -> tuple[float, float, float] | None:

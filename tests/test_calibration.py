@@ -36,6 +36,25 @@ def test_fit_recovers_a_negative_per_layer_cost():
     assert Calibration.from_dict(cal.to_dict(), "x").coef == pytest.approx(cal.coef)
 
 
+def test_robust_cpu_loss_resists_outlying_networks():
+    """A few networks the layer models miss badly (measured 2-5x the model) pull plain least squares off
+    the others; the CPU calibration's robust loss keeps the coefficients of the well-modelled majority."""
+    from annette_torch.fit.calibrate_network import CPU_LOSS, CPU_TERMS
+    rng = np.random.default_rng(2)
+    terms = [{"layers": rng.uniform(0.5, 30), "executed_layers": float(rng.integers(5, 300)), "constant": 1.0}
+             for _ in range(40)]
+    y = np.array([0.95 * t["layers"] - 0.002 * t["executed_layers"] + 0.01 for t in terms])
+    y[:4] *= rng.uniform(2, 5, 4)  # four outliers, all measured slower than modelled
+    plain = fit_calibration(terms, y, CPU_TERMS)
+    robust = fit_calibration(terms, y, CPU_TERMS, loss=CPU_LOSS)
+    assert abs(robust.coef["layers"] / 0.95 - 1) < 0.01
+    assert abs(plain.coef["layers"] / 0.95 - 1) > 3 * abs(robust.coef["layers"] / 0.95 - 1)
+    inliers = [abs(robust.predict(t) / m - 1) for t, m in zip(terms[4:], y[4:])]
+    assert max(inliers) < 0.02
+    loo = leave_one_out(terms, y, CPU_TERMS, loss=CPU_LOSS)
+    assert np.median(np.abs(loo)) < 0.02
+
+
 def test_zcu102_leave_one_out_within_target(ref_dir):
     rep = loo_report("zcu102")
     assert len(rep["rows"]) == 10

@@ -7,6 +7,7 @@ import json
 
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from annette_torch import PlatformError
 from annette_torch.ir import LayerType as T, NetworkBuilder
@@ -70,6 +71,22 @@ def test_round_trip_is_identical(tmp_path):
     net = _net()
     m1, m2 = p.mapping.apply(net), q.mapping.apply(net)
     np.testing.assert_array_equal(p.predict(m1.network)[0], q.predict(m2.network)[0])
+
+
+@given(st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=5),
+                    lambda kids: st.lists(kids, max_size=4) | st.dictionaries(st.text(max_size=5), kids, max_size=4),
+                    max_leaves=20))
+@settings(max_examples=200, deadline=None)
+def test_platform_text_is_plain_json_of_the_same_data(d):
+    from annette_torch.platform import dumps_platform
+    assert json.loads(dumps_platform(d)) == d
+
+
+def test_number_arrays_are_written_on_one_line(tmp_path):
+    from annette_torch.platform import dumps_platform
+    text = dumps_platform({"a": {"values": [1.5, 2, -3e-9], "rows": [[1, 2], [3, 4]], "empty": [], "none": {}}})
+    assert '"values": [1.5, 2, -3e-09]' in text and "[1, 2]" in text
+    assert len(text.splitlines()) == 11  # objects and nested lists indented, number lists kept whole
 
 
 def _base_dict():

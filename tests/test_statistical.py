@@ -239,6 +239,32 @@ def test_mixed_extrapolates_no_worse_than_its_base():
         assert out_mixed <= out_base, (base, rep["chosen"], out_mixed, out_base)
 
 
+def test_larger_gbm_must_earn_its_size():
+    """``gbm-large`` wins only with a clear (LARGE_GAIN) score gain over every other candidate."""
+    from annette_torch.fit.statistical_fit import LARGE_GAIN, _best
+    assert _best({"gbm": 10.0, "gbm-large": 9.5, "rf": 11.0}) == "gbm"  # 5% better: not worth 5x the size
+    assert _best({"gbm": 10.0, "gbm-large": 10.0 * (1 - LARGE_GAIN) - 0.01, "rf": 11.0}) == "gbm-large"
+    assert _best({"gbm": 10.0, "gbm-large": 12.0, "rf": 9.0}) == "rf"
+    assert _best({"gbm-large": 3.0}) == "gbm-large"
+
+
+@needs_sklearn
+def test_larger_gbm_competes_only_on_large_types(monkeypatch):
+    import annette_torch.fit.statistical_fit as SF
+    rng = np.random.default_rng(8)
+    X = convs(120, rng, cmax=64, hmax=32)
+    y = measured(X, rng)
+    _, rep = fit_mixed(X, y, BASE, candidates=("gbm", "lmt"), unroll=UNROLL)
+    assert "gbm-large" not in rep["cv_mape"]  # 120 layers < LARGE_N
+    monkeypatch.setattr(SF, "LARGE_N", 100)
+    monkeypatch.setattr(SF, "LARGE_GBM", {"n_estimators": 30, "max_depth": 5})
+    model, rep = fit_mixed(X, y, BASE, candidates=("gbm", "lmt"), unroll=UNROLL)
+    assert "gbm-large" in rep["cv_mape"] and np.isfinite(rep["score"]["gbm-large"])
+    _, rep_lmt = fit_mixed(X, y, BASE, candidates=("lmt",), unroll=UNROLL)
+    assert "gbm-large" not in rep_lmt["cv_mape"]  # only where GBM is a candidate at all
+    assert np.array_equal(roundtrip(model).predict(X), model.predict(X))
+
+
 def test_mixed_correction_is_clipped_to_the_training_range():
     rng = np.random.default_rng(5)
     X = convs(200, rng, cmax=64, hmax=32)
