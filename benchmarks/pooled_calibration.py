@@ -26,8 +26,8 @@ from annette_torch import validation as V  # noqa: E402
 from annette_torch.errors import AnnetteError  # noqa: E402
 
 
-def pooled_latencies(platform: str, caches: list[str], nets: list) -> tuple[list, np.ndarray]:
-    """(networks measured in every cache, their median latency over the caches in ms); exits on a gap."""
+def pooled_latencies(platform: str, caches: list[str], nets: list) -> np.ndarray:
+    """Each network's median latency (ms) over the caches; exits unless every cache measured every network."""
     key = V.machine_key(platform)
     per_run = []
     for path in caches:
@@ -40,7 +40,7 @@ def pooled_latencies(platform: str, caches: list[str], nets: list) -> tuple[list
     if missing:
         raise SystemExit(f"pooled_calibration: {len(missing)} calibration networks are not in every cache "
                          f"(measured with another protocol or machine?): {', '.join(missing[:5])}")
-    return nets, np.array([np.median([r[n.name] for r in per_run]) for n in nets])
+    return np.array([np.median([r[n.name] for r in per_run]) for n in nets])
 
 
 def main() -> int:
@@ -60,7 +60,8 @@ def main() -> int:
         d = Platform.load(args.file).to_dict()
         d.pop("overhead", None)
         base = Platform.from_dict(d, args.file)
-        nets, y = pooled_latencies(args.platform, args.cache, calibration_set())
+        nets = calibration_set()
+        y = pooled_latencies(args.platform, args.cache, nets)
         terms = [network_terms(at.estimate(n.network, base)) for n in nets]
         plat, loo = with_overhead(base, terms, y, [n.name for n in nets])
     except AnnetteError as e:
