@@ -105,7 +105,7 @@ def calibrate_network_level(platform_obj: Any, runtime: str, nets: Sequence[Any]
                             progress: Callable[[str], None] | None = None) -> tuple[Any, dict[str, Any]]:
     """Measure ``nets`` end to end on ``runtime`` and fit the platform's network-level terms."""
     from .estimator import estimate
-    from .fit.calibrate_network import CPU_LOSS, CPU_TERMS, fit_calibration, leave_one_out, network_terms
+    from .fit.calibrate_network import fit_cpu_calibration, network_terms
     from .validation import measure_latency
 
     # rounds over all networks, the minimum per network: a slow spell of a shared machine (whole-network
@@ -119,9 +119,7 @@ def calibrate_network_level(platform_obj: Any, runtime: str, nets: Sequence[Any]
     terms = [network_terms(estimate(net, platform_obj)) for net in nets]
     names = [net.name for net in nets]
     y_arr = best
-    cal = fit_calibration(terms, y_arr, CPU_TERMS, names, loss=CPU_LOSS)
-    loo = leave_one_out(terms, y_arr, CPU_TERMS, loss=CPU_LOSS)
-    cal.loo_mape = float(np.mean(np.abs(loo)))
+    cal = fit_cpu_calibration(terms, y_arr, names)
     cal.predicts = f"end-to-end latency (ms) of one inference on {runtime} with the same runtime settings"
     raw = np.array([t["layers"] for t in terms])
     return cal, {"networks": len(nets), "loo_mape": cal.loo_mape, "measured_ms": dict(zip(names, map(float, y_arr))),
@@ -171,13 +169,9 @@ def run_calibration(platform: str, quick: bool = False, out: str | None = None, 
     d["description"] = (f"{platform} measured on this machine ({machine_fingerprint(1)['cpu']}, 1 thread): mixed "
                         f"layer models + learned mapping, calibrated end to end")
     d["fingerprint"] = machine_fingerprint(1)
-    c = cal.coef
-    d["overhead"] = {"scale": c.get("layers", 1.0) or 1.0, "per_layer_ms": c.get("executed_layers", 0.0),
-                     "per_network_ms": c.get("constant", 0.0),
-                     "origin": f"end-to-end calibration on {cal_rep['networks']} calibration networks "
-                               f"(never the validation set): leave-one-out MAPE {cal.loo_mape:.1%}, layer sum "
-                               f"alone {cal_rep['layers_only_mape']:.1%}",
-                     "fitted_on": list(cal.fitted_on)}
+    d["overhead"] = overhead_entry(cal, f"end-to-end calibration on {cal_rep['networks']} calibration networks "
+                                        f"(never the validation set): leave-one-out MAPE {cal.loo_mape:.1%}, "
+                                        f"layer sum alone {cal_rep['layers_only_mape']:.1%}")
     cache_rep = fit_rep.get("cache", {}).get("mixed+mapping", {})
     d["fit_report"] = {"configurations": fit_rep.get("configurations"),
                        "cache": {k: v for k, v in cache_rep.items() if k != "model"},
@@ -192,21 +186,24 @@ def run_calibration(platform: str, quick: bool = False, out: str | None = None, 
     return report
 
 
+def overhead_entry(cal: Any, origin: str) -> dict[str, Any]:
+    """A platform file's ``overhead`` block from a CPU `Calibration` (see `platform._read_overhead`)."""
+    c = cal.coef
+    return {"scale": c.get("layers", 0.0) or 1.0, "per_layer_ms": c.get("executed_layers", 0.0),
+            "per_network_ms": c.get("constant", 0.0), "origin": origin, "fitted_on": list(cal.fitted_on)}
+
+
 def with_overhead(plat: Any, terms: Sequence[dict[str, float]], measured_ms: Sequence[float],
-                  names: Sequence[str] = ()) -> tuple[Any, float]:
+                  names: Sequence[str] = (), origin: str = "end-to-end calibration") -> tuple[Any, float]:
     """A copy of ``plat`` with its network-level overhead fitted on (terms, measured) pairs; and the LOO MAPE.
 
-    ``terms`` must come from estimates by ``plat`` without overhead (see `network_terms`).
+    ``terms`` must come from estimates by ``plat`` without overhead (see `network_terms`); ``origin`` says
+    where the measurements come from (the leave-one-out MAPE is appended).
     """
-    from .fit.calibrate_network import CPU_LOSS, CPU_TERMS, fit_calibration, leave_one_out
+    from .fit.calibrate_network import fit_cpu_calibration
     from .platform import Platform
 
-    y = np.asarray(measured_ms, dtype=np.float64)
-    cal = fit_calibration(terms, y, CPU_TERMS, names, loss=CPU_LOSS)
-    loo = float(np.mean(np.abs(leave_one_out(terms, y, CPU_TERMS, loss=CPU_LOSS))))
+    cal = fit_cpu_calibration(terms, np.asarray(measured_ms, dtype=np.float64), names)
     d = plat.to_dict()
-    c = cal.coef
-    d["overhead"] = {"scale": c.get("layers", 0.0) or 1.0, "per_layer_ms": c.get("executed_layers", 0.0),
-                     "per_network_ms": c.get("constant", 0.0), "fitted_on": list(names),
-                     "origin": f"end-to-end calibration, leave-one-out MAPE {loo:.1%}"}
-    return Platform.from_dict(d, plat.name), loo
+    d["overhead"] = overhead_entry(cal, f"{origin}: leave-one-out MAPE {cal.loo_mape:.1%}")
+    return Platform.from_dict(d, plat.name), float(cal.loo_mape)

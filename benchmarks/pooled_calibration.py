@@ -63,16 +63,15 @@ def main() -> int:
         nets = calibration_set()
         y = pooled_latencies(args.platform, args.cache, nets)
         terms = [network_terms(at.estimate(n.network, base)) for n in nets]
-        plat, loo = with_overhead(base, terms, y, [n.name for n in nets])
+        plat, loo = with_overhead(base, terms, y, [n.name for n in nets],
+                                  origin=f"end-to-end calibration on {len(nets)} calibration networks (never the "
+                                         f"validation set), each the median over {len(args.cache)} accuracy runs "
+                                         "of its fastest-of-3-rounds latency")
     except AnnetteError as e:
         print(f"pooled_calibration: {e}", file=sys.stderr)
         return 1
-    out = plat.to_dict()
-    out["overhead"]["origin"] = (f"end-to-end calibration on {len(nets)} calibration networks (never the validation "
-                                 f"set), each the median over {len(args.cache)} accuracy runs of its fastest-of-3-"
-                                 f"rounds latency: leave-one-out MAPE {loo:.1%}")
-    Platform.from_dict(out, args.out).save(args.out)
-    o = out["overhead"]
+    plat.save(args.out)
+    o = plat.meta["overhead"]
     print(f"wrote {args.out}: scale {o['scale']:.3f}, per layer {1e3 * o['per_layer_ms']:+.2f} us, per network "
           f"{o['per_network_ms']:.4f} ms; leave-one-out MAPE {loo:.1%} on {len(nets)} networks x "
           f"{len(args.cache)} runs")

@@ -31,7 +31,7 @@ import numpy as np
 from ..errors import AnnetteError
 from ..ir import LayerType, Network
 
-__all__ = ["TERMS", "ZCU102_TERMS", "CPU_TERMS", "SIGNED_TERMS", "CPU_LOSS", "network_terms", "Calibration", "fit_calibration", "leave_one_out", "loo_report",
+__all__ = ["TERMS", "ZCU102_TERMS", "CPU_TERMS", "SIGNED_TERMS", "CPU_LOSS", "network_terms", "Calibration", "fit_calibration", "leave_one_out", "fit_cpu_calibration", "loo_report",
            "fix_caffe_depthwise", "load_published_zcu102"]
 
 log = logging.getLogger(__name__)
@@ -139,6 +139,14 @@ def leave_one_out(terms: Sequence[dict[str, float]], measured_ms: Sequence[float
         cal = fit_calibration([terms[j] for j in keep], y[keep], use, loss=loss)
         errs[i] = cal.predict(terms[i]) / y[i] - 1
     return errs
+
+
+def fit_cpu_calibration(terms: Sequence[dict[str, float]], measured_ms: Sequence[float],
+                        names: Sequence[str] = ()) -> Calibration:
+    """A measured CPU's calibration: `CPU_TERMS` under `CPU_LOSS`, with its leave-one-out MAPE set."""
+    cal = fit_calibration(terms, measured_ms, CPU_TERMS, names, loss=CPU_LOSS)
+    cal.loo_mape = float(np.mean(np.abs(leave_one_out(terms, measured_ms, CPU_TERMS, loss=CPU_LOSS))))
+    return cal
 
 
 def fix_caffe_depthwise(net: Network, published_gops: float) -> Network:
