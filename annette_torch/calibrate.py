@@ -21,7 +21,7 @@ import numpy as np
 
 from .errors import AnnetteError
 
-__all__ = ["PLANS", "calibration_networks", "run_calibration", "calibrate_network_level"]
+__all__ = ["PLANS", "calibration_networks", "run_calibration", "calibrate_network_level", "suite_options"]
 
 log = logging.getLogger(__name__)
 
@@ -29,7 +29,7 @@ MEASURABLE = ("ort-cpu", "openvino-cpu")
 MICRO = ("conv", "dwconv", "gconv", "gconv_same", "maxpool", "avgpool", "fc", "add", "concat", "slice", "act", "bn",
          "resize")
 MULTI = ("conv_bn_relu", "conv_pool", "residual", "concat_branches", "dwsep", "conv_act", "dw_act", "stem",
-         "shuffle")
+         "shuffle", "se", "conv_mul")
 #: in-context suites (the cache model: weights evicted by a network's other traffic)
 CONTEXT = ("cold_weights",)
 #: micro-kernel suites measured behind a 1x1 depthwise conv (``lead="dw1"``), per platform: the layer runs in
@@ -39,6 +39,10 @@ CONTEXT = ("cold_weights",)
 #: reorder (not a layer model's) is the concat's real cost; its convs run alike either way
 LEAD = {"ort-cpu": ("dwconv", "maxpool", "avgpool", "slice"),
         "openvino-cpu": ("conv", "gconv", "gconv_same", "dwconv", "maxpool", "avgpool", "concat", "slice")}
+#: multi-layer suites measured with a 1x1 depthwise conv behind the activation (``tail="dw1"``), per platform:
+#: ONNX Runtime fuses a HardSwish into the convolution before it only when another layer reads it (in a network
+#: always; as a benchmark's graph output never), so measured as the graph output it looked 10x dearer
+TAIL = {"ort-cpu": ("conv_act", "dw_act", "stem"), "openvino-cpu": ()}
 #: NB101 seed of the calibration cells (the accuracy benchmark's validation cells use another seed)
 CALIBRATION_SEED = 777
 #: rounds over the calibration networks (each network's latency: the fastest round's median of 30 runs; the
@@ -126,10 +130,16 @@ def calibrate_network_level(platform_obj: Any, runtime: str, nets: Sequence[Any]
                  "layers_only_mape": float(np.mean(np.abs(raw / y_arr - 1))), "coef": cal.coef}
 
 
+def suite_options(platform: str, suite: str) -> dict[str, str] | None:
+    """The options a suite is measured with on ``platform`` (`LEAD`, `TAIL`), or None."""
+    opts = {**({"lead": "dw1"} if suite in LEAD[platform] else {}), **({"tail": "dw1"} if suite in TAIL[platform] else {})}
+    return opts or None
+
+
 def run_calibration(platform: str, quick: bool = False, out: str | None = None, db: str | None = None,
                     progress: Callable[[str], None] | None = None, budget_s: float | None = None) -> dict[str, Any]:
     """Measure, fit and write the platform file; returns a report (paths, errors, timings)."""
-    from .bench.store import Store, machine_fingerprint
+    from .bench.store import Store
     from .bench.suites import SUITES
     from .bench.sweep import run_sweep
     from .fit.generator import fit_platform
@@ -153,7 +163,7 @@ def run_calibration(platform: str, quick: bool = False, out: str | None = None, 
             if left is not None and left <= 0:
                 break
             progress(f"benchmark suite {suite} ({n} configurations)")
-            cfgs = SUITES[suite].configs(n=n, seed=0, options={"lead": "dw1"} if suite in LEAD[platform] else None)
+            cfgs = SUITES[suite].configs(n=n, seed=0, options=suite_options(platform, suite))
             res = run_sweep(st, platform, suite, cfgs, runner, kw, iterations=20,
                             warmup=3, budget_s=left, progress=False)
             report["suites"][suite] = {"measured": res.measured, "failed": res.failed, "skipped": res.skipped}
@@ -165,13 +175,26 @@ def run_calibration(platform: str, quick: bool = False, out: str | None = None, 
     t_fit = time.perf_counter() - t0 - t_bench
     nets = calibration_networks(plan.networks, exclude_hashes=_validation_hashes())
     cal, cal_rep = calibrate_network_level(plat, platform, nets, progress)
+    d = platform_file(plat, fit_rep, platform)
+    d["overhead"] = overhead_entry(cal, f"end-to-end calibration on {cal_rep['networks']} calibration networks "
+                                        f"(never the validation set): leave-one-out MAPE {cal.loo_mape:.1%}, "
+                                        f"layer sum alone {cal_rep['layers_only_mape']:.1%}")
+    final = Platform.from_dict(d, out)
+    final.save(out)
+    report.update(seconds_bench=t_bench, seconds_fit=t_fit, seconds_total=time.perf_counter() - t0,
+                  end_to_end=cal_rep, layer_models=len(final.layers), rules=len(final.mapping.rules))
+    return report
+
+
+def platform_file(plat: Any, fit_rep: dict[str, Any], platform: str) -> dict[str, Any]:
+    """The platform file's content for a `fit_platform` result measured here: description, this machine's
+    fingerprint and a summary of the fit report (no end-to-end calibration yet)."""
+    from .bench.store import machine_fingerprint
+
     d = plat.to_dict()
     d["description"] = (f"{platform} measured on this machine ({machine_fingerprint(1)['cpu']}, 1 thread): mixed "
                         f"layer models + learned mapping, calibrated end to end")
     d["fingerprint"] = machine_fingerprint(1)
-    d["overhead"] = overhead_entry(cal, f"end-to-end calibration on {cal_rep['networks']} calibration networks "
-                                        f"(never the validation set): leave-one-out MAPE {cal.loo_mape:.1%}, "
-                                        f"layer sum alone {cal_rep['layers_only_mape']:.1%}")
     cache_rep = fit_rep.get("cache", {}).get("mixed+mapping", {})
     d["fit_report"] = {"configurations": fit_rep.get("configurations"),
                        "cache": {k: v for k, v in cache_rep.items() if k != "model"},
@@ -179,11 +202,7 @@ def run_calibration(platform: str, quick: bool = False, out: str | None = None, 
                        "layer_models": {k: {kk: vv for kk, vv in v.items() if kk in ("model", "chosen", "cv_mape",
                                                                                        "n_samples", "base_mape")}
                                         for k, v in fit_rep.get("mixed+mapping", {}).items()}}
-    final = Platform.from_dict(d, out)
-    final.save(out)
-    report.update(seconds_bench=t_bench, seconds_fit=t_fit, seconds_total=time.perf_counter() - t0,
-                  end_to_end=cal_rep, layer_models=len(final.layers), rules=len(final.mapping.rules))
-    return report
+    return d
 
 
 def overhead_entry(cal: Any, origin: str) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from annette_torch.bench.suites import (MAX_ACT_BYTES, MAX_OPS, MAX_WEIGHT_BYTES
                                         config_id, from_annette_template, list_suites, load_sweep_table,
                                         multi_kernel)
 from annette_torch.errors import AnnetteError
+from annette_torch.ir import LayerType as T
 
 SPACE = {"h": [8, 16, 32, 64], "w": [8, 16, 32], "k": [1, 3, 5, 7], "act": ["relu", "gelu"]}  # 96 configs
 
@@ -134,7 +135,7 @@ def session_ok(model: onnx.ModelProto) -> ort.InferenceSession:
 MICRO = ["conv", "dwconv", "gconv", "gconv_same", "maxpool", "avgpool", "fc", "add", "concat", "slice", "act", "bn",
          "resize"]
 MULTI = ["conv_bn_relu", "conv_pool", "residual", "concat_branches", "dwsep", "conv_act", "dw_act", "stem", "shuffle",
-         "cold_weights"]
+         "se", "conv_mul", "cold_weights"]
 
 
 def test_suite_registry():
@@ -324,3 +325,34 @@ def test_paper_conv_suite(ref_dir, monkeypatch):
     net = suite.build(rows[-1])
     assert net.name.startswith("paper_conv-") and net.type_labels() == ["Input", "Conv"]
     assert len(suite.configs(sampler="sobol", n=5)) == 5
+
+
+@pytest.mark.parametrize("name", ["conv_act", "dw_act", "stem"])
+def test_tail_option_puts_a_layer_behind_the_activation(name):
+    """``tail="dw1"``: a 1x1 depthwise conv reads the activation, so it is no graph output (ONNX Runtime fuses a
+    HardSwish into its convolution only then); the analytic cost counts it, ids differ from the plain config."""
+    suite = SUITES[name]
+    plain = suite.configs(n=4, seed=0)
+    tailed = suite.configs(n=4, seed=0, options={"tail": "dw1"})
+    assert [c["config_id"] for c in plain] != [c["config_id"] for c in tailed]
+    for p, c in zip(plain, tailed):
+        a, b = suite.build(p), suite.build(c)
+        assert len(b) == len(a) + 1 and b.names[-1] == "tail" and b.types[-1] == T.DEPTHWISE_CONV
+        act = b.index("act") if "act" in b.names else b.index(str(c["act"]))
+        assert b.n_outputs[act] == 1 and a.n_outputs[-1] == 0
+        cols = {k: np.array([v], dtype=object if isinstance(v, str) else np.int64)
+                for k, v in {**suite.optional, **c}.items() if k != "config_id"}
+        ops, act_e, wts = (float(np.asarray(v).reshape(-1)[0]) for v in suite.cost(cols))
+        assert (ops, act_e, wts) == (pytest.approx(b.total_ops), pytest.approx(float(b.out_elems.sum())),
+                                     pytest.approx(b.total_weights))
+    with pytest.raises(SuiteError, match="tail must be one of"):
+        suite.build({**{k: v for k, v in plain[0].items() if k != "config_id"}, "tail": "conv"})
+
+
+def test_calibration_measures_onnx_runtime_activations_behind_a_tail():
+    from annette_torch.calibrate import MULTI, suite_options
+    assert {"se", "conv_mul"} <= set(MULTI)
+    assert suite_options("ort-cpu", "conv_act") == {"tail": "dw1"}
+    assert suite_options("ort-cpu", "dwconv") == {"lead": "dw1"}
+    assert suite_options("openvino-cpu", "conv_act") is None
+    assert suite_options("openvino-cpu", "conv") == {"lead": "dw1"}

@@ -86,6 +86,28 @@ def test_mapping_fit_recovers_rules():
     assert m.network.types[1] == T.CONV_POOL
 
 
+def test_fusion_examples_skip_producers_absorbed_by_their_consumer():
+    """ONNX Runtime runs x * sigmoid(x) as one QuickGelu node on the Mul (the Sigmoid, a producer, fused into
+    its consumer): no "Mul+Mul" example may come out of it, only the conv's own edges count."""
+    from annette_torch.bench.records import FUSED, NOT_FUSED, LayerRecord
+    from annette_torch.fit.data import Measured, fusion_examples
+    suite = SUITES["conv_mul"]
+    cfg = next(c for c in suite.configs(n=20, seed=0) if c["kind"] == "swish")
+    net = suite.build(cfg)
+    recs = {n: LayerRecord(n, T(int(net.types[i])).label, NOT_FUSED, node=n, time_ms=0.01) for i, n in enumerate(net.names)}
+    recs["sigmoid"] = LayerRecord("sigmoid", "Sigmoid", FUSED, fused_into="mul", node="mul/QuickGeluFusion/")
+    recs["mul"] = LayerRecord("mul", "Mul", NOT_FUSED, node="mul/QuickGeluFusion/", time_ms=0.02, absorbed=("sigmoid",))
+    ca = SUITES["conv_act"]
+    cfg2 = next(c for c in ca.configs(n=20, seed=0) if c["act"] == "relu")
+    net2 = ca.build(cfg2)
+    recs2 = {"x": LayerRecord("x", "Input", NOT_FUSED),
+             "conv": LayerRecord("conv", "Conv", NOT_FUSED, node="conv", time_ms=0.01, absorbed=("relu",)),
+             "relu": LayerRecord("relu", "Relu", FUSED, fused_into="conv", node="conv")}
+    ex = fusion_examples([Measured("conv_mul", cfg["config_id"], net, recs, []),
+                          Measured("conv_act", cfg2["config_id"], net2, recs2, [])])
+    assert list(zip(ex.head_type, ex.sec_type, ex.fused)) == [(T.CONV, T.RELU, True)]
+
+
 @pytest.fixture
 def measured_store(tmp_path, monkeypatch):
     """A store filled through the real sweep machinery by the synthetic fake runner."""

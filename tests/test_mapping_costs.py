@@ -172,6 +172,46 @@ def test_reorders_inside_a_graph_are_charged_to_its_plain_layout_layers():
     assert ls.inserted_ms[0] == pytest.approx(0.005) and ls.inserted_input_ms[0] == pytest.approx(0.003)
 
 
+def test_reorders_inside_a_squeeze_excite_block_are_charged_to_its_broadcasting_product():
+    """ONNX Runtime runs a gate x feature-map product in the plain layout: the reorders of the feature map and
+    the gate into it and of the product back (inner, ``_token_`` names) are the product's cost."""
+    from annette_torch.fit.data import layout_breakers
+    s = SUITES["se"]
+    cfg = s.configs(n=1, seed=0)[0]
+    net = s.build(cfg)
+    recs = {n: LayerRecord(n, T(int(net.types[i])).label, NOT_FUSED, node=n, time_ms=0.0 if i == 0 else 0.01)
+            for i, n in enumerate(net.names)}
+    inserted = [LayerRecord("ReorderInput", "ReorderInput", INSERTED, node="ReorderInput", time_ms=0.003)] + [
+        LayerRecord(f"Reorder{side}_token_{k}", f"Reorder{side}", INSERTED, node=f"Reorder{side}_token_{k}",
+                    time_ms=t) for k, (side, t) in enumerate([("Output", 0.02), ("Output", 0.002), ("Input", 0.02)])]
+    ls = layer_samples([Measured("se", cfg["config_id"], net, recs, inserted)], MappingModel())
+    mnet = ls.network
+    product = np.flatnonzero(mnet.types == T.MUL)
+    assert product.size == 1
+    breakers = layout_breakers(mnet)
+    assert breakers[product[0]] and set(mnet.types[breakers]) == {T.MUL, T.FLATTEN}
+    extra = ls.time_ms - np.where(mnet.types == T.INPUT, 0.0, 0.01)
+    assert extra[~breakers] == pytest.approx(0.0)
+    # spread by output size: the product (c x hw x hw elements) takes nearly all, the flatten (f) the rest
+    e = mnet.out_elems[breakers]
+    assert extra[breakers] == pytest.approx(0.042 * e / e.sum())
+    assert extra[product[0]] > 0.9 * 0.042
+    assert ls.inserted_ms[0] == pytest.approx(0.003)
+
+
+def test_same_shape_merges_do_not_break_the_layout():
+    from annette_torch.fit.data import layout_breakers
+    b = NetworkBuilder("merges")
+    x = b.input("x", (1, 16, 8, 8))
+    y = b.conv("conv", x, 16, 1)
+    g = b.conv("gate", b.global_pool("pool", y), 16, 1)
+    b.same(T.MUL, "scale", [y, g])
+    b.same(T.ADD, "add", [x, y])
+    b.same(T.MUL, "mul", [x, y])
+    net = b.build()
+    assert [n for n, m in zip(net.names, layout_breakers(net)) if m] == ["scale"]
+
+
 def test_shuffle_suite_concat_trains_no_concat_model():
     from annette_torch.fit.generator import _trains
     ls = layer_samples([_shuffle_measured(), _measured(1)[0]], MappingModel())

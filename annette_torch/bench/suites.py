@@ -564,43 +564,95 @@ def _c_dwsep(c):
     return ops, c["c"] * c["hw"] ** 2 + 3 * a + 3 * o, c["c"] * c["k"] ** 2 + 2 * c["c"] + c["f"] * c["c"] + 2 * c["f"]
 
 
+#: ``tail`` values of the conv_act / dw_act / stem suites: what consumes the activation
+TAILS = ("none", "dw1")
+
+
+def _tail(b: NetworkBuilder, c: dict, x: int) -> int:
+    """The activation's consumer: none (the activation is the graph output) or a 1x1 depthwise conv (``dw1``).
+
+    A runtime may not fuse an activation whose output is a graph output: ONNX Runtime folds a HardSwish into
+    the convolution before it only when another layer reads it, as in every network.
+    """
+    tail = str(c.get("tail", "none"))
+    if tail == "none":
+        return x
+    if tail != "dw1":
+        raise SuiteError(f"tail must be one of {list(TAILS)}, got {tail!r}")
+    return b.conv("tail", x, b.out_shape(x)[1], 1, groups=b.out_shape(x)[1])
+
+
+def _tail_cost(c, o, ch):
+    """(ops, activation elements, weights) the ``tail`` adds: a 1x1 depthwise conv over ``o`` elements."""
+    on = np.asarray(c.get("tail", "none")) == "dw1"
+    return on * 2 * o, on * o, on * ch
+
+
 def _b_conv_act(c: dict) -> Network:
     b = NetworkBuilder("conv_act")
     x = _conv(b, "conv", _input(b, c, hw=("hw", "hw")), int(c["f"]), int(c["k"]), 1)
-    _act(b, str(c["act"]), str(c["act"]), x)
+    _tail(b, c, _act(b, str(c["act"]), str(c["act"]), x))
     return b.build()
 
 
 def _c_conv_act(c):
     o = c["hw"] ** 2 * c["f"]
-    return 2 * o * c["c"] * c["k"] ** 2 + o, c["c"] * c["hw"] ** 2 + 2 * o, c["f"] * c["c"] * c["k"] ** 2
+    t = _tail_cost(c, o, c["f"])
+    return (2 * o * c["c"] * c["k"] ** 2 + o + t[0], c["c"] * c["hw"] ** 2 + 2 * o + t[1],
+            c["f"] * c["c"] * c["k"] ** 2 + t[2])
+
+
+def _b_conv_mul(c: dict) -> Network:
+    """A conv whose output is multiplied element-wise (same shapes): by its own sigmoid (``swish``: SiLU
+    written out, as YOLOv5 and older ONNX exports have it) or by a parallel 1x1 conv's output (``product``)."""
+    b = NetworkBuilder("conv_mul")
+    x = _input(b, c, hw=("hw", "hw"))
+    y = _conv(b, "conv", x, int(c["f"]), int(c["k"]), 1)
+    if str(c["kind"]) == "swish":
+        other = b.same(T.SIGMOID, "sigmoid", y)
+    elif str(c["kind"]) == "product":
+        other = _conv(b, "conv2", x, int(c["f"]), 1)
+    else:
+        raise SuiteError(f"unknown kind {c['kind']!r}; choose from ['swish', 'product']")
+    b.same(T.MUL, "mul", [y, other])
+    return b.build()
+
+
+def _c_conv_mul(c):
+    o = c["hw"] ** 2 * c["f"]
+    swish = np.asarray(c["kind"]) == "swish"
+    ops = 2 * o * c["c"] * c["k"] ** 2 + o + np.where(swish, o, 2 * o * c["c"])
+    return ops, c["c"] * c["hw"] ** 2 + 3 * o, c["f"] * c["c"] * (c["k"] ** 2 + np.where(swish, 0, 1))
 
 
 def _b_stem(c: dict) -> Network:
     b = NetworkBuilder("stem")
     x = _conv(b, "conv", _input(b, c, hw=("hw", "hw")), int(c["f"]), int(c["k"]), int(c["s"]))
     x = b.same(T.BATCH_NORM, "bn", x)
-    _act(b, str(c["act"]), "act", x)
+    _tail(b, c, _act(b, str(c["act"]), "act", x))
     return b.build()
 
 
 def _c_stem(c):
     ho = _same_out(c["hw"], c["s"])
     o = ho * ho * c["f"]
-    return 2 * o * c["c"] * c["k"] ** 2 + 3 * o, c["c"] * c["hw"] ** 2 + 3 * o, c["f"] * c["c"] * c["k"] ** 2 + 2 * c["f"]
+    t = _tail_cost(c, o, c["f"])
+    return (2 * o * c["c"] * c["k"] ** 2 + 3 * o + t[0], c["c"] * c["hw"] ** 2 + 3 * o + t[1],
+            c["f"] * c["c"] * c["k"] ** 2 + 2 * c["f"] + t[2])
 
 
 def _b_dw_act(c: dict) -> Network:
     b = NetworkBuilder("dw_act")
     x = _input(b, c, hw=("hw", "hw"))
     x = _conv(b, "dw", x, int(c["c"]), int(c["k"]), 1, groups=int(c["c"]))
-    _act(b, str(c["act"]), str(c["act"]), x)
+    _tail(b, c, _act(b, str(c["act"]), str(c["act"]), x))
     return b.build()
 
 
 def _c_dw_act(c):
     o = c["hw"] ** 2 * c["c"]
-    return 2 * o * c["k"] ** 2 + o, c["c"] * c["hw"] ** 2 + 2 * o, c["c"] * c["k"] ** 2
+    t = _tail_cost(c, o, c["c"])
+    return 2 * o * c["k"] ** 2 + o + t[0], c["c"] * c["hw"] ** 2 + 2 * o + t[1], c["c"] * c["k"] ** 2 + t[2]
 
 
 #: channel counts of the shuffle suite: ShuffleNet V2 stage widths (x0.5 .. x2) and powers of two
@@ -672,6 +724,42 @@ def _c_shuffle(c):
 def _v_shuffle(c):
     cc, g = np.asarray(c["c"]), np.asarray(c["g"])
     return (cc % (2 * g) == 0)
+
+
+#: the se suite's values: spatial sizes and channel counts of EfficientNet / MobileNetV3 / MnasNet blocks, the
+#: squeeze reduction (EfficientNet squeezes its expanded width 24-fold, MobileNetV3 4-fold) and project widths
+SE_SPATIAL = [4, 7, 8, 14, 16, 28, 32, 56, 64, 112]
+SE_CHANNELS = [16, 24, 32, 40, 48, 64, 72, 96, 120, 144, 192, 240, 288, 384, 480, 576, 672, 960, 1152]
+SE_REDUCE = [4, 8, 16, 24]
+SE_PROJECT = [16, 24, 40, 64, 80, 112, 160, 192, 320]
+_SE_GATES = {"sigmoid": T.SIGMOID, "hardsigmoid": T.HARDSIGMOID}
+
+
+def _b_se(c: dict) -> Network:
+    """A squeeze-excite block as in EfficientNet / MobileNetV3: depthwise 3x3 + activation, global average pool,
+    1x1 squeeze + activation, 1x1 excite + gate, the channel-wise product (a broadcasting ``Mul``), a 1x1
+    project conv; a global pool and flatten close it, so the graph ends in a plain-layout layer (a runtime's
+    reorders inside the block are then all the product's, none at the graph output)."""
+    b = NetworkBuilder("se")
+    ch = int(c["c"])
+    if str(c["gate"]) not in _SE_GATES:
+        raise SuiteError(f"unknown gate {c['gate']!r}; choose from {list(_SE_GATES)}")
+    x = _act(b, str(c["act"]), "dw_act", _conv(b, "dw", _input(b, c, hw=("hw", "hw")), ch, 3, groups=ch))
+    s = _act(b, str(c["act"]), "squeeze_act", _conv(b, "squeeze", b.global_pool("se_pool", x),
+                                                        max(1, ch // int(c["r"])), 1))
+    g = b.same(_SE_GATES[str(c["gate"])], "gate", _conv(b, "excite", s, ch, 1))
+    y = _conv(b, "project", b.same(T.MUL, "scale", [x, g]), int(c["f"]), 1)
+    n = b.out_shape(y)[0]
+    b.add(T.FLATTEN, "flatten", [b.global_pool("pool", y)], (n, int(c["f"])))
+    return b.build()
+
+
+def _c_se(c):
+    ch, hw, f = (np.asarray(c[k], dtype=np.float64) for k in ("c", "hw", "f"))
+    sq = np.maximum(1, ch // np.asarray(c["r"]))
+    e = hw * hw * ch
+    ops = 22 * e + 4 * ch * sq + sq + ch + 2 * hw * hw * (ch + 1) * f
+    return ops, 4 * e + 3 * ch + 2 * sq + hw * hw * f + 2 * f, 9 * ch + 2 * ch * sq + ch * f
 
 
 #: weighted layers of the cold_weights suite: kernel size (0 = fully connected)
@@ -1124,17 +1212,26 @@ def _suites() -> dict[str, Suite]:
               {**sq, "c": ch, "f": ch, "k": [3, 5], "s": STRIDES}, _b_dwsep, kind="multi", cost=_c_dwsep),
         Suite("conv_act", "conv (stride 1) + activation (hw, c, f, kernel, kind)",
               {**sq, "c": ch, "f": ch, "k": KERNELS, "act": ACTIVATIONS}, _b_conv_act, kind="multi",
-              cost=_c_conv_act),
+              cost=_c_conv_act, optional={"tail": "none"}),
+        Suite("conv_mul", "conv (stride 1) times its sigmoid (SiLU written out) or times a parallel 1x1 conv: a "
+              "same-shape Mul inside a network (hw, c, f, kernel, kind swish/product)",
+              {**sq, "c": ch, "f": ch, "k": KERNELS, "kind": ["swish", "product"]}, _b_conv_mul, kind="multi",
+              cost=_c_conv_mul),
         Suite("dw_act", "depthwise conv (stride 1) + activation (hw, c, kernel, kind)",
-              {**sq, "c": ch, "k": KERNELS, "act": ACTIVATIONS}, _b_dw_act, kind="multi", cost=_c_dw_act),
+              {**sq, "c": ch, "k": KERNELS, "act": ACTIVATIONS}, _b_dw_act, kind="multi", cost=_c_dw_act,
+              optional={"tail": "none"}),
         Suite("stem", "a network's first conv on an image: 1-4 input channels (hw, c, f, kernel, stride) + bn "
               "+ activation", {"hw": STEM_SPATIAL, "c": [1, 3, 4], "f": [8, 16, 24, 32, 48, 64, 96],
                                "k": [3, 5, 7], "s": STRIDES, "act": ["relu", "relu6", "silu", "hardswish"]},
-              _b_stem, kind="multi", cost=_c_stem),
+              _b_stem, kind="multi", cost=_c_stem, optional={"tail": "none"}),
         Suite("shuffle", "ShuffleNet V2 units after a 1x1 conv: split, conv-dw-conv branch, concat, channel shuffle "
               "(hw, c, groups g, stride of the first unit, units)",
               {"hw": [7, 14, 28, 56, 112], "c": SHUFFLE_CHANNELS, "g": [2, 4], "s": [1, 2], "depth": [1, 2, 3]},
               _b_shuffle, kind="multi", cost=_c_shuffle, valid=_v_shuffle),
+        Suite("se", "squeeze-excite block: dw3x3-act, pool, 1x1 squeeze-act, 1x1 excite-gate, channel product, 1x1 "
+              "project (hw, c, squeeze reduction r, project width f, act relu/silu, gate sigmoid/hardsigmoid)",
+              {"hw": SE_SPATIAL, "c": SE_CHANNELS, "r": SE_REDUCE, "f": SE_PROJECT, "act": ["relu", "silu"],
+               "gate": list(_SE_GATES)}, _b_se, kind="multi", cost=_c_se),
         Suite("cold_weights", "FC / 1x1 / 3x3 conv (c, f, spatial s) after a pool reading ~flush MB of input: "
               "weights pushed out of the caches as inside a network",
               {"layer": list(_COLD_LAYERS), "c": [128, 256, 512, 1024, 2048, 4096, 8192, 16384],

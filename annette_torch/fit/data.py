@@ -106,7 +106,9 @@ def fusion_examples(measured: list[Measured]) -> FusionExamples:
         for p, s in net.edges:
             if out_deg[p] != 1 or recs[net.names[s]].fused not in (FUSED, NOT_FUSED):
                 continue
-            if net.types[p] == LayerType.INPUT:
+            if net.types[p] == LayerType.INPUT or head[p] == s:
+                # (a producer absorbed by its consumer, e.g. ONNX Runtime's x * sigmoid(x) -> QuickGelu on the Mul:
+                # a fusion backwards, which a rule "head + consumer" cannot express)
                 continue
             h = head[p]
             if in_deg[s] != 1:
@@ -167,7 +169,7 @@ def layer_samples(measured: list[Measured], mapping: MappingModel) -> LayerSampl
         ft, fe = _fused_summary(m.network, owner, mp.kept)
         inputs = [n for n, ty in zip(m.network.names, m.network.types) if ty == LayerType.INPUT]
         ins = m.inserted
-        breakers = np.flatnonzero(np.isin(mp.network.types, LAYOUT_BREAKERS))
+        breakers = np.flatnonzero(layout_breakers(mp.network))
         if breakers.size:
             # reorders around plain-layout layers inside the graph are their cost, not the graph ends'
             outputs = [m.network.names[i] for i in np.flatnonzero(m.network.n_outputs == 0)]
@@ -202,6 +204,14 @@ def inserted_at_input(rec: LayerRecord, inputs: Iterable[str]) -> bool:
 #: Layers a runtime runs in the plain layout between blocked-layout convs (ONNX Runtime's NCHWc): the
 #: reorders it inserts around them inside a graph are charged to them (spread by output size).
 LAYOUT_BREAKERS = (LayerType.SLICE, LayerType.RESHAPE, LayerType.TRANSPOSE, LayerType.FLATTEN)
+
+
+def layout_breakers(net: Network) -> np.ndarray:
+    """Mask of the layers that break a blocked layout: `LAYOUT_BREAKERS` and broadcasting merges (a
+    squeeze-excite gate times a feature map: ONNX Runtime's NCHWc kernels take same-shape operands only)."""
+    merge = np.isin(net.types, _MERGE) & (net.n_inputs > 1)
+    broadcast = merge & (net.in_elems < net.n_inputs * net.out_elems)
+    return np.isin(net.types, LAYOUT_BREAKERS) | broadcast
 
 
 def _boundary(rec: LayerRecord, inputs: Iterable[str], outputs: Iterable[str]) -> bool:

@@ -31,6 +31,9 @@ log = logging.getLogger(__name__)
 
 MIN_GROUPS = 15    # groups per (executing type, fused type) for a median
 MIN_CONFIGS = 20   # configurations per (type, input/output) for an inserted-reorder term
+#: fused groups with fewer fused output elements than this say nothing per element (a squeeze-excite gate's
+#: 1x1 maps: the group's time is all call overhead and noise) and do not enter the medians
+MIN_FUSED_ELEMS = 4096
 #: below this (ns per element) a fused type is taken as free
 _NS_FLOOR = 0.005
 
@@ -55,7 +58,8 @@ def fit_fused_costs(ls: LayerSamples, first_pass: Platform,
     """
     net = ls.network
     pred, _ = first_pass.predict(net, input_reorders=False, output_reorders=False)
-    ok = (ls.fused_type >= 0) & (ls.fused_type != LayerType.BATCH_NORM) & (ls.time_ms > 0) & (ls.fused_elems > 0)
+    ok = (ls.fused_type >= 0) & (ls.fused_type != LayerType.BATCH_NORM) & (ls.time_ms > 0) \
+        & (ls.fused_elems >= MIN_FUSED_ELEMS)
     per_elem = (ls.time_ms - pred) / np.maximum(ls.fused_elems, 1.0) * 1e6  # ns per fused element
     sums: dict[int, list[float]] = {}
     report: dict[str, Any] = {"medians_ns": {}}
@@ -68,7 +72,8 @@ def fit_fused_costs(ls: LayerSamples, first_pass: Platform,
                 med[int(a)] = (float(np.median(per_elem[rows])), int(rows.sum()))
         # the baseline: groups of P with nothing (or only a folded BatchNorm) fused, per output element; else
         # the cheapest fused type
-        plain = (net.types == p) & np.isin(ls.fused_type, (-1, int(LayerType.BATCH_NORM))) & (ls.time_ms > 0)
+        plain = (net.types == p) & np.isin(ls.fused_type, (-1, int(LayerType.BATCH_NORM))) & (ls.time_ms > 0) \
+            & (net.out_elems >= MIN_FUSED_ELEMS)
         if plain.sum() >= MIN_GROUPS:
             base = float(np.median((ls.time_ms - pred)[plain] / np.maximum(net.out_elems[plain], 1.0) * 1e6))
         else:
