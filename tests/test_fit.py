@@ -94,7 +94,8 @@ def test_fusion_examples_skip_producers_absorbed_by_their_consumer():
     suite = SUITES["conv_mul"]
     cfg = next(c for c in suite.configs(n=20, seed=0) if c["kind"] == "swish")
     net = suite.build(cfg)
-    recs = {n: LayerRecord(n, T(int(net.types[i])).label, NOT_FUSED, node=n, time_ms=0.01) for i, n in enumerate(net.names)}
+    recs = {n: LayerRecord(n, T(int(net.types[i])).label, NOT_FUSED, node=n, time_ms=0.01)
+            for i, n in enumerate(net.names)}
     recs["sigmoid"] = LayerRecord("sigmoid", "Sigmoid", FUSED, fused_into="mul", node="mul/QuickGeluFusion/")
     recs["mul"] = LayerRecord("mul", "Mul", NOT_FUSED, node="mul/QuickGeluFusion/", time_ms=0.02, absorbed=("sigmoid",))
     ca = SUITES["conv_act"]
