@@ -136,14 +136,19 @@ def test_stem_suite_builds_image_inputs():
         assert net.cols["c_out"][0] in (1, 3, 4) and net.types[1] == T.CONV
 
 
+def _unfused_records(net) -> dict[str, LayerRecord]:
+    """One not-fused record per layer, named after it: 0.01 ms each, the graph input 0."""
+    return {n: LayerRecord(n, T(int(net.types[i])).label, NOT_FUSED, node=n, time_ms=0.0 if i == 0 else 0.01)
+            for i, n in enumerate(net.names)}
+
+
 def _shuffle_measured(inner_ms=(0.004, 0.006), out_ms=0.002, in_ms=0.003) -> Measured:
     """One shuffle-suite configuration with ONNX Runtime-style reorders: the graph input's, two inside
     (around the plain-layout split) and one named after the output layer (OpenVINO's naming)."""
     s = SUITES["shuffle"]
     cfg = next(c for c in s.configs(n=40, seed=0) if c["s"] == 1 and c["depth"] == 2)
     net = s.build(cfg)
-    recs = {n: LayerRecord(n, T(int(net.types[i])).label, NOT_FUSED, node=n, time_ms=0.0 if i == 0 else 0.01)
-            for i, n in enumerate(net.names)}
+    recs = _unfused_records(net)
     out_name = net.names[-1]
     inserted = [LayerRecord("ReorderInput", "ReorderInput", INSERTED, node="ReorderInput", time_ms=in_ms),
                 LayerRecord("ReorderOutput_token_3", "ReorderOutput", INSERTED, node="ReorderOutput_token_3",
@@ -179,8 +184,7 @@ def test_reorders_inside_a_squeeze_excite_block_are_charged_to_its_broadcasting_
     s = SUITES["se"]
     cfg = s.configs(n=1, seed=0)[0]
     net = s.build(cfg)
-    recs = {n: LayerRecord(n, T(int(net.types[i])).label, NOT_FUSED, node=n, time_ms=0.0 if i == 0 else 0.01)
-            for i, n in enumerate(net.names)}
+    recs = _unfused_records(net)
     inserted = [LayerRecord("ReorderInput", "ReorderInput", INSERTED, node="ReorderInput", time_ms=0.003)] + [
         LayerRecord(f"Reorder{side}_token_{k}", f"Reorder{side}", INSERTED, node=f"Reorder{side}_token_{k}",
                     time_ms=t) for k, (side, t) in enumerate([("Output", 0.02), ("Output", 0.002), ("Input", 0.02)])]

@@ -302,12 +302,18 @@ def _lead(b: NetworkBuilder, c: dict, x: int, name: str = "lead") -> int:
     network: OpenVINO's CPU plugin runs a max pool on the plain NCHW input 4-6x slower than after any conv
     (blocked layout), a depthwise conv ~30% slower. The cheapest conv in front gives the in-network layout.
     """
-    lead = str(c.get("lead", "none"))
-    if lead == "none":
+    return _dw1(b, c, "lead", x, name)
+
+
+def _dw1(b: NetworkBuilder, c: dict, key: str, x: int, name: str) -> int:
+    """``x`` when the config's ``key`` (``lead`` / ``tail``) is ``none``, a 1x1 depthwise conv on it when ``dw1``."""
+    v = str(c.get(key, "none"))
+    if v == "none":
         return x
-    if lead != "dw1":
-        raise SuiteError(f"lead must be one of {list(LEADS)}, got {lead!r}")
-    return b.conv(name, x, b.out_shape(x)[1], 1, groups=b.out_shape(x)[1])
+    if v != "dw1":
+        raise SuiteError(f"{key} must be one of {list(LEADS)}, got {v!r}")
+    ch = b.out_shape(x)[1]
+    return b.conv(name, x, ch, 1, groups=ch)
 
 
 def _b_dwconv(c: dict) -> Network:
@@ -564,8 +570,8 @@ def _c_dwsep(c):
     return ops, c["c"] * c["hw"] ** 2 + 3 * a + 3 * o, c["c"] * c["k"] ** 2 + 2 * c["c"] + c["f"] * c["c"] + 2 * c["f"]
 
 
-#: ``tail`` values of the conv_act / dw_act / stem suites: what consumes the activation
-TAILS = ("none", "dw1")
+#: ``tail`` values of the conv_act / dw_act / stem suites: what consumes the activation (as `LEADS`)
+TAILS = LEADS
 
 
 def _tail(b: NetworkBuilder, c: dict, x: int) -> int:
@@ -574,12 +580,7 @@ def _tail(b: NetworkBuilder, c: dict, x: int) -> int:
     A runtime may not fuse an activation whose output is a graph output: ONNX Runtime folds a HardSwish into
     the convolution before it only when another layer reads it, as in every network.
     """
-    tail = str(c.get("tail", "none"))
-    if tail == "none":
-        return x
-    if tail != "dw1":
-        raise SuiteError(f"tail must be one of {list(TAILS)}, got {tail!r}")
-    return b.conv("tail", x, b.out_shape(x)[1], 1, groups=b.out_shape(x)[1])
+    return _dw1(b, c, "tail", x, "tail")
 
 
 def _tail_cost(c, o, ch):

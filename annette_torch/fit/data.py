@@ -20,7 +20,7 @@ import numpy as np
 from ..bench.records import FUSED, INSERTED, NOT_FUSED, LayerRecord
 from ..bench.store import Store
 from ..errors import AnnetteError
-from ..ir import LayerType, Network
+from ..ir import MERGE_TYPES, LayerType, Network
 from ..mapping import MappingModel
 
 _MERGE = (LayerType.ADD, LayerType.MUL)
@@ -209,7 +209,7 @@ LAYOUT_BREAKERS = (LayerType.SLICE, LayerType.RESHAPE, LayerType.TRANSPOSE, Laye
 def layout_breakers(net: Network) -> np.ndarray:
     """Mask of the layers that break a blocked layout: `LAYOUT_BREAKERS` and broadcasting merges (a
     squeeze-excite gate times a feature map: ONNX Runtime's NCHWc kernels take same-shape operands only)."""
-    merge = np.isin(net.types, _MERGE) & (net.n_inputs > 1)
+    merge = np.isin(net.types, MERGE_TYPES) & (net.n_inputs > 1)
     broadcast = merge & (net.in_elems < net.n_inputs * net.out_elems)
     return np.isin(net.types, LAYOUT_BREAKERS) | broadcast
 
