@@ -64,8 +64,10 @@ class Plan:
 
 
 PLANS = {
-    "quick": Plan(configs_micro=80, configs_multi=80, configs_context=60, networks=18, cv=3, candidates=("gbm", "lmt")),
-    "full": Plan(configs_micro=500, configs_multi=400, configs_context=200, networks=45, cv=5, candidates=("gbm", "rf", "poly", "lmt")),
+    "quick": Plan(configs_micro=80, configs_multi=80, configs_context=60, networks=18, cv=3,
+                  candidates=("gbm", "gbm-huber", "lmt")),
+    "full": Plan(configs_micro=500, configs_multi=400, configs_context=200, networks=45, cv=5,
+                 candidates=("gbm", "gbm-huber", "rf", "poly", "lmt")),
 }
 
 
@@ -200,6 +202,7 @@ def platform_file(plat: Any, fit_rep: dict[str, Any], platform: str) -> dict[str
     d["fit_report"] = {"configurations": fit_rep.get("configurations"),
                        "cache": {k: v for k, v in cache_rep.items() if k != "model"},
                        "mapping": {k: v for k, v in fit_rep.get("mapping", {}).items()},
+                       "folds": fit_rep.get("folds", {}),
                        "layer_models": {k: {kk: vv for kk, vv in v.items() if kk in ("model", "chosen", "cv_mape",
                                                                                        "n_samples", "base_mape")}
                                         for k, v in fit_rep.get("mixed+mapping", {}).items()}}

@@ -5,6 +5,10 @@ rule's conditions hold; the fused layer takes the rule's *result* type (e.g. Con
 and keeps the primary's shapes and operations, while its output becomes the secondary's output. Rules
 apply repeatedly, so chains collapse (Conv -> BatchNorm -> Relu -> MaxPool becomes one ConvPool).
 All candidate pairs of a round are found with array operations over the edge list.
+
+Before the rules, a model may *fold* patterns of several layers that the toolchain executes as one layer
+of another type (`FOLDS`): ``swish`` turns ``Mul(x, Sigmoid(x))`` -- how exporters write ``nn.SiLU`` --
+into one SiLU layer, which pairwise rules could not express (the producer x has two consumers).
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from .errors import PlatformError
 from .ir import INT_COLUMNS, LayerType, Network
 from .mapping_costs import MappingCosts
 
-__all__ = ["FusionRule", "Condition", "MappingModel", "MappedNetwork", "expand_types"]
+__all__ = ["FusionRule", "Condition", "MappingModel", "MappedNetwork", "expand_types", "FOLDS", "swish_diamonds"]
 
 #: Group names usable in rules besides the type labels.
 TYPE_GROUPS: dict[str, tuple[LayerType, ...]] = {
@@ -30,6 +34,28 @@ _OPS = {"==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.l
         ">=": operator.ge}
 #: Attributes a condition may test: the integer columns of the IR.
 CONDITION_ATTRS = INT_COLUMNS
+#: Pattern folds a mapping model may apply before its rules (see the module docstring).
+FOLDS = ("swish",)
+
+
+def swish_diamonds(net: Network) -> tuple[np.ndarray, np.ndarray]:
+    """Rows of the Sigmoid and the Mul of every ``x * sigmoid(x)`` in ``net``: a Sigmoid read only by a Mul
+    whose two inputs are the Sigmoid and the Sigmoid's own input."""
+    none = np.zeros(0, np.int64)
+    if not net.edges.size:
+        return none, none
+    src, dst = net.edges[:, 0], net.edges[:, 1]
+    types, n_in, n_out = net.types, net.n_inputs, net.n_outputs
+    cand = (types[src] == LayerType.SIGMOID) & (types[dst] == LayerType.MUL) & (n_out[src] == 1) \
+        & (n_in[src] == 1) & (n_in[dst] == 2)
+    if not cand.any():
+        return none, none
+    sig, mul = src[cand], dst[cand]
+    producer = np.full(len(net), -1, dtype=np.int64)
+    producer[dst] = src  # exact for the single-input Sigmoids asked about below
+    n = len(net)
+    ok = np.isin(producer[sig] * n + mul, src.astype(np.int64) * n + dst)
+    return sig[ok], mul[ok]
 
 
 def expand_types(labels: str | Sequence[str], where: str) -> tuple[LayerType, ...]:
@@ -155,7 +181,11 @@ class MappedNetwork:
     network: Network
     kept: np.ndarray
     fused_into: np.ndarray
-    rules_applied: np.ndarray  # per original layer: index of the rule that absorbed it, -1 if none
+    rules_applied: np.ndarray  # per original layer: index of the rule that absorbed it, -1 if none (or folded)
+    #: per original layer: its type after the pattern folds (a folded swish's Mul is a SiLU)
+    layer_types: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    #: per original layer: whether a pattern fold merged it into its consumer (a swish's Sigmoid)
+    folded: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
 
 
 class MappingModel:
@@ -163,11 +193,18 @@ class MappingModel:
 
     ``costs`` (optional): what fused layers and inserted reorders still cost (`MappingCosts`); ``apply``
     seeds each executing layer's fused-layer time (``Network.fused_ms``), `Platform.predict` adds both.
+    ``folds``: pattern folds (`FOLDS`) applied before the rules.
     """
 
-    def __init__(self, rules: Sequence[FusionRule] = (), costs: MappingCosts | None = None) -> None:
+    def __init__(self, rules: Sequence[FusionRule] = (), costs: MappingCosts | None = None,
+                 folds: Sequence[str] = ()) -> None:
+        unknown = sorted(set(folds) - set(FOLDS))
+        if unknown:
+            raise PlatformError(f"mapping.folds: unknown fold(s) {', '.join(map(repr, unknown))} "
+                                f"(known: {', '.join(FOLDS)})")
         self.rules = list(rules)
         self.costs = costs if costs is not None and not costs.empty else None
+        self.folds = tuple(f for f in FOLDS if f in folds)
         n_types = max(LayerType) + 1
         # table[p, s] = index of the first rule fusing type p with type s, -1 if none
         self._table = np.full((n_types, n_types), -1, dtype=np.int64)
@@ -186,10 +223,15 @@ class MappingModel:
         if not isinstance(rules, list):
             raise PlatformError(f"{where}.rules: expected a list")
         costs = MappingCosts.from_dict(d["costs"], f"{where}.costs") if d.get("costs") is not None else None
-        return cls([FusionRule.from_dict(r, f"{where}.rules[{i}]") for i, r in enumerate(rules)], costs)
+        folds = d.get("folds", [])
+        if not isinstance(folds, list) or not all(isinstance(f, str) for f in folds):
+            raise PlatformError(f"{where}.folds: expected a list of fold names (known: {', '.join(FOLDS)})")
+        return cls([FusionRule.from_dict(r, f"{where}.rules[{i}]") for i, r in enumerate(rules)], costs, folds)
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"rules": [r.to_dict() for r in self.rules]}
+        if self.folds:
+            d["folds"] = list(self.folds)
         if self.costs is not None:
             d["costs"] = self.costs.to_dict()
         return d
@@ -209,6 +251,19 @@ class MappingModel:
         src, dst = net.edges[:, 0], net.edges[:, 1]
         extra_in = np.zeros(n)
         out_elems = net.out_elems
+        layer_types, folded = net.types, np.zeros(n, dtype=bool)
+        if "swish" in self.folds:
+            sig, mul = swish_diamonds(net)
+            if sig.size:
+                # the Mul becomes a SiLU reading x alone; the Sigmoid and its two edges are gone
+                layer_types = layer_types.copy()
+                layer_types[mul] = LayerType.SILU
+                types[mul] = LayerType.SILU
+                absorber[sig] = mul
+                folded[sig] = True
+                extra_in[mul] -= out_elems[sig]
+                live = ~(folded[src] | folded[dst])
+                src, dst = src[live], dst[live]
         if self.rules and src.size:
             out_deg = np.bincount(src, minlength=n)
             in_deg = np.bincount(dst, minlength=n)
@@ -291,7 +346,7 @@ class MappingModel:
         out._cache.update(ops=net.ops[kept], weights=net.weights[kept], in_elems=net.in_elems[kept] + extra_in[kept],
                           out_elems=net.out_elems[tail[kept]])
         if self.costs is not None:
-            gone = np.flatnonzero(~alive)
-            out._cache["fused_ms"] = self.costs.fused_ms(net.types[gone], net.out_elems[gone], new_index[root[gone]],
-                                                         kept.size)
-        return MappedNetwork(out, kept, root, rule_of)
+            gone = np.flatnonzero(~alive & ~folded)
+            out._cache["fused_ms"] = self.costs.fused_ms(layer_types[gone], net.out_elems[gone],
+                                                         new_index[root[gone]], kept.size)
+        return MappedNetwork(out, kept, root, rule_of, layer_types, folded)

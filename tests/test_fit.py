@@ -220,3 +220,34 @@ def test_unknown_lead_is_refused():
     with pytest.raises(SuiteError, match="has no options"):
         SUITES["conv_bn_relu"].configs(n=1, options={"lead": "dw1"})
     assert SUITES["dwconv"].configs(n=4, options={"lead": "none"}) == SUITES["dwconv"].configs(n=4)
+
+
+def _swish_measured(one_node: bool):
+    """A measured conv_mul swish configuration: OpenVINO runs conv, sigmoid and mul as one node (the
+    conv's); a toolchain that does not would leave all three separate."""
+    from annette_torch.bench.records import FUSED, NOT_FUSED, LayerRecord
+    from annette_torch.fit.data import Measured
+    suite = SUITES["conv_mul"]
+    cfg = next(c for c in suite.configs(n=20, seed=0) if c["kind"] == "swish")
+    net = suite.build(cfg)
+    recs = {n: LayerRecord(n, T(int(net.types[i])).label, NOT_FUSED, node=n, time_ms=0.01)
+            for i, n in enumerate(net.names)}
+    if one_node:
+        for n in ("sigmoid", "mul"):
+            recs[n] = LayerRecord(n, recs[n].layer_type, FUSED, fused_into="conv", node="conv")
+    return Measured("conv_mul", cfg["config_id"], net, recs, [])
+
+
+def test_swish_fold_is_learned_from_the_records_and_gives_silu_examples():
+    from annette_torch.fit.data import fusion_examples, learned_folds
+    fused = [_swish_measured(True) for _ in range(3)]
+    folds, rep = learned_folds(fused)
+    assert folds == ("swish",) and rep["swish"] == {"diamonds": 3, "one_node_rate": 1.0}
+    assert learned_folds([_swish_measured(False)] * 3)[0] == ()
+    assert learned_folds([])[0] == ()
+    ex = fusion_examples(fused, folds)
+    assert set(zip(ex.head_type.tolist(), ex.sec_type.tolist(), ex.fused.tolist())) == {(T.CONV, T.SILU, True)}
+    model, _ = fit_mapping(ex, folds=folds)
+    assert model.folds == ("swish",) and [r.name for r in model.rules] == ["Conv+SiLU"]
+    # and the model then runs such a network as one conv
+    assert model.apply(fused[0].network).network.names == ["x", "conv"]

@@ -106,3 +106,67 @@ def test_multi_input_rule_fuses_residual_add_into_conv():
     # without multi_input the two-input Add stays
     single = MappingModel([FusionRule("ConvAdd", ("Conv",), ("Add",))]).apply(net)
     assert "add" in single.network.names
+
+
+def _swish_net(gate_of_other: bool = False, sigmoid_read_twice: bool = False):
+    """conv -> sigmoid -> mul(conv, sigmoid) -> conv2 (SiLU written out, as exporters write nn.SiLU)."""
+    b = NetworkBuilder("n")
+    x = b.input("x", (1, 8, 16, 16))
+    c = b.conv("conv", x, 8, 3, padding=1)
+    s = b.same(T.SIGMOID, "sigmoid", x if gate_of_other else c)
+    m = b.same(T.MUL, "mul", [c, s])
+    out = b.conv("conv2", m, 4, 1)
+    if sigmoid_read_twice:
+        b.same(T.ADD, "add", [out, b.conv("conv3", s, 4, 1)])
+    return b.build()
+
+
+def test_swish_diamonds_are_found_and_nothing_else():
+    from annette_torch.mapping import swish_diamonds
+    net = _swish_net()
+    sig, mul = swish_diamonds(net)
+    assert [net.names[i] for i in sig] == ["sigmoid"] and [net.names[i] for i in mul] == ["mul"]
+    for kw in ({"gate_of_other": True}, {"sigmoid_read_twice": True}):
+        assert swish_diamonds(_swish_net(**kw))[0].size == 0, kw
+
+
+def test_swish_fold_lets_a_rule_fuse_silu_into_the_conv():
+    from annette_torch.mapping_costs import MappingCosts
+    net = _swish_net()
+    rules = [FusionRule("ConvSiLU", ("Conv",), ("SiLU",))]
+    costs = MappingCosts({"SiLU": 1.0, "Sigmoid": 100.0, "Mul": 100.0})
+    # without the fold the conv has two consumers: nothing fuses
+    assert MappingModel(rules, costs).apply(net).network.names == net.names
+    m = MappingModel(rules, costs, folds=("swish",)).apply(net)
+    assert m.network.names == ["x", "conv", "conv2"]
+    assert [net.names[i] for i in m.fused_into] == ["x", "conv", "conv", "conv", "conv2"]
+    assert m.folded.tolist() == [False, False, True, False, False]
+    assert m.layer_types[net.index("mul")] == T.SILU
+    # the fused work is one SiLU per output element: the folded Sigmoid costs nothing of its own
+    assert m.network.fused_ms.tolist() == [0.0, net.out_elems[net.index("mul")] * 1e-6, 0.0]
+    assert m.network.edges.tolist() == [[0, 1], [1, 2]]
+
+
+def test_swish_fold_without_a_rule_leaves_one_silu_reading_x():
+    net = _swish_net()
+    m = MappingModel([], folds=("swish",)).apply(net)
+    mn = m.network
+    assert mn.names == ["x", "conv", "mul", "conv2"]
+    i = mn.names.index("mul")
+    assert mn.types[i] == T.SILU and mn.n_inputs[i] == 1
+    assert mn.in_elems[i] == net.out_elems[net.index("conv")]  # reads x once, not x and the gate
+    assert mn.ops[i] == net.ops[net.index("mul")]
+
+
+def test_folds_round_trip_and_bad_folds_fail_clearly():
+    import pytest
+    from annette_torch.errors import PlatformError
+    m = MappingModel([FusionRule("ConvSiLU", ("Conv",), ("SiLU",))], folds=("swish",))
+    d = m.to_dict()
+    assert d["folds"] == ["swish"]
+    assert MappingModel.from_dict(d).folds == ("swish",)
+    assert "folds" not in MappingModel([]).to_dict()
+    with pytest.raises(PlatformError, match="unknown fold.*'gelu'"):
+        MappingModel.from_dict({"rules": [], "folds": ["gelu"]})
+    with pytest.raises(PlatformError, match="folds: expected a list"):
+        MappingModel.from_dict({"rules": [], "folds": "swish"})

@@ -21,12 +21,12 @@ from ..bench.records import FUSED, INSERTED, NOT_FUSED, LayerRecord
 from ..bench.store import Store
 from ..errors import AnnetteError
 from ..ir import MERGE_TYPES, LayerType, Network
-from ..mapping import MappingModel
+from ..mapping import MappedNetwork, MappingModel, swish_diamonds
 
 _MERGE = (LayerType.ADD, LayerType.MUL)
 
 __all__ = ["Measured", "load_measured", "FusionExamples", "fusion_examples", "LayerSamples", "layer_samples",
-           "FitDataError"]
+           "FitDataError", "learned_folds"]
 
 log = logging.getLogger(__name__)
 
@@ -91,22 +91,64 @@ class FusionExamples:
         return len(self.fused)
 
 
-def fusion_examples(measured: list[Measured]) -> FusionExamples:
-    """Edges a toolchain could fuse (single-consumer producer, single-input consumer) and what it did."""
+def _heads(m: Measured) -> np.ndarray:
+    """Per layer of ``m``: the row of the layer whose executed node ran it (itself unless fused)."""
+    idx = {n: i for i, n in enumerate(m.network.names)}
+    head = np.arange(len(m.network))
+    for i, name in enumerate(m.network.names):
+        r = m.records[name]
+        if r.fused == FUSED and r.fused_into in idx:
+            head[i] = idx[r.fused_into]
+    return head
+
+
+#: share of measured swish diamonds (``x * sigmoid(x)``) run as one node at or above which the mapping
+#: model folds them into a SiLU (`annette_torch.mapping.FOLDS`)
+FOLD_RATE = 0.95
+
+
+def learned_folds(measured: list[Measured]) -> tuple[tuple[str, ...], dict[str, object]]:
+    """The pattern folds the toolchain's records support: ``swish`` when (nearly) every measured
+    ``x * sigmoid(x)`` ran its Sigmoid and Mul in one node (OpenVINO: inside the conv; ONNX Runtime: a
+    QuickGelu on the Mul). Returns the folds and a report."""
+    together = total = 0
+    for m in measured:
+        sig, mul = swish_diamonds(m.network)
+        if sig.size:
+            head = _heads(m)
+            together += int((head[sig] == head[mul]).sum())
+            total += sig.size
+    if not total:
+        return (), {"swish": "no measured x * sigmoid(x)"}
+    rate = together / total
+    return (("swish",) if rate >= FOLD_RATE else ()), {"swish": {"diamonds": total, "one_node_rate": round(rate, 3)}}
+
+
+def fusion_examples(measured: list[Measured], folds: tuple[str, ...] = ()) -> FusionExamples:
+    """Edges a toolchain could fuse (single-consumer producer, single-input consumer) and what it did.
+
+    ``folds``: the mapping model's pattern folds, applied first (a folded swish is one SiLU layer).
+    """
     ht, st, hrows, srows, fz = [], [], [], [], []
     for m in measured:
         net, recs = m.network, m.records
-        idx = {n: i for i, n in enumerate(net.names)}
-        head = np.arange(len(net))
-        for i, name in enumerate(net.names):
-            r = recs[name]
-            if r.fused == FUSED and r.fused_into in idx:
-                head[i] = idx[r.fused_into]
+        head = _heads(m)
+        types, edges = net.types, net.edges
         out_deg, in_deg = net.n_outputs, net.n_inputs
-        for p, s in net.edges:
+        if "swish" in folds:
+            sig, mul = swish_diamonds(net)
+            if sig.size:
+                types = types.copy()
+                types[mul] = LayerType.SILU
+                gone = np.zeros(len(net), dtype=bool)
+                gone[sig] = True
+                edges = edges[~(gone[edges[:, 0]] | gone[edges[:, 1]])]
+                out_deg = np.bincount(edges[:, 0], minlength=len(net))
+                in_deg = np.bincount(edges[:, 1], minlength=len(net))
+        for p, s in edges:
             if out_deg[p] != 1 or recs[net.names[s]].fused not in (FUSED, NOT_FUSED):
                 continue
-            if net.types[p] == LayerType.INPUT or head[p] == s:
+            if types[p] == LayerType.INPUT or head[p] == s:
                 # (a producer absorbed by its consumer, e.g. ONNX Runtime's x * sigmoid(x) -> QuickGelu on the Mul:
                 # a fusion backwards, which a rule "head + consumer" cannot express)
                 continue
@@ -114,10 +156,10 @@ def fusion_examples(measured: list[Measured]) -> FusionExamples:
             if in_deg[s] != 1:
                 # a merge layer (e.g. a residual Add) joins at most one of its producers: an example only
                 # for that producer if it did, for every eligible producer if it did not
-                if net.types[s] not in _MERGE or (head[s] != s and head[s] != h):
+                if types[s] not in _MERGE or (head[s] != s and head[s] != h):
                     continue
-            ht.append(net.types[h])
-            st.append(net.types[s])
+            ht.append(types[h])
+            st.append(types[s])
             hrows.append({c: net.cols[c][h] for c in net.cols})
             srows.append({c: net.cols[c][s] for c in net.cols})
             fz.append(head[s] == h)
@@ -166,7 +208,7 @@ def layer_samples(measured: list[Measured], mapping: MappingModel) -> LayerSampl
         t = np.bincount(owner, weights=t_orig, minlength=len(mp.kept))
         if mapping.costs is not None:
             t = np.maximum(t - mp.network.fused_ms, 0.25 * t)
-        ft, fe = _fused_summary(m.network, owner, mp.kept)
+        ft, fe = _fused_summary(m.network, owner, mp)
         inputs = [n for n, ty in zip(m.network.names, m.network.types) if ty == LayerType.INPUT]
         ins = m.inserted
         breakers = np.flatnonzero(layout_breakers(mp.network))
@@ -224,19 +266,21 @@ def _boundary(rec: LayerRecord, inputs: Iterable[str], outputs: Iterable[str]) -
     return inserted_at_input(rec, inputs) and not rec.node.startswith("ReorderInput_token_")
 
 
-def _fused_summary(net: Network, owner: np.ndarray, kept: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per executed layer: the single type fused into it (see `LayerSamples.fused_type`) and its elements."""
+def _fused_summary(net: Network, owner: np.ndarray, mp: MappedNetwork) -> tuple[np.ndarray, np.ndarray]:
+    """Per executed layer: the single type fused into it (see `LayerSamples.fused_type`) and its elements
+    (the types after the pattern folds; a folded layer counts as part of what it was folded into)."""
+    kept, ltypes = mp.kept, mp.layer_types
     ftype = np.full(len(kept), -1, dtype=np.int64)
     felems = np.zeros(len(kept))
-    gone = np.setdiff1d(np.arange(len(net)), kept)
+    gone = np.setdiff1d(np.flatnonzero(~mp.folded), kept)
     for j in np.unique(owner[gone]):
         rows = gone[owner[gone] == j]
-        types = set(int(t) for t in net.types[rows])
+        types = set(int(t) for t in ltypes[rows])
         if len(types) > 1:
             types.discard(int(LayerType.BATCH_NORM))
         if len(types) == 1:
             ftype[j] = types.pop()
-            felems[j] = net.out_elems[rows[net.types[rows] == ftype[j]]].sum()
+            felems[j] = net.out_elems[rows[ltypes[rows] == ftype[j]]].sum()
         else:
             ftype[j] = -2
     return ftype, felems

@@ -29,7 +29,7 @@ from ..mapping import MappingModel
 from ..mapping_costs import MappingCosts
 from ..models import LayerFeatures, LayerModel, RefinedRoofline, Roofline
 from ..platform import Platform
-from .data import FitDataError, LayerSamples, fusion_examples, layer_samples, load_measured
+from .data import FitDataError, LayerSamples, fusion_examples, layer_samples, learned_folds, load_measured
 from .cache_fit import CONTEXT_SUITES, fit_cache
 from .mapping_costs_fit import describe, fit_fused_costs, fit_inserted, fused_primaries
 from .mapping_fit import fit_mapping
@@ -139,7 +139,7 @@ def _mapping_costs(ls: LayerSamples, measured: list, mapping: MappingModel, bits
     ins_in, ins_out, irep = fit_inserted(ls)
     costs = MappingCosts(fused, ins_in, ins_out, describe(frep, irep))
     progress(f"mapping costs: {costs.origin}")
-    out = MappingModel(mapping.rules, costs)
+    out = MappingModel(mapping.rules, costs, mapping.folds)
     return out, (layer_samples(measured, out) if fused else ls), {"fused": frep, "inserted": irep}
 
 
@@ -196,10 +196,12 @@ def fit_variants(db: str | Store, platform: str, variants: Sequence[str] = VARIA
             out[v] = Platform(f"{platform}-{v}", models, MappingModel(), f"{platform}: {v} layer models, no mapping",
                               {**fp})
     if "mixed+mapping" in variants:
-        fx = fusion_examples(measured)
-        mapping, mrep = fit_mapping(fx)
+        folds, report["folds"] = learned_folds(measured)
+        fx = fusion_examples(measured, folds)
+        mapping, mrep = fit_mapping(fx, folds=folds)
         report["mapping"] = mrep
-        progress(f"mapping: {len(mapping.rules)} fusion rules from {len(fx)} candidate pairs")
+        progress(f"mapping: {len(mapping.rules)} fusion rules from {len(fx)} candidate pairs"
+                 + (f", folds: {', '.join(folds)}" if folds else ""))
         ls1 = layer_samples(measured, mapping)
         report["samples_mapped"] = int((ls1.time_ms > 0).sum())
         mapping, ls1, report["mapping_costs"] = _mapping_costs(ls1, measured, mapping, bits, cv, seed, progress,

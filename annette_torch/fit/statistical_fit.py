@@ -9,9 +9,9 @@ the report). With ``extrapolation_check`` (the default of `fit_mixed`, whose poi
 a candidate's score is the worse of its CV and extrapolation MAPE: polynomial corrections, for instance,
 fit well inside the sampled ranges and may explode outside. `fit_statistical` scores by CV alone by default
 and reports the extrapolation MAPE for information. Candidates are the `Statistical` methods
-(``gbm``, ``rf``, ``hgb``, ``poly``, ``poly3``, ``lmt``); the tree ensembles are kept small (GBM: 200 trees of
-depth 4; RF: 60 trees of depth <= 10 with <= 256 leaves) so a platform file stays small and loads fast
-(measured on 1000 layers: GBM 207 kB / 2.5 ms to load, RF 1.1 MB / 13 ms, LMT 6 kB / 0.15 ms).
+(``gbm``, ``gbm-huber``, ``rf``, ``hgb``, ``poly``, ``poly3``, ``lmt``); the tree ensembles are kept small
+(GBM: 200 trees of depth 4; RF: 60 trees of depth <= 10 with <= 256 leaves) so a platform file stays small
+and loads fast (measured on 1000 layers: GBM 207 kB / 2.5 ms to load, RF 1.1 MB / 13 ms, LMT 6 kB / 0.15 ms).
 
 Large types: with at least `LARGE_N` layers (ONNX Runtime's convolutions: ~12k), 200 shallow trees underfit
 (CV MAPE 11.5% vs 8.2% for 500 trees of depth 5), so a larger GBM (`LARGE_GBM`, reported as ``gbm-large``)
@@ -36,7 +36,7 @@ __all__ = ["fit_statistical", "fit_mixed", "cross_val_predict", "extrapolation_s
 
 log = logging.getLogger(__name__)
 
-DEFAULT_CANDIDATES = ("gbm", "rf", "poly", "lmt")
+DEFAULT_CANDIDATES = ("gbm", "gbm-huber", "rf", "poly", "lmt")
 #: layer count from which a larger GBM is tried as well, its hyper-parameters, and the relative score gain
 #: over the best other candidate it must bring to be kept
 LARGE_N = 3000

@@ -18,6 +18,11 @@ only to fit the tree ensembles):
 * ``gbm`` / ``rf`` / ``hgb``: scikit-learn gradient boosting / random forest / histogram gradient boosting,
   converted to a `TreeEnsemble` and kept small (GBM: 200 trees of depth 4; RF: 60 trees of depth <= 10
   with <= 256 leaves; HGB: 200 trees of depth <= 5), so a model is < ~1 MB of JSON and loads in < 20 ms;
+* ``gbm-huber``: the same GBM with a Huber loss (residuals beyond their 90th percentile count linearly): a
+  runtime's benchmark timings may have a slow tail the features cannot explain (OpenVINO: a few
+  configurations 2-5x slower than their neighbours, e.g. many input and few output channels); under a
+  squared loss it lifts every leaf (OpenVINO's convolution models predicted their own typical layers ~8%
+  high). Cross-validation decides per layer type whether the robust fit is better;
 * ``poly`` / ``poly3``: polynomial regression of degree 2 / 3 on the standardised features (NeuralPower),
   ridge-regularised with the penalty chosen by leave-one-out error, terms of degree d penalised
   ``damping ** (2 (d - 1))`` (default 10) times more than linear ones; stored as the exponent matrix
@@ -46,7 +51,7 @@ __all__ = ["Statistical", "METHODS", "feature_names", "layer_features", "normali
            "PolyRegressor", "LinearModelTree", "fit_regressor", "regressor_from_dict"]
 
 #: Regressor methods `Statistical` can fit.
-METHODS = ("gbm", "rf", "hgb", "poly", "poly3", "lmt")
+METHODS = ("gbm", "gbm-huber", "rf", "hgb", "poly", "poly3", "lmt")
 #: Targets: log of the time in ms (a standalone model) or log of measured / base time (a mixed correction).
 TARGETS = ("log_ms", "log_ratio")
 
@@ -361,7 +366,13 @@ def fit_regressor(method: str, F: np.ndarray, z: np.ndarray, seed: int = 0,
         return _fit_regressor(method, F, z, seed, dict(params or {}))
 
 
+#: the loss of ``gbm-huber`` (scikit-learn's ``alpha``: the residual quantile beyond which it is linear)
+HUBER = {"loss": "huber", "alpha": 0.9}
+
+
 def _fit_regressor(method: str, F: np.ndarray, z: np.ndarray, seed: int, params: dict[str, Any]) -> Any:
+    if method == "gbm-huber":
+        method, params = "gbm", {**HUBER, **params}
     if method in ("gbm", "rf", "hgb"):
         try:
             from sklearn.ensemble import (GradientBoostingRegressor, HistGradientBoostingRegressor,
