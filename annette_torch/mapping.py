@@ -23,7 +23,8 @@ from .errors import PlatformError
 from .ir import INT_COLUMNS, LayerType, Network
 from .mapping_costs import MappingCosts
 
-__all__ = ["FusionRule", "Condition", "MappingModel", "MappedNetwork", "expand_types", "FOLDS", "swish_diamonds"]
+__all__ = ["FusionRule", "Condition", "MappingModel", "MappedNetwork", "expand_types", "FOLDS", "swish_diamonds",
+           "fold_swish"]
 
 #: Group names usable in rules besides the type labels.
 TYPE_GROUPS: dict[str, tuple[LayerType, ...]] = {
@@ -56,6 +57,20 @@ def swish_diamonds(net: Network) -> tuple[np.ndarray, np.ndarray]:
     n = len(net)
     ok = np.isin(producer[sig] * n + mul, src.astype(np.int64) * n + dst)
     return sig[ok], mul[ok]
+
+
+def fold_swish(net: Network) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``net`` as the ``swish`` fold sees it: per-layer types (each folded Mul a SiLU), the mask of the edges
+    that remain (none touches a folded Sigmoid), and the rows of the folded Sigmoids and Mults."""
+    sig, mul = swish_diamonds(net)
+    types, live = net.types, np.ones(len(net.edges), dtype=bool)
+    if sig.size:
+        types = types.copy()
+        types[mul] = LayerType.SILU
+        gone = np.zeros(len(net), dtype=bool)
+        gone[sig] = True
+        live = ~(gone[net.edges[:, 0]] | gone[net.edges[:, 1]])
+    return types, live, sig, mul
 
 
 def expand_types(labels: str | Sequence[str], where: str) -> tuple[LayerType, ...]:
@@ -252,18 +267,14 @@ class MappingModel:
         extra_in = np.zeros(n)
         out_elems = net.out_elems
         layer_types, folded = net.types, np.zeros(n, dtype=bool)
-        if "swish" in self.folds:
-            sig, mul = swish_diamonds(net)
-            if sig.size:
-                # the Mul becomes a SiLU reading x alone; the Sigmoid and its two edges are gone
-                layer_types = layer_types.copy()
-                layer_types[mul] = LayerType.SILU
-                types[mul] = LayerType.SILU
-                absorber[sig] = mul
-                folded[sig] = True
-                extra_in[mul] -= out_elems[sig]
-                live = ~(folded[src] | folded[dst])
-                src, dst = src[live], dst[live]
+        if "swish" in self.folds and src.size:
+            # the Mul becomes a SiLU reading x alone; the Sigmoid and its two edges are gone
+            layer_types, live, sig, mul = fold_swish(net)
+            types[mul] = LayerType.SILU
+            absorber[sig] = mul
+            folded[sig] = True
+            extra_in[mul] -= out_elems[sig]
+            src, dst = src[live], dst[live]
         if self.rules and src.size:
             out_deg = np.bincount(src, minlength=n)
             in_deg = np.bincount(dst, minlength=n)

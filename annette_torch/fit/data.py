@@ -21,7 +21,7 @@ from ..bench.records import FUSED, INSERTED, NOT_FUSED, LayerRecord
 from ..bench.store import Store
 from ..errors import AnnetteError
 from ..ir import MERGE_TYPES, LayerType, Network
-from ..mapping import MappedNetwork, MappingModel, swish_diamonds
+from ..mapping import MappedNetwork, MappingModel, fold_swish, swish_diamonds
 
 _MERGE = (LayerType.ADD, LayerType.MUL)
 
@@ -135,14 +135,10 @@ def fusion_examples(measured: list[Measured], folds: tuple[str, ...] = ()) -> Fu
         head = _heads(m)
         types, edges = net.types, net.edges
         out_deg, in_deg = net.n_outputs, net.n_inputs
-        if "swish" in folds:
-            sig, mul = swish_diamonds(net)
+        if "swish" in folds and edges.size:
+            types, live, sig, _ = fold_swish(net)
             if sig.size:
-                types = types.copy()
-                types[mul] = LayerType.SILU
-                gone = np.zeros(len(net), dtype=bool)
-                gone[sig] = True
-                edges = edges[~(gone[edges[:, 0]] | gone[edges[:, 1]])]
+                edges = edges[live]
                 out_deg = np.bincount(edges[:, 0], minlength=len(net))
                 in_deg = np.bincount(edges[:, 1], minlength=len(net))
         for p, s in edges:
