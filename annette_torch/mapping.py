@@ -198,9 +198,9 @@ class MappedNetwork:
     fused_into: np.ndarray
     rules_applied: np.ndarray  # per original layer: index of the rule that absorbed it, -1 if none (or folded)
     #: per original layer: its type after the pattern folds (a folded swish's Mul is a SiLU)
-    layer_types: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    layer_types: np.ndarray
     #: per original layer: whether a pattern fold merged it into its consumer (a swish's Sigmoid)
-    folded: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
+    folded: np.ndarray
 
 
 class MappingModel:
@@ -267,7 +267,7 @@ class MappingModel:
         extra_in = np.zeros(n)
         out_elems = net.out_elems
         layer_types, folded = net.types, np.zeros(n, dtype=bool)
-        if "swish" in self.folds and src.size:
+        if "swish" in self.folds:
             # the Mul becomes a SiLU reading x alone; the Sigmoid and its two edges are gone
             layer_types, live, sig, mul = fold_swish(net)
             types[mul] = LayerType.SILU

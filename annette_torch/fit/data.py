@@ -23,6 +23,7 @@ from ..errors import AnnetteError
 from ..ir import MERGE_TYPES, LayerType, Network
 from ..mapping import MappedNetwork, MappingModel, fold_swish, swish_diamonds
 
+#: merges a toolchain may fuse into one of their producers (a residual Add; `MERGE_TYPES` are all of them)
 _MERGE = (LayerType.ADD, LayerType.MUL)
 
 __all__ = ["Measured", "load_measured", "FusionExamples", "fusion_examples", "LayerSamples", "layer_samples",
@@ -135,7 +136,7 @@ def fusion_examples(measured: list[Measured], folds: tuple[str, ...] = ()) -> Fu
         head = _heads(m)
         types, edges = net.types, net.edges
         out_deg, in_deg = net.n_outputs, net.n_inputs
-        if "swish" in folds and edges.size:
+        if "swish" in folds:
             types, live, sig, _ = fold_swish(net)
             if sig.size:
                 edges = edges[live]
