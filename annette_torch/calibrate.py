@@ -27,9 +27,9 @@ log = logging.getLogger(__name__)
 
 MEASURABLE = ("ort-cpu", "openvino-cpu")
 MICRO = ("conv", "dwconv", "gconv", "gconv_same", "maxpool", "avgpool", "fc", "add", "concat", "slice", "act", "bn",
-         "resize")
+         "resize", "convtranspose")
 MULTI = ("conv_bn_relu", "conv_pool", "residual", "concat_branches", "dwsep", "conv_act", "dw_act", "stem",
-         "shuffle", "se", "conv_mul")
+         "shuffle", "se", "conv_mul", "stride_prop")
 #: in-context suites (the cache model: weights evicted by a network's other traffic)
 CONTEXT = ("cold_weights",)
 #: micro-kernel suites measured behind a 1x1 depthwise conv (``lead="dw1"``), per platform: the layer runs in
@@ -203,6 +203,7 @@ def platform_file(plat: Any, fit_rep: dict[str, Any], platform: str) -> dict[str
                        "cache": {k: v for k, v in cache_rep.items() if k != "model"},
                        "mapping": {k: v for k, v in fit_rep.get("mapping", {}).items()},
                        "folds": fit_rep.get("folds", {}),
+                       "strides": fit_rep.get("strides", {}),
                        "layer_models": {k: {kk: vv for kk, vv in v.items() if kk in ("model", "chosen", "cv_mape",
                                                                                        "n_samples", "base_mape")}
                                         for k, v in fit_rep.get("mixed+mapping", {}).items()}}

@@ -9,6 +9,9 @@ All candidate pairs of a round are found with array operations over the edge lis
 Before the rules, a model may *fold* patterns of several layers that the toolchain executes as one layer
 of another type (`FOLDS`): ``swish`` turns ``Mul(x, Sigmoid(x))`` -- how exporters write ``nn.SiLU`` --
 into one SiLU layer, which pairwise rules could not express (the producer x has two consumers).
+
+Before the folds, a model may propagate strides (``strides``: `annette_torch.mapping_strides`): a
+toolchain computes only the pixels a strided 1x1 convolution reads, which changes shapes, not layers.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import numpy as np
 from .errors import PlatformError
 from .ir import INT_COLUMNS, LayerType, Network
 from .mapping_costs import MappingCosts
+from .mapping_strides import propagate_strides
 
 __all__ = ["FusionRule", "Condition", "MappingModel", "MappedNetwork", "expand_types", "FOLDS", "swish_diamonds",
            "fold_swish"]
@@ -201,6 +205,9 @@ class MappedNetwork:
     layer_types: np.ndarray
     #: per original layer: whether a pattern fold merged it into its consumer (a swish's Sigmoid)
     folded: np.ndarray
+    #: the network with the toolchain's shape rewrites (stride propagation) applied; its rows are the
+    #: original layers (the input network itself when the model rewrites nothing)
+    source: Network
 
 
 class MappingModel:
@@ -208,11 +215,12 @@ class MappingModel:
 
     ``costs`` (optional): what fused layers and inserted reorders still cost (`MappingCosts`); ``apply``
     seeds each executing layer's fused-layer time (``Network.fused_ms``), `Platform.predict` adds both.
-    ``folds``: pattern folds (`FOLDS`) applied before the rules.
+    ``folds``: pattern folds (`FOLDS`) applied before the rules. ``strides``: None when the toolchain does not
+    propagate strides, else the layer types a stride passes through (`annette_torch.mapping_strides`).
     """
 
     def __init__(self, rules: Sequence[FusionRule] = (), costs: MappingCosts | None = None,
-                 folds: Sequence[str] = ()) -> None:
+                 folds: Sequence[str] = (), strides: Sequence[str] | None = None) -> None:
         unknown = sorted(set(folds) - set(FOLDS))
         if unknown:
             raise PlatformError(f"mapping.folds: unknown fold(s) {', '.join(map(repr, unknown))} "
@@ -220,6 +228,8 @@ class MappingModel:
         self.rules = list(rules)
         self.costs = costs if costs is not None and not costs.empty else None
         self.folds = tuple(f for f in FOLDS if f in folds)
+        self.strides = None if strides is None else tuple(strides)
+        self._through = None if strides is None else expand_types(list(strides), "mapping.strides.through")
         n_types = max(LayerType) + 1
         # table[p, s] = index of the first rule fusing type p with type s, -1 if none
         self._table = np.full((n_types, n_types), -1, dtype=np.int64)
@@ -241,12 +251,22 @@ class MappingModel:
         folds = d.get("folds", [])
         if not isinstance(folds, list) or not all(isinstance(f, str) for f in folds):
             raise PlatformError(f"{where}.folds: expected a list of fold names (known: {', '.join(FOLDS)})")
-        return cls([FusionRule.from_dict(r, f"{where}.rules[{i}]") for i, r in enumerate(rules)], costs, folds)
+        strides = d.get("strides")
+        if strides is not None:
+            through = strides.get("through") if isinstance(strides, Mapping) else None
+            if not isinstance(through, list) or not all(isinstance(t, str) for t in through):
+                raise PlatformError(f"{where}.strides: expected an object with 'through', a list of layer type "
+                                    "names")
+            strides = through
+        return cls([FusionRule.from_dict(r, f"{where}.rules[{i}]") for i, r in enumerate(rules)], costs, folds,
+                   strides)
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"rules": [r.to_dict() for r in self.rules]}
         if self.folds:
             d["folds"] = list(self.folds)
+        if self.strides is not None:
+            d["strides"] = {"through": list(self.strides)}
         if self.costs is not None:
             d["costs"] = self.costs.to_dict()
         return d
@@ -258,6 +278,8 @@ class MappingModel:
         its consumer (nothing else changed). ``light`` skips names and extra attributes of the result
         (batch scoring needs neither).
         """
+        if self._through is not None:
+            net = propagate_strides(net, self._through)
         n = len(net)
         types = net.types.copy()
         tail = np.arange(n)
@@ -360,4 +382,4 @@ class MappingModel:
             gone = np.flatnonzero(~alive & ~folded)
             out._cache["fused_ms"] = self.costs.fused_ms(layer_types[gone], net.out_elems[gone],
                                                          new_index[root[gone]], kept.size)
-        return MappedNetwork(out, kept, root, rule_of, layer_types, folded)
+        return MappedNetwork(out, kept, root, rule_of, layer_types, folded, net)

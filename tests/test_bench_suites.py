@@ -133,9 +133,9 @@ def session_ok(model: onnx.ModelProto) -> ort.InferenceSession:
 
 
 MICRO = ["conv", "dwconv", "gconv", "gconv_same", "maxpool", "avgpool", "fc", "add", "concat", "slice", "act", "bn",
-         "resize"]
+         "resize", "convtranspose"]
 MULTI = ["conv_bn_relu", "conv_pool", "residual", "concat_branches", "dwsep", "conv_act", "dw_act", "stem", "shuffle",
-         "se", "conv_mul", "cold_weights"]
+         "se", "conv_mul", "stride_prop", "cold_weights"]
 
 
 def test_suite_registry():

@@ -139,6 +139,21 @@ def test_fitted_platform_round_trips(measured_store, tmp_path):
     assert estimate(net, plat).total_ms == estimate(net, again).total_ms
 
 
+def test_stride_probes_inform_the_mapping_model_only(measured_store):
+    """The ``stride_prop`` probe decides the mapping model's stride propagation (the fake toolchain runs
+    both paths alike: none) and stays out of the layer models' data."""
+    from annette_torch.bench.sweep import run_sweep
+    from annette_torch.fit.generator import fit_platform
+    with Store(measured_store) as st:
+        run_sweep(st, "fake", "stride_prop", SUITES["stride_prop"].configs(n=40, seed=0), "fake_runner:FakeRunner",
+                  {}, iterations=3, warmup=0, progress=False)
+    plat, rep = fit_platform(str(measured_store), "fake", cv=2, candidates=("lmt",))
+    assert rep["configurations"] == 85  # the probes are not layer samples
+    assert rep["strides"]["verdict"] == "no propagation" and rep["strides"]["none"]["median_ratio"] == \
+        pytest.approx(1.0, abs=0.15)
+    assert plat.mapping.strides is None and "strides" not in plat.mapping.to_dict()
+
+
 def test_fitting_empty_or_tiny_store_says_what_is_missing(tmp_path):
     from annette_torch.fit.generator import fit_platform
     with Store(tmp_path / "e.sqlite"):

@@ -356,6 +356,35 @@ def _v_gconv_same(c):
     return (c["c"] % c["g"] == 0) & (c["g"] < c["c"])
 
 
+#: (kernel, stride) pairs of the ``convtranspose`` suite: the decoders' upsampling layers (k2 s2, k4 s2 with one
+#: pixel of padding per side: exactly twice the input) and a same-size k3 s1
+DECONV = ["2x2", "4x2", "3x1"]
+
+
+def _deconv(c) -> tuple[Any, Any]:
+    ks = np.char.split(np.asarray(c["ks"], dtype=str), "x")
+    k = np.array([int(v[0]) for v in np.atleast_1d(ks)])
+    s = np.array([int(v[1]) for v in np.atleast_1d(ks)])
+    return (k, s) if np.ndim(c["ks"]) else (int(k[0]), int(s[0]))
+
+
+def _b_convtranspose(c: dict) -> Network:
+    b = NetworkBuilder("convtranspose")
+    x = _lead(b, c, _input(b, c))
+    n, _, h, w = b.out_shape(x)
+    k, s = _deconv(c)
+    p = k - s  # total padding: the output is exactly s times the input
+    b.add(T.CONV_TRANSPOSE, "convtranspose", [x], (n, int(c["f"]), (h - 1) * s - p + k, (w - 1) * s - p + k),
+          kernel=(k, k), stride=(s, s), padding=(p, p))
+    return b.build()
+
+
+def _c_convtranspose(c):
+    k, s = _deconv(c)
+    e = c["h"] * c["w"]
+    return 2 * e * c["c"] * c["f"] * k ** 2, e * (c["c"] + c["f"] * s ** 2), c["c"] * c["f"] * k ** 2
+
+
 def _b_pool(kind: str) -> Callable[[dict], Network]:
     def build(c: dict) -> Network:
         b = NetworkBuilder(f"{kind}pool")
@@ -624,6 +653,62 @@ def _c_conv_mul(c):
     swish = np.asarray(c["kind"]) == "swish"
     ops = 2 * o * c["c"] * c["k"] ** 2 + o + np.where(swish, o, 2 * o * c["c"])
     return ops, c["c"] * c["hw"] ** 2 + 3 * o, c["f"] * c["c"] * (c["k"] ** 2 + np.where(swish, 0, 1))
+
+
+#: the layer between the 3x3 conv and the strided 1x1 conv of the ``stride_prop`` suite: nothing, an
+#: activation (`ACTIVATIONS`), a BatchNorm, or an element-wise Add / Mul with a 1x1 conv of the input
+STRIDE_MIDS = ["none", *ACTIVATIONS, "bn", "add", "mul"]
+_MID_MERGE = {"add": T.ADD, "mul": T.MUL}
+
+
+def mid_type(mid: str) -> T | None:
+    """The layer type of a ``stride_prop`` middle layer (None for ``none``)."""
+    if mid == "none":
+        return None
+    if mid == "bn":
+        return T.BATCH_NORM
+    if mid in _MID_MERGE:
+        return _MID_MERGE[mid]
+    if mid in _ACT_TYPES:
+        return _ACT_TYPES[mid]
+    raise SuiteError(f"unknown middle layer {mid!r}; choose from {STRIDE_MIDS}")
+
+
+def _stride_path(b: NetworkBuilder, c: dict, x: int, tag: str, s: int) -> None:
+    y = _conv(b, f"conv{tag}", x, int(c["f"]), 3)
+    mid = str(c["mid"])
+    t = mid_type(mid)
+    if t in (T.ADD, T.MUL):
+        y = b.same(t, f"mid{tag}", [y, _conv(b, f"side{tag}", x, int(c["f"]), 1)])
+    elif t is not None:
+        y = b.same(t, f"mid{tag}", y, alpha=0.01 if t == T.LEAKY_RELU else None)
+    _conv(b, f"out{tag}", y, int(c["f"]), 1, s)
+
+
+def _b_stride_prop(c: dict) -> Network:
+    """Two paths from one input: 3x3 conv -> middle layer -> 1x1 conv with stride 2 (``A``), and the same with
+    stride 1 (``B``). A toolchain propagating strides runs conv ``convA`` at a quarter of ``convB``'s work
+    when the stride passes the middle layer (`annette_torch.mapping_strides`)."""
+    b = NetworkBuilder("stride_prop")
+    x = _input(b, c, hw=("hw", "hw"))
+    _stride_path(b, c, x, "A", 2)
+    _stride_path(b, c, x, "B", 1)
+    return b.build()
+
+
+def _c_stride_prop(c):
+    o = c["hw"] ** 2 * c["f"]
+    o2 = ((c["hw"] - 1) // 2 + 1) ** 2 * c["f"]  # the stride-2 1x1 conv's output
+    mid = np.asarray(c["mid"]).astype(str)
+    side = np.isin(mid, list(_MID_MERGE))
+    bn = mid == "bn"
+    has = mid != "none"
+    mid_ops = np.where(bn, 2, np.where(has, 1, 0)) * o  # BatchNorm 2 per element, the rest 1
+    path = 2 * o * c["c"] * 9 + mid_ops + np.where(side, 2 * o * c["c"], 0)
+    ops = 2 * path + 2 * (o + o2) * c["f"]
+    act = c["c"] * c["hw"] ** 2 + 2 * o * (1 + has + side) + o + o2
+    wts = 2 * (c["f"] * c["c"] * (9 + side) + c["f"] ** 2 + 2 * c["f"] * bn)
+    return ops, act, wts
 
 
 def _b_stem(c: dict) -> Network:
@@ -1180,6 +1265,9 @@ def _suites() -> dict[str, Suite]:
               "(h, w, c = f, groups, kernel, stride)",
               {**hw, "c": ch_g, "g": [2, 4, 5, 8, 10, 16, 20, 25, 32, 40, 64], "k": KERNELS, "s": STRIDES},
               _b_gconv_same, cost=_c_gconv_same, valid=_v_gconv_same, optional={"lead": "none"}),
+        Suite("convtranspose", "transposed convolution, the upsampling of decoders (h, w, c, f, kernel x stride "
+              "2x2 / 4x2 / 3x1, output s times the input)", {**hw, "c": ch, "f": ch, "ks": DECONV}, _b_convtranspose,
+              cost=_c_convtranspose, optional={"lead": "none"}),
         Suite("maxpool", "max pooling (h, w, c, kernel 2..10, stride)", {**hw, "c": ch, "k": POOL_KERNELS,
               "s": STRIDES}, _b_pool("max"), cost=_c_pool, valid=_v_pool, optional={"lead": "none"}),
         Suite("avgpool", "average pooling (h, w, c, kernel 2..10, stride)", {**hw, "c": ch, "k": POOL_KERNELS,
@@ -1218,6 +1306,10 @@ def _suites() -> dict[str, Suite]:
               "same-shape Mul inside a network (hw, c, f, kernel, kind swish/product)",
               {**sq, "c": ch, "f": ch, "k": KERNELS, "kind": ["swish", "product"]}, _b_conv_mul, kind="multi",
               cost=_c_conv_mul),
+        Suite("stride_prop", "3x3 conv -> middle layer (none, activation, bn, add, mul) -> 1x1 conv with stride 2, "
+              "next to the same path with stride 1: does the toolchain compute only the pixels the strided conv "
+              "reads (hw, c, f, mid)", {"hw": [14, 28, 56], "c": [16, 32, 64, 128], "f": [16, 32, 64, 128],
+                                        "mid": STRIDE_MIDS}, _b_stride_prop, kind="multi", cost=_c_stride_prop),
         Suite("dw_act", "depthwise conv (stride 1) + activation (hw, c, kernel, kind)",
               {**sq, "c": ch, "k": KERNELS, "act": ACTIVATIONS}, _b_dw_act, kind="multi", cost=_c_dw_act,
               optional={"tail": "none"}),

@@ -27,7 +27,7 @@ from ..mapping import MappedNetwork, MappingModel, fold_swish, swish_diamonds
 _MERGE = (LayerType.ADD, LayerType.MUL)
 
 __all__ = ["Measured", "load_measured", "FusionExamples", "fusion_examples", "LayerSamples", "layer_samples",
-           "FitDataError", "learned_folds"]
+           "FitDataError", "learned_folds", "learned_strides"]
 
 log = logging.getLogger(__name__)
 
@@ -125,6 +125,44 @@ def learned_folds(measured: list[Measured]) -> tuple[tuple[str, ...], dict[str, 
     return (("swish",) if rate >= FOLD_RATE else ()), {"swish": {"diamonds": total, "one_node_rate": round(rate, 3)}}
 
 
+#: ``stride_prop`` time ratio (stride-2 path's 3x3 conv over the stride-1 path's) below which a stride passed
+#: the middle layer: a quarter of the pixels computed gives ~0.25-0.4, no propagation ~1
+STRIDE_RATIO = 0.6
+#: fewest ``stride_prop`` configurations per middle layer for a verdict
+MIN_STRIDE_CONFIGS = 3
+
+
+def learned_strides(measured: list[Measured]) -> tuple[tuple[str, ...] | None, dict[str, object]]:
+    """Whether the toolchain propagates strides (`annette_torch.mapping_strides`) and through which layer
+    types, from the ``stride_prop`` suite: per middle layer, the median ratio of the 3x3 conv's time on the
+    stride-2 path to the same conv's on the stride-1 path. None (no propagation) unless the plain path
+    (``mid="none"``) shows it. Returns the pass-through type labels (or None) and a report."""
+    ratios: dict[str, list[float]] = {}
+    for m in measured:
+        if m.suite != "stride_prop":
+            continue
+        a, b = m.records.get("convA"), m.records.get("convB")
+        if a is None or b is None or a.time_ms <= 0 or b.time_ms <= 0:
+            continue
+        net = m.network
+        mid = LayerType(int(net.types[net.index("midA")])).label if "midA" in net.names else "none"
+        ratios.setdefault(mid, []).append(a.time_ms / b.time_ms)
+    report: dict[str, object] = {k: {"configs": len(v), "median_ratio": round(float(np.median(v)), 3)}
+                                 for k, v in sorted(ratios.items())}
+    base = ratios.get("none", [])
+    if len(base) < MIN_STRIDE_CONFIGS:
+        report["verdict"] = "too few stride_prop measurements with no middle layer"
+        return None, report
+    if float(np.median(base)) >= STRIDE_RATIO:
+        report["verdict"] = "no propagation"
+        return None, report
+    through = sorted(k for k, v in ratios.items()
+                     if k != "none" and len(v) >= MIN_STRIDE_CONFIGS and float(np.median(v)) < STRIDE_RATIO)
+    report["verdict"] = "propagates"
+    report["through"] = through
+    return tuple(through), report
+
+
 def fusion_examples(measured: list[Measured], folds: tuple[str, ...] = ()) -> FusionExamples:
     """Edges a toolchain could fuse (single-consumer producer, single-input consumer) and what it did.
 
@@ -205,7 +243,7 @@ def layer_samples(measured: list[Measured], mapping: MappingModel) -> LayerSampl
         t = np.bincount(owner, weights=t_orig, minlength=len(mp.kept))
         if mapping.costs is not None:
             t = np.maximum(t - mp.network.fused_ms, 0.25 * t)
-        ft, fe = _fused_summary(m.network, owner, mp)
+        ft, fe = _fused_summary(mp.source, owner, mp)
         inputs = [n for n, ty in zip(m.network.names, m.network.types) if ty == LayerType.INPUT]
         ins = m.inserted
         breakers = np.flatnonzero(layout_breakers(mp.network))

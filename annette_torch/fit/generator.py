@@ -10,9 +10,10 @@ Variants (for the accuracy comparison of the paper and beyond):
 
 Layer types with too few samples use the ``Base`` roofline fitted on all memory-bound layers. Where a suite
 was measured behind a lead layer (``lead="dw1"``: the layout a network gives the layer), its measurements
-without one are left out. Layer models are fitted on every suite except the in-context ones (`cache_fit.CONTEXT_SUITES`); when those were measured,
-every variant but ``flops`` also gets a cache model fitted on top of its own layer models (weights evicted
-from the caches inside a network, `annette_torch.models.cache`).
+without one are left out. Layer models are fitted on every suite except the in-context ones
+(`cache_fit.CONTEXT_SUITES`) and the mapping probes (`PROBE_SUITES`: their networks ask the toolchain a
+question); when in-context ones were measured, every variant but ``flops`` also gets a cache model fitted on
+top of its own layer models (weights evicted from the caches inside a network, `annette_torch.models.cache`).
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ from ..mapping import MappingModel
 from ..mapping_costs import MappingCosts
 from ..models import LayerFeatures, LayerModel, RefinedRoofline, Roofline
 from ..platform import Platform
-from .data import FitDataError, LayerSamples, fusion_examples, layer_samples, learned_folds, load_measured
+from .data import (FitDataError, LayerSamples, fusion_examples, layer_samples, learned_folds, learned_strides,
+                   load_measured)
 from .cache_fit import CONTEXT_SUITES, fit_cache
 from .mapping_costs_fit import describe, fit_fused_costs, fit_inserted, fused_primaries
 from .mapping_fit import fit_mapping
@@ -40,6 +42,9 @@ __all__ = ["VARIANTS", "fit_variants", "fit_platform", "MIN_SAMPLES"]
 log = logging.getLogger(__name__)
 
 VARIANTS = ("flops", "roofline", "refined", "statistical", "mixed", "mixed+mapping")
+#: suites that only ask the toolchain what it does, for the mapping model (``stride_prop``: does a stride pass
+#: a layer); their layers -- small convolutions beside a twin path -- would skew the layer models' data
+PROBE_SUITES = ("stride_prop",)
 MIN_SAMPLES = 30
 #: types whose compute follows the unrolled h/w/c/f dimensions (refined roofline applies)
 _REFINED_TYPES = {LayerType.CONV, LayerType.DEPTHWISE_CONV, LayerType.GROUP_CONV, LayerType.CONV_POOL,
@@ -139,7 +144,7 @@ def _mapping_costs(ls: LayerSamples, measured: list, mapping: MappingModel, bits
     ins_in, ins_out, irep = fit_inserted(ls)
     costs = MappingCosts(fused, ins_in, ins_out, describe(frep, irep))
     progress(f"mapping costs: {costs.origin}")
-    out = MappingModel(mapping.rules, costs, mapping.folds)
+    out = MappingModel(mapping.rules, costs, mapping.folds, mapping.strides)
     return out, (layer_samples(measured, out) if fused else ls), {"fused": frep, "inserted": irep}
 
 
@@ -167,9 +172,10 @@ def fit_variants(db: str | Store, platform: str, variants: Sequence[str] = VARIA
     t0 = time.perf_counter()
     everything = load_measured(st, platform, suites)
     context = [m for m in everything if m.suite in CONTEXT_SUITES]
+    probes = [m for m in everything if m.suite in PROBE_SUITES]
     # a suite measured behind a lead layer (the in-network layout) replaces its measurements without one
     led = {m.suite for m in everything if "lead" in m.network.names}
-    measured = [m for m in everything if m.suite not in CONTEXT_SUITES
+    measured = [m for m in everything if m.suite not in CONTEXT_SUITES and m.suite not in PROBE_SUITES
                 and (m.suite not in led or "lead" in m.network.names)]
     if not measured:
         counts = st.counts(platform)
@@ -198,10 +204,12 @@ def fit_variants(db: str | Store, platform: str, variants: Sequence[str] = VARIA
     if "mixed+mapping" in variants:
         folds, report["folds"] = learned_folds(measured)
         fx = fusion_examples(measured, folds)
-        mapping, mrep = fit_mapping(fx, folds=folds)
+        strides, report["strides"] = learned_strides(probes)
+        mapping, mrep = fit_mapping(fx, folds=folds, strides=strides)
         report["mapping"] = mrep
         progress(f"mapping: {len(mapping.rules)} fusion rules from {len(fx)} candidate pairs"
-                 + (f", folds: {', '.join(folds)}" if folds else ""))
+                 + (f", folds: {', '.join(folds)}" if folds else "")
+                 + (f", strides through {', '.join(strides) or 'convolutions only'}" if strides is not None else ""))
         ls1 = layer_samples(measured, mapping)
         report["samples_mapped"] = int((ls1.time_ms > 0).sum())
         mapping, ls1, report["mapping_costs"] = _mapping_costs(ls1, measured, mapping, bits, cv, seed, progress,

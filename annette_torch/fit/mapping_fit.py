@@ -57,9 +57,10 @@ def _tree_rules(ex: FusionExamples, rows: np.ndarray, max_depth: int, purity: fl
 
 def fit_mapping(ex: FusionExamples, min_examples: int = 3, always: float = 0.95, never: float = 0.05,
                 max_depth: int = 2, purity: float = 0.9,
-                folds: tuple[str, ...] = ()) -> tuple[MappingModel, dict[str, Any]]:
-    """Fusion rules explaining the examples (taken with the pattern ``folds``, which the model keeps);
-    returns the model and a report (rate and rule per pair)."""
+                folds: tuple[str, ...] = (), strides: tuple[str, ...] | None = None
+                ) -> tuple[MappingModel, dict[str, Any]]:
+    """Fusion rules explaining the examples (taken with the pattern ``folds``, which the model keeps, as it
+    keeps the stride propagation ``strides``); returns the model and a report (rate and rule per pair)."""
     pairs: dict[tuple[int, int], np.ndarray] = {}
     for i, (h, s) in enumerate(zip(ex.head_type.tolist(), ex.sec_type.tolist())):
         pairs.setdefault((h, s), []).append(i)  # type: ignore[arg-type]
@@ -93,4 +94,4 @@ def fit_mapping(ex: FusionExamples, min_examples: int = 3, always: float = 0.95,
         rules = [(o, FusionRule(r.name, r.primary + (("ConvPool",) if "Conv" in r.primary else ()), r.secondary,
                                 r.result, r.when, r.origin, r.multi_input)) for o, r in rules]
     rules.sort(key=lambda t: t[0])
-    return MappingModel([r for _, r in rules], folds=folds), report
+    return MappingModel([r for _, r in rules], folds=folds, strides=strides), report

@@ -1,0 +1,127 @@
+"""Stride propagation: the shape rewrite a toolchain applies before fusing (OpenVINO's StridesOptimization).
+
+A 1x1 convolution with stride s > 1 reads one pixel in s x s. When every consumer of a tensor asks for the
+same stride, the tensor's producer computes only those pixels: a 1x1 convolution passes the stride on to its
+own input (and runs with stride 1), a layer of a pass-through type (element-wise activations, BatchNorm,
+Add, ...: which ones is per platform, learned from the ``stride_prop`` suite) computes at the reduced size
+and passes it on, a convolution with a larger kernel multiplies its own stride and stops the walk. Any other
+producer refuses: a requesting 1x1 convolution keeps its stride, a pass-through layer gets its input
+subsampled (the toolchain inserts a cheap strided copy, not costed here).
+
+Caffe-style ResNets (stride 2 on the first 1x1 of a stage) lose three quarters of the work of the last
+block before each stage this way. The rewrite only changes shapes and strides; layers and edges stay.
+"""
+
+from __future__ import annotations
+
+import heapq
+from typing import Iterable
+
+import numpy as np
+
+from .ir import LayerType, Network, topological_order
+
+__all__ = ["seed_rows", "propagate_strides"]
+
+
+def seed_rows(net: Network) -> np.ndarray:
+    """Rows of the plain convolutions with a 1x1 kernel, no padding and a stride > 1: where a walk starts."""
+    c = net.cols
+    return np.flatnonzero((net.types == LayerType.CONV) & (c["kh"] == 1) & (c["kw"] == 1) & (c["ph"] == 0)
+                          & (c["pw"] == 0) & ((c["sh"] > 1) | (c["sw"] > 1)))
+
+
+def _shrink(v: np.ndarray | int, s: int) -> int:
+    return (int(v) - 1) // s + 1
+
+
+def propagate_strides(net: Network, through: Iterable[LayerType]) -> Network:
+    """``net`` with strides propagated as described in the module docstring; ``net`` itself when nothing
+    changes (no seed, or every producer refuses). ``through``: the pass-through layer types."""
+    seeds = seed_rows(net)
+    if not seeds.size or not net.edges.size:
+        return net
+    through_mask = np.zeros(max(LayerType) + 1, dtype=bool)
+    through_mask[list(through)] = True
+    n = len(net)
+    src, dst = net.edges[:, 0], net.edges[:, 1]
+    if (src < dst).all():
+        rank = np.arange(n)
+    else:  # visit consumers before producers: by position in a topological order
+        parents: list[list[int]] = [[] for _ in range(n)]
+        for a, b in zip(src.tolist(), dst.tolist()):
+            parents[b].append(a)
+        rank = np.empty(n, dtype=np.int64)
+        rank[topological_order(parents)] = np.arange(n)
+    order = np.argsort(src, kind="stable")
+    starts = np.searchsorted(src[order], np.arange(n + 1))
+    in_order = np.argsort(dst, kind="stable")
+    in_starts = np.searchsorted(dst[in_order], np.arange(n + 1))
+
+    def consumers(i: int) -> list[int]:
+        return dst[order[starts[i]:starts[i + 1]]].tolist()
+
+    def producers(i: int) -> list[int]:
+        return src[in_order[in_starts[i]:in_starts[i + 1]]].tolist()
+
+    types = net.types
+    asked: dict[tuple[int, int], tuple[int, int]] = {}  # (producer, consumer) -> stride the consumer asks for
+    req: dict[int, tuple[int, int]] = {}  # rows asking all their producers for a stride
+    refused: set[int] = set()  # rows of which some producer refused
+    out_s: dict[int, tuple[int, int]] = {}  # rows computing their output at a stride
+    conv_s: dict[int, tuple[int, int]] = {}  # convolutions with a kernel > 1 that take on a stride
+    heap: list[tuple[int, int]] = []
+    queued: set[int] = set()
+
+    def visit(i: int) -> None:
+        if i not in queued:
+            queued.add(i)
+            heapq.heappush(heap, (-int(rank[i]), i))
+
+    def ask(i: int, s: tuple[int, int]) -> None:
+        req[i] = s
+        for j in producers(i):
+            asked[(j, i)] = s
+            visit(j)
+
+    is_seed = np.zeros(n, dtype=bool)
+    is_seed[seeds] = True
+    for i in seeds.tolist():
+        visit(i)
+    cols = net.cols
+    while heap:
+        _, i = heapq.heappop(heap)
+        cons = consumers(i)
+        wants = {asked.get((i, j)) for j in cons}
+        p = wants.pop() if len(wants) == 1 and None not in wants else None
+        t = types[i]
+        if t == LayerType.CONV and (p is not None or is_seed[i]):
+            ph, pw = p if p is not None else (1, 1)
+            s = (int(cols["sh"][i]) * ph, int(cols["sw"][i]) * pw)
+            if p is not None:
+                out_s[i] = p
+            if is_seed[i] or (cols["kh"][i] == 1 and cols["kw"][i] == 1 and cols["ph"][i] == 0
+                              and cols["pw"][i] == 0):
+                ask(i, s)
+            else:
+                conv_s[i] = s
+        elif p is not None and through_mask[t]:
+            out_s[i] = p
+            ask(i, p)
+        else:
+            refused.update(j for j in cons if (i, j) in asked)
+    if not out_s:
+        return net  # every producer refused: the toolchain runs the graph as written
+    c = {k: v.copy() for k, v in cols.items()}
+    for i, (ph, pw) in out_s.items():
+        c["h_out"][i], c["w_out"][i] = _shrink(c["h_out"][i], ph), _shrink(c["w_out"][i], pw)
+    for i, (sh, sw) in conv_s.items():
+        c["sh"][i], c["sw"][i] = sh, sw
+    for i, (sh, sw) in req.items():
+        if types[i] == LayerType.CONV and i in refused:
+            c["sh"][i], c["sw"][i] = sh, sw  # strides the full input itself
+            continue
+        c["h_in"][i], c["w_in"][i] = _shrink(c["h_in"][i], sh), _shrink(c["w_in"][i], sw)
+        if types[i] == LayerType.CONV:
+            c["sh"][i] = c["sw"][i] = 1
+    return Network(net.name, net.names, net.types, c, net.edges, net.attrs)
