@@ -24,11 +24,15 @@ from .ir import LayerType, Network, topological_order
 __all__ = ["seed_rows", "propagate_strides"]
 
 
-def seed_rows(net: Network) -> np.ndarray:
-    """Rows of the plain convolutions with a 1x1 kernel, no padding and a stride > 1: where a walk starts."""
+def _pointwise(net: Network) -> np.ndarray:
+    """Mask of the plain convolutions with a 1x1 kernel and no padding (they pass a stride on)."""
     c = net.cols
-    return np.flatnonzero((net.types == LayerType.CONV) & (c["kh"] == 1) & (c["kw"] == 1) & (c["ph"] == 0)
-                          & (c["pw"] == 0) & ((c["sh"] > 1) | (c["sw"] > 1)))
+    return (net.types == LayerType.CONV) & (c["kh"] == 1) & (c["kw"] == 1) & (c["ph"] == 0) & (c["pw"] == 0)
+
+
+def seed_rows(net: Network) -> np.ndarray:
+    """Rows of the plain 1x1 convolutions (no padding) with a stride > 1: where a walk starts."""
+    return np.flatnonzero(_pointwise(net) & ((net.cols["sh"] > 1) | (net.cols["sw"] > 1)))
 
 
 def _shrink(v: np.ndarray | int, s: int) -> int:
@@ -41,6 +45,7 @@ def propagate_strides(net: Network, through: Iterable[LayerType]) -> Network:
     seeds = seed_rows(net)
     if not seeds.size or not net.edges.size:
         return net
+    pointwise = _pointwise(net)
     through_mask = np.zeros(max(LayerType) + 1, dtype=bool)
     through_mask[list(through)] = True
     n = len(net)
@@ -100,8 +105,7 @@ def propagate_strides(net: Network, through: Iterable[LayerType]) -> Network:
             s = (int(cols["sh"][i]) * ph, int(cols["sw"][i]) * pw)
             if p is not None:
                 out_s[i] = p
-            if is_seed[i] or (cols["kh"][i] == 1 and cols["kw"][i] == 1 and cols["ph"][i] == 0
-                              and cols["pw"][i] == 0):
+            if pointwise[i]:
                 ask(i, s)
             else:
                 conv_s[i] = s
