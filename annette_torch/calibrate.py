@@ -36,7 +36,8 @@ CONTEXT = ("cold_weights",)
 #: the layout a network gives it (OpenVINO picks slower kernels for a pool fed by the plain graph input, runs
 #: convolutions fed by another layer ~5% faster, and concatenates blocked tensors in place). Not ONNX
 #: Runtime's concat: behind a conv it reads tensors that an inserted ReorderOutput converted first, and that
-#: reorder (not a layer model's) is the concat's real cost; its convs run alike either way
+#: reorder (not a layer model's) is the concat's real cost; its convs run alike either way. Not convtranspose:
+#: OpenVINO reorders a deconvolution's input either way, and 500 lead layers would tilt the depthwise model
 LEAD = {"ort-cpu": ("dwconv", "maxpool", "avgpool", "slice"),
         "openvino-cpu": ("conv", "gconv", "gconv_same", "dwconv", "maxpool", "avgpool", "concat", "slice")}
 #: multi-layer suites measured with a 1x1 depthwise conv behind the activation (``tail="dw1"``), per platform:

@@ -362,6 +362,7 @@ DECONV = ["2x2", "4x2", "3x1"]
 
 
 def _deconv(c) -> tuple[Any, Any]:
+    """Kernel and stride from the ``ks`` parameter ("4x2"): ints for one configuration, arrays for columns."""
     ks = np.char.split(np.asarray(c["ks"], dtype=str), "x")
     k = np.array([int(v[0]) for v in np.atleast_1d(ks)])
     s = np.array([int(v[1]) for v in np.atleast_1d(ks)])
@@ -661,7 +662,7 @@ STRIDE_MIDS = ["none", *ACTIVATIONS, "bn", "add", "mul"]
 _MID_MERGE = {"add": T.ADD, "mul": T.MUL}
 
 
-def mid_type(mid: str) -> T | None:
+def _mid_type(mid: str) -> T | None:
     """The layer type of a ``stride_prop`` middle layer (None for ``none``)."""
     if mid == "none":
         return None
@@ -676,8 +677,7 @@ def mid_type(mid: str) -> T | None:
 
 def _stride_path(b: NetworkBuilder, c: dict, x: int, tag: str, s: int) -> None:
     y = _conv(b, f"conv{tag}", x, int(c["f"]), 3)
-    mid = str(c["mid"])
-    t = mid_type(mid)
+    t = _mid_type(str(c["mid"]))
     if t in (T.ADD, T.MUL):
         y = b.same(t, f"mid{tag}", [y, _conv(b, f"side{tag}", x, int(c["f"]), 1)])
     elif t is not None:
