@@ -21,18 +21,7 @@ import numpy as np
 
 from .ir import LayerType, Network, topological_order
 
-__all__ = ["seed_rows", "propagate_strides"]
-
-
-def _pointwise(net: Network) -> np.ndarray:
-    """Mask of the plain convolutions with a 1x1 kernel and no padding (they pass a stride on)."""
-    c = net.cols
-    return (net.types == LayerType.CONV) & (c["kh"] == 1) & (c["kw"] == 1) & (c["ph"] == 0) & (c["pw"] == 0)
-
-
-def seed_rows(net: Network) -> np.ndarray:
-    """Rows of the plain 1x1 convolutions (no padding) with a stride > 1: where a walk starts."""
-    return np.flatnonzero(_pointwise(net) & ((net.cols["sh"] > 1) | (net.cols["sw"] > 1)))
+__all__ = ["propagate_strides"]
 
 
 def _shrink(v: np.ndarray | int, s: int) -> int:
@@ -42,10 +31,13 @@ def _shrink(v: np.ndarray | int, s: int) -> int:
 def propagate_strides(net: Network, through: Iterable[LayerType]) -> Network:
     """``net`` with strides propagated as described in the module docstring; ``net`` itself when nothing
     changes (no seed, or every producer refuses). ``through``: the pass-through layer types."""
-    seeds = seed_rows(net)
-    if not seeds.size or not net.edges.size:
+    cols = net.cols
+    # plain 1x1 convolutions without padding pass a stride on; the strided ones start a walk
+    pointwise = (net.types == LayerType.CONV) & (cols["kh"] == 1) & (cols["kw"] == 1) & (cols["ph"] == 0) \
+        & (cols["pw"] == 0)
+    is_seed = pointwise & ((cols["sh"] > 1) | (cols["sw"] > 1))
+    if not is_seed.any() or not net.edges.size:
         return net
-    pointwise = _pointwise(net)
     through_mask = np.zeros(max(LayerType) + 1, dtype=bool)
     through_mask[list(through)] = True
     n = len(net)
@@ -89,11 +81,8 @@ def propagate_strides(net: Network, through: Iterable[LayerType]) -> Network:
             asked[(j, i)] = s
             visit(j)
 
-    is_seed = np.zeros(n, dtype=bool)
-    is_seed[seeds] = True
-    for i in seeds.tolist():
+    for i in np.flatnonzero(is_seed).tolist():
         visit(i)
-    cols = net.cols
     while heap:
         _, i = heapq.heappop(heap)
         cons = consumers(i)
