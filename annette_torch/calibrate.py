@@ -21,7 +21,7 @@ import numpy as np
 
 from .errors import AnnetteError
 
-__all__ = ["PLANS", "calibration_networks", "run_calibration", "calibrate_network_level", "suite_options"]
+__all__ = ["PLANS", "calibration_networks", "check_writable", "run_calibration", "calibrate_network_level", "suite_options"]
 
 log = logging.getLogger(__name__)
 
@@ -140,6 +140,17 @@ def suite_options(platform: str, suite: str) -> dict[str, str] | None:
     return opts or None
 
 
+def check_writable(path: str | os.PathLike) -> None:
+    """Raise `AnnetteError` unless a file can be written at ``path`` (its folder exists and is writable)."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise AnnetteError(f"{path}: is a folder; give the platform file's name")
+    if not os.path.isdir(folder):
+        raise AnnetteError(f"{path}: folder {folder} does not exist")
+    if not os.access(folder, os.W_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
+        raise AnnetteError(f"{path}: not writable")
+
+
 def run_calibration(platform: str, quick: bool = False, out: str | None = None, db: str | None = None,
                     progress: Callable[[str], None] | None = None, budget_s: float | None = None) -> dict[str, Any]:
     """Measure, fit and write the platform file; returns a report (paths, errors, timings)."""
@@ -156,6 +167,7 @@ def run_calibration(platform: str, quick: bool = False, out: str | None = None, 
     progress = progress or (lambda msg: log.info("%s", msg))
     db = db or f"annette-calibrate-{platform}.sqlite"
     out = out or f"{platform}.json"
+    check_writable(out)  # before an hour of measuring, not after it
     runner, kw = ("ort-cpu", {"threads": 1}) if platform == "ort-cpu" else ("openvino", {"device": "CPU", "threads": 1})
     t0 = time.perf_counter()
     report: dict[str, Any] = {"db": db, "out": out, "plan": "quick" if quick else "full", "suites": {}}

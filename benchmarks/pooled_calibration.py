@@ -46,7 +46,7 @@ def pooled_latencies(platform: str, caches: list[str], nets: list) -> np.ndarray
 def main() -> int:
     from accuracy import calibration_set  # the same 45 networks benchmarks/accuracy.py measures
 
-    from annette_torch.calibrate import with_overhead
+    from annette_torch.calibrate import check_writable, with_overhead
     from annette_torch.fit.calibrate_network import network_terms
     from annette_torch.platform import Platform
 
@@ -57,6 +57,7 @@ def main() -> int:
     ap.add_argument("--out", required=True, help="platform file to write")
     args = ap.parse_args()
     try:
+        check_writable(args.out)
         d = Platform.load(args.file).to_dict()
         d.pop("overhead", None)
         base = Platform.from_dict(d, args.file)

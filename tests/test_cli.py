@@ -270,3 +270,14 @@ def test_cli_plot_option(capsys, tmp_path):
     code, out, err = run(capsys, "estimate", "tiny_cnn", "-p", "zcu102,ncs2", "--plot", png)
     assert code == 0, err
     assert png.stat().st_size > 5000 and str(png) in out
+
+
+def test_calibrate_refuses_an_unwritable_output_before_measuring(capsys, tmp_path):
+    """The platform file is written after an hour of measuring: a missing folder must fail at the start."""
+    db = tmp_path / "store.sqlite"
+    code, out, err = run(capsys, "calibrate", "--platform", "ort-cpu", "--db", db, "--out",
+                         tmp_path / "missing" / "p.json")
+    assert_one_line_error(code, out, err, "does not exist")
+    assert not db.exists()  # nothing measured
+    code, out, err = run(capsys, "calibrate", "--platform", "ort-cpu", "--db", db, "--out", tmp_path)
+    assert_one_line_error(code, out, err, "is a folder")

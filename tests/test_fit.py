@@ -215,6 +215,19 @@ def test_lead_measurements_replace_those_without(measured_store):
     assert rep["configurations"] == 85 + 10
 
 
+def test_grouped_convolutions_get_the_per_group_features(measured_store):
+    """Only the GroupConv model sees the channels of one group (`statistical.GROUP_FEATURES`)."""
+    from annette_torch.bench.sweep import run_sweep
+    from annette_torch.fit.generator import fit_platform
+    from annette_torch.models.statistical import GROUP_FEATURES
+    with Store(measured_store) as st:
+        run_sweep(st, "fake", "gconv", SUITES["gconv"].configs(n=35, seed=0), "fake_runner:FakeRunner", {},
+                  iterations=3, warmup=0, progress=False)
+    plat, _ = fit_platform(str(measured_store), "fake", cv=2, candidates=("lmt",))
+    features = {k: plat.layers[k].to_dict()["correction"]["features"] for k in ("GroupConv", "Conv")}
+    assert set(GROUP_FEATURES) <= set(features["GroupConv"]) and not set(GROUP_FEATURES) & set(features["Conv"])
+
+
 def test_leads_of_conv_suites_and_concat():
     for name, layer in (("conv", "conv"), ("gconv", "gconv"), ("gconv_same", "gconv")):
         led = SUITES[name].configs(n=2, seed=0, options={"lead": "dw1"})[0]

@@ -117,7 +117,9 @@ def _per_type(ls: LayerSamples, kind: str, bits: float, cv: int, seed: int,
             report[lt.label] = {"model": "refined_roofline", "n_samples": int(rows.size), **rrep}
             continue
         unroll = getattr(base, "unroll", None) or None
-        cand = {"candidates": tuple(candidates)} if candidates else {}
+        cand: dict[str, Any] = {"candidates": tuple(candidates)} if candidates else {}
+        if lt == LayerType.GROUP_CONV:
+            cand["grouped"] = True  # the kernel a runtime picks depends on the channels of one group
         if kind == "statistical":
             m, srep = fit_statistical(X, yy, cv=cv, seed=seed, unroll=unroll, **cand)
         else:

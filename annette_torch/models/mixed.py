@@ -43,20 +43,23 @@ class Mixed(LayerModel):
 
     Hyper-parameters: ``base`` (a fitted `Roofline` or `RefinedRoofline`, not refitted here), ``method`` (the
     correction's regressor, see `Statistical`), ``unroll`` (step-pattern features; default: the base's own
-    unrolling), ``clip_inputs`` (see the module docstring), ``seed``, ``params``.
+    unrolling), ``clip_inputs`` (see the module docstring), ``seed``, ``params``, ``grouped`` (per-group channel
+    features, see `Statistical`).
     Fitted: ``correction_`` (a `Statistical` with target ``log_ratio``), ``clip_min_``, ``clip_max_``.
     """
 
     kind = "mixed"
 
     def __init__(self, base: Roofline, method: str = "gbm", unroll: Mapping[str, Any] | None = None,
-                 clip_inputs: bool = False, seed: int = 0, params: Mapping[str, Any] | None = None) -> None:
+                 clip_inputs: bool = False, seed: int = 0, params: Mapping[str, Any] | None = None,
+                 grouped: bool = False) -> None:
         self.base = base
         self.method = method
         self.unroll = unroll
         self.clip_inputs = clip_inputs
         self.seed = seed
         self.params = params
+        self.grouped = grouped
 
     def _unroll(self) -> Mapping[str, Any]:
         if self.unroll is not None:
@@ -81,7 +84,8 @@ class Mixed(LayerModel):
             raise ValueError(f"a mixed model needs at least 2 layers with a base time, got {rows.size}")
         z = np.log(y[rows]) - np.log(b[rows])
         self.correction_ = Statistical(self.method, self._unroll(), clip_inputs=self.clip_inputs, seed=self.seed,
-                                       params=self.params, target="log_ratio").fit_log(subset(X, rows), z)
+                                       params=self.params, target="log_ratio",
+                                       grouped=self.grouped).fit_log(subset(X, rows), z)
         # the central 99% of the fitted corrections: a few extreme layers (e.g. tiny ones dominated by a fixed
         # cost) must not license extreme factors for unseen layers
         lo, hi = np.percentile(z, [0.5, 99.5]) if z.size >= 200 else (z.min(), z.max())
