@@ -257,7 +257,8 @@ def test_group_features_help_grouped_convolutions():
     again = roundtrip(m)  # the stored feature names select the transform
     assert again.grouped_ and np.array_equal(again.predict(X), m.predict(X))
     mixed, _ = fit_mixed(X, y, BASE, candidates=("lmt",), grouped=True)
-    assert roundtrip(mixed).correction_.grouped_ and np.array_equal(roundtrip(mixed).predict(X), mixed.predict(X))
+    again = roundtrip(mixed)
+    assert again.grouped and again.correction_.grouped_ and np.array_equal(again.predict(X), mixed.predict(X))
     assert not roundtrip(Statistical("lmt").fit(X, y)).grouped_  # files without them load as before
 
 

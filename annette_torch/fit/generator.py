@@ -117,13 +117,13 @@ def _per_type(ls: LayerSamples, kind: str, bits: float, cv: int, seed: int,
             report[lt.label] = {"model": "refined_roofline", "n_samples": int(rows.size), **rrep}
             continue
         unroll = getattr(base, "unroll", None) or None
-        cand: dict[str, Any] = {"candidates": tuple(candidates)} if candidates else {}
-        if lt == LayerType.GROUP_CONV:
-            cand["grouped"] = True  # the kernel a runtime picks depends on the channels of one group
+        kw: dict[str, Any] = {"candidates": tuple(candidates)} if candidates else {}
+        # the kernel a runtime picks for a grouped convolution depends on the channels of one group
+        kw["grouped"] = lt == LayerType.GROUP_CONV
         if kind == "statistical":
-            m, srep = fit_statistical(X, yy, cv=cv, seed=seed, unroll=unroll, **cand)
+            m, srep = fit_statistical(X, yy, cv=cv, seed=seed, unroll=unroll, **kw)
         else:
-            m, srep = fit_mixed(X, yy, base, cv=cv, seed=seed, unroll=unroll, **cand)
+            m, srep = fit_mixed(X, yy, base, cv=cv, seed=seed, unroll=unroll, **kw)
         models[lt.label] = m
         report[lt.label] = srep
     return models, report

@@ -116,7 +116,7 @@ class Mixed(LayerModel):
         if lo > hi:
             raise PlatformError(f"{where}.clip_min: must be <= clip_max ({lo!r} > {hi!r})")
         corr = Statistical.from_dict(d.get("correction"), f"{where}.correction", target="log_ratio")
-        m = cls(base, corr.method, corr.unroll_, corr.clip_inputs_)
+        m = cls(base, corr.method, corr.unroll_, corr.clip_inputs_, grouped=corr.grouped_)
         m.correction_, m.clip_min_, m.clip_max_ = corr, lo, hi
         return m
 

@@ -489,7 +489,7 @@ class Statistical(LayerModel):
         return self
 
     def features(self, X: LayerFeatures) -> np.ndarray:
-        F = layer_features(X, self.unroll_, getattr(self, "grouped_", False))
+        F = layer_features(X, self.unroll_, self.grouped_)
         return np.clip(F, self.x_min_, self.x_max_) if self.clip_inputs_ else F
 
     def predict_log(self, X: LayerFeatures) -> np.ndarray:
