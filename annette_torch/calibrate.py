@@ -19,9 +19,9 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from .errors import AnnetteError
+from .errors import AnnetteError, check_writable
 
-__all__ = ["PLANS", "calibration_networks", "check_writable", "run_calibration", "calibrate_network_level", "suite_options"]
+__all__ = ["PLANS", "calibration_networks", "run_calibration", "calibrate_network_level", "suite_options"]
 
 log = logging.getLogger(__name__)
 
@@ -138,17 +138,6 @@ def suite_options(platform: str, suite: str) -> dict[str, str] | None:
     """The options a suite is measured with on ``platform`` (`LEAD`, `TAIL`), or None."""
     opts = {key: "dw1" for key, table in (("lead", LEAD), ("tail", TAIL)) if suite in table[platform]}
     return opts or None
-
-
-def check_writable(path: str | os.PathLike) -> None:
-    """Raise `AnnetteError` unless a file can be written at ``path`` (its folder exists and is writable)."""
-    folder = os.path.dirname(os.path.abspath(path))
-    if os.path.isdir(path):
-        raise AnnetteError(f"{path}: is a folder; give the platform file's name")
-    if not os.path.isdir(folder):
-        raise AnnetteError(f"{path}: folder {folder} does not exist")
-    if not os.access(folder, os.W_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
-        raise AnnetteError(f"{path}: not writable")
 
 
 def run_calibration(platform: str, quick: bool = False, out: str | None = None, db: str | None = None,

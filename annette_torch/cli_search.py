@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any, Iterator
 
-from .errors import AnnetteError
+from .errors import AnnetteError, check_writable
 
 __all__ = ["add_parser", "run"]
 
@@ -135,8 +135,8 @@ def _search(args: argparse.Namespace) -> int:
         raise AnnetteError("give --latency-ms (the latency budget) or --multi-objective")
     space = osr.get_space(args.space)
     objective = osr.load_objective(args.objective, space)  # fail fast on a bad CSV
-    if args.out and not Path(args.out).resolve().parent.is_dir():
-        raise AnnetteError(f"{args.out}: folder {Path(args.out).resolve().parent} does not exist")
+    if args.out:
+        check_writable(args.out)
     common = dict(storage=args.storage, study_name=args.study, seed=args.seed)
     t0 = time.perf_counter()
     if args.multi_objective:

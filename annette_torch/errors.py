@@ -29,3 +29,17 @@ def read_json_file(path: str, error: type[AnnetteError] = AnnetteError, what: st
         raise error(f"{path}: not valid JSON ({e})") from None
     except OSError as e:
         raise error(f"{path}: cannot read ({e.strerror})") from None
+
+
+def check_writable(path: "str | os.PathLike[str]") -> None:
+    """Raise `AnnetteError` unless a file can be written at ``path`` (its folder exists and is writable): checked
+    before long work whose result goes there, not after it."""
+    import os
+
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise AnnetteError(f"{path}: is a folder; give a file name")
+    if not os.path.isdir(folder):
+        raise AnnetteError(f"{path}: folder {folder} does not exist")
+    if not os.access(folder, os.W_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
+        raise AnnetteError(f"{path}: not writable")

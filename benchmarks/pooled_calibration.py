@@ -46,7 +46,8 @@ def pooled_latencies(platform: str, caches: list[str], nets: list) -> np.ndarray
 def main() -> int:
     from accuracy import calibration_set  # the same 45 networks benchmarks/accuracy.py measures
 
-    from annette_torch.calibrate import check_writable, with_overhead
+    from annette_torch.calibrate import with_overhead
+    from annette_torch.errors import check_writable
     from annette_torch.fit.calibrate_network import network_terms
     from annette_torch.platform import Platform
 

@@ -28,7 +28,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from annette_torch.errors import AnnetteError
+from annette_torch.errors import AnnetteError, check_writable
 
 __all__ = ["SpaceTable", "nb201_latencies", "nb201_costs", "nb101_latencies", "space_table", "pareto_front",
            "attach_accuracy", "fronts", "plot_pareto", "write_front_csv", "pareto_report"]
@@ -287,8 +287,7 @@ def pareto_report(space: str, platforms: Sequence[Any], out: str | os.PathLike, 
                   ) -> tuple[SpaceTable, dict[str, np.ndarray], Path, Path]:
     """`space_table` + optional accuracy + fronts + PNG + front CSV (default: ``<out stem>_front.csv``)."""
     out = Path(out)
-    if not out.parent.is_dir():
-        raise AnnetteError(f"{out}: folder {out.parent} does not exist")
+    check_writable(out)
     table = space_table(space, platforms, samples, seed)
     if accuracy is not None:
         attach_accuracy(table, accuracy)
