@@ -224,3 +224,21 @@ def test_shuffle_suite_concat_trains_no_concat_model():
     assert not ok[shuffle_rows & (ls.network.types == T.CONCAT)].any()
     assert ok[shuffle_rows & (ls.network.types == T.SLICE)].all()
     assert ok[~shuffle_rows].all()
+
+
+def test_fused_groups_too_small_to_measure_are_skipped_not_a_crash():
+    # two activation kinds fused often enough to count, but every group below MIN_FUSED_ELEMS and no plain
+    # (nothing fused) groups: there is no per-element cost to learn, and the fit must say nothing, not fail
+    from annette_torch.fit.mapping_costs_fit import MIN_FUSED_ELEMS, MIN_GROUPS
+    out = []
+    for i in range(2 * MIN_GROUPS):
+        act = (T.RELU, T.SIGMOID)[i % 2]
+        net = _stem(3, 14, act, f=8)
+        assert net.out_elems[3] < MIN_FUSED_ELEMS
+        recs = {"x": LayerRecord("x", "Input", NOT_FUSED), "bn": LayerRecord("bn", "BatchNorm", FUSED, "conv"),
+                "act": LayerRecord("act", act.label, FUSED, "conv"),
+                "conv": LayerRecord("conv", "Conv", NOT_FUSED, time_ms=0.01 + 0.001 * i)}
+        out.append(Measured("stem", str(i), net, recs, []))
+    mapping = MappingModel([ACT_RULE])
+    fused, rep = fit_fused_costs(layer_samples(out, mapping), Platform("first", {"Base": CONV}, mapping))
+    assert fused == {} and rep["medians_ns"] == {}

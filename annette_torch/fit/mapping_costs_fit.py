@@ -76,8 +76,10 @@ def fit_fused_costs(ls: LayerSamples, first_pass: Platform,
             & (net.out_elems >= MIN_FUSED_ELEMS)
         if plain.sum() >= MIN_GROUPS:
             base = float(np.median((ls.time_ms - pred)[plain] / np.maximum(net.out_elems[plain], 1.0) * 1e6))
-        else:
+        elif med:
             base = min(v for v, _ in med.values())
+        else:  # fused groups exist, but none large enough to measure a per-element cost on: nothing to learn
+            continue
         report["medians_ns"][LayerType(p).label] = {"(none)": round(base, 4),
                                                     **{LayerType(a).label: round(v, 4) for a, (v, _) in med.items()}}
         for a, (v, n) in med.items():
