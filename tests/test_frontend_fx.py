@@ -20,23 +20,15 @@ from annette_torch.ir import LayerType as T
 from annette_torch.ir import to_nchw
 
 try:
+    from layer_helpers import only, types_of
     from models import (FunctionalNet, TinyMobileNetV2, TinyResNet, TinySqueezeNet,
                         TinyVGG)
 except ImportError:  # tests/ imported as a package
+    from tests.layer_helpers import only, types_of
     from tests.models import (FunctionalNet, TinyMobileNetV2, TinyResNet, TinySqueezeNet,
                               TinyVGG)
 
 LOGGER = "annette_torch.frontends.fx"
-
-
-def types_of(net) -> list[T]:
-    return [T(int(t)) for t in net.types]
-
-
-def only(net, type_: T) -> int:
-    idx = [i for i, t in enumerate(types_of(net)) if t == type_]
-    assert len(idx) == 1, f"expected one {type_.label}, got {net.type_labels()}"
-    return idx[0]
 
 
 def single(layer: nn.Module, shape) -> tuple:

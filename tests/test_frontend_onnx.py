@@ -18,6 +18,11 @@ from annette_torch.errors import ModelLoadError
 from annette_torch.frontends.onnx import from_onnx
 from annette_torch.ir import LayerType as T
 
+try:
+    from layer_helpers import only, types_of
+except ImportError:  # tests/ imported as a package
+    from tests.layer_helpers import only, types_of
+
 LOGGER = "annette_torch.frontends.onnx"
 
 
@@ -27,16 +32,6 @@ def export(model: nn.Module, x: torch.Tensor, path, **kw) -> str:
         warnings.simplefilter("ignore")
         torch.onnx.export(model.eval(), x, str(path), dynamo=False, opset_version=17, **kw)
     return str(path)
-
-
-def types_of(net) -> list[T]:
-    return [T(int(t)) for t in net.types]
-
-
-def only(net, type_: T) -> int:
-    idx = [i for i, t in enumerate(types_of(net)) if t == type_]
-    assert len(idx) == 1, f"expected one {type_.label}, got {net.type_labels()}"
-    return idx[0]
 
 
 def make_model(nodes, inputs, outputs, initializers=(), opset=17, extra_opsets=()) -> onnx.ModelProto:
