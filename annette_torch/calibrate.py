@@ -215,8 +215,23 @@ def platform_file(plat: Any, fit_rep: dict[str, Any], platform: str) -> dict[str
 def overhead_entry(cal: Any, origin: str) -> dict[str, Any]:
     """A platform file's ``overhead`` block from a CPU `Calibration` (see `platform._read_overhead`)."""
     c = cal.coef
-    return {"scale": c.get("layers", 0.0) or 1.0, "per_layer_ms": c.get("executed_layers", 0.0),
-            "per_network_ms": c.get("constant", 0.0), "origin": origin, "fitted_on": list(cal.fitted_on)}
+    scale = c.get("layers", 0.0) or 1.0
+    out = {"scale": scale, "per_layer_ms": c.get("executed_layers", 0.0), "per_network_ms": c.get("constant", 0.0)}
+    if c.get("depthwise", 0.0):  # the depthwise term adds to the scale of the depthwise layers' time
+        out["depthwise_scale"] = scale + c["depthwise"]
+    return {**out, "origin": origin, "fitted_on": list(cal.fitted_on)}
+
+
+def without_overhead(plat: Any) -> Any:
+    """A copy of ``plat`` without its network-level overhead: the raw layer-model sums that `with_overhead`
+    must be fitted on (terms from an already calibrated platform would calibrate it twice)."""
+    from .platform import Platform
+
+    if plat.overhead is None:
+        return plat
+    d = plat.to_dict()
+    d.pop("overhead", None)
+    return Platform.from_dict(d, plat.name)
 
 
 def with_overhead(plat: Any, terms: Sequence[dict[str, float]], measured_ms: Sequence[float],

@@ -2,7 +2,10 @@
 
 The file is plain data with a versioned schema (see docs/platform-format.md), validated on load with an
 error naming the offending field; it is never unpickled. ``load_platform("zcu102")`` finds a shipped
-platform by name; any path to a ``.json`` file works too.
+platform by name; any path to a ``.json`` file works too. A measured platform (``ort-cpu``, ``openvino-cpu``)
+may ship one file per machine it was measured on (``platforms/machines/<name>/<machine slug>.json``): the
+name then loads the file of this machine's CPU, else the default file, which warns that it was measured
+elsewhere.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -22,7 +26,8 @@ from .ir import TYPE_FALLBACKS, LayerType, Network
 from .mapping import MappingModel
 from .models import LayerFeatures, LayerModel, Roofline, model_from_dict
 
-__all__ = ["Platform", "load_platform", "list_platforms", "SCHEMA", "SCHEMA_VERSION", "platform_dir"]
+__all__ = ["Platform", "load_platform", "list_platforms", "SCHEMA", "SCHEMA_VERSION", "platform_dir", "machine_slug",
+           "shipped_machines"]
 
 log = logging.getLogger(__name__)
 
@@ -162,9 +167,10 @@ class Platform:
             if input_reorders or output_reorders:
                 t = t + costs.inserted_ms(net, inputs=input_reorders, outputs=output_reorders)
         if self.overhead is not None:
-            scale, per_layer, per_net = self.overhead
+            scale, per_layer, per_net, dw_scale = self.overhead
             is_input = net.types == LayerType.INPUT
-            t = np.maximum(t * scale + np.where(is_input, 0.0, per_layer), 0.0)
+            scales = np.where(net.types == LayerType.DEPTHWISE_CONV, dw_scale, scale)
+            t = np.maximum(t * scales + np.where(is_input, 0.0, per_layer), 0.0)
             t[is_input & (net.n_inputs == 0)] += per_net
         return t, mi
 
@@ -247,13 +253,15 @@ def dumps_platform(d: Any, indent: int = 2, _level: int = 0) -> str:
     return json.dumps(d, separators=(", ", ": "))
 
 
-def _read_overhead(d: Any, name: str) -> tuple[float, float, float] | None:
-    """Optional ``overhead``: {scale, per_layer_ms, per_network_ms} applied to the layer models' times.
+def _read_overhead(d: Any, name: str) -> tuple[float, float, float, float] | None:
+    """Optional ``overhead``: {scale, per_layer_ms, per_network_ms[, depthwise_scale]} applied to the layer
+    models' times.
 
     A runtime's per-node dispatch cost and per-inference cost, fitted end to end (``annette calibrate``);
     the per-network cost sits on the network's input layer(s), so per-layer times still add up to the total.
     ``per_layer_ms`` may be negative (profiled layer times over-count a per-node profiler cost); a layer's
-    time is never below 0.
+    time is never below 0. ``depthwise_scale`` (default: ``scale``) scales depthwise convolutions instead:
+    how much slower or faster they run inside a network than as micro-kernels depends on the CPU.
     """
     if d is None:
         return None
@@ -261,21 +269,46 @@ def _read_overhead(d: Any, name: str) -> tuple[float, float, float] | None:
     where = f"platform {name!r}: overhead"
     if not isinstance(d, Mapping):
         raise PlatformError(f"{where}: expected an object with scale, per_layer_ms, per_network_ms")
-    return (check_number(d, "scale", where, positive=True), check_number(d, "per_layer_ms", where, minimum=-1.0),
-            check_number(d, "per_network_ms", where, minimum=0))
+    scale = check_number(d, "scale", where, positive=True)
+    dw = check_number(d, "depthwise_scale", where, positive=True) if "depthwise_scale" in d else scale
+    return (scale, check_number(d, "per_layer_ms", where, minimum=-1.0), check_number(d, "per_network_ms", where,
+                                                                                     minimum=0), dw)
 
 
 def list_platforms() -> dict[str, str]:
-    """Shipped platforms: name -> one-line description."""
+    """Shipped platforms: name -> one-line description (of the file `load_platform` picks on this machine)."""
     out = {}
     for p in sorted(platform_dir().glob("*.json")):
         try:
-            with open(p, encoding="utf-8") as f:
+            with open(_shipped_path(p.stem), encoding="utf-8") as f:
                 d = json.load(f)
             out[p.stem] = str(d.get("description", "")).split("\n")[0]
         except (OSError, json.JSONDecodeError):
             out[p.stem] = "(unreadable platform file)"
     return out
+
+
+def machine_slug(fingerprint: Mapping[str, Any]) -> str:
+    """File-name key of a machine: its CPU model and core count, e.g. ``intel-r-xeon-r-processor-2c``."""
+    cpu = re.sub(r"[^a-z0-9]+", "-", str(fingerprint.get("cpu", "")).lower()).strip("-") or "unknown-cpu"
+    return f"{cpu}-{fingerprint.get('cores')}c"
+
+
+def shipped_machines(name: str) -> list[str]:
+    """Machine slugs for which a measured file of shipped platform ``name`` exists besides its default."""
+    folder = platform_dir() / "machines" / name
+    return sorted(p.stem for p in folder.glob("*.json")) if folder.is_dir() else []
+
+
+def _shipped_path(name: str) -> str:
+    """The shipped file of ``name`` measured on this machine's CPU if there is one, else the default file."""
+    folder = platform_dir() / "machines" / name
+    if folder.is_dir():
+        from .bench.store import machine_fingerprint
+        mine = folder / f"{machine_slug(machine_fingerprint())}.json"
+        if mine.is_file():
+            return str(mine)
+    return str(platform_dir() / f"{name}.json")
 
 
 @lru_cache(maxsize=32)
@@ -284,14 +317,15 @@ def _load_cached(path: str, mtime: float) -> Platform:
 
 
 def load_platform(platform: "str | os.PathLike | Platform") -> Platform:
-    """A `Platform` from a shipped name (``zcu102``), a path to a platform file, or a Platform itself."""
+    """A `Platform` from a shipped name (``zcu102``; for a measured platform, the file of this machine's CPU
+    when one is shipped), a path to a platform file, or a Platform itself."""
     if isinstance(platform, Platform):
         return platform
     s = os.fspath(platform)
     if s.endswith(".json") or os.sep in s or os.path.isfile(s):
         path = s
     else:
-        path = str(platform_dir() / f"{s}.json")
+        path = _shipped_path(s)
         if not os.path.isfile(path):
             known = ", ".join(list_platforms()) or "none"
             raise PlatformError(f"unknown platform {s!r} (shipped: {known}; or give a path to a platform .json)")

@@ -4,7 +4,8 @@ A file from `annette calibrate` carries the speed of the machine at the moment i
 networks; this shared VM drifts by up to ~8% within half an hour, which moves every prediction of the file
 alike. `benchmarks/accuracy.py` measures the same 45 calibration networks in every run (its --cache); the
 median of each network's latency over several runs reflects the machine's typical speed. Layer models,
-mapping and cache model stay as they are; only ``overhead`` (scale, per-layer, per-network) is refitted.
+mapping and cache model stay as they are; only ``overhead`` (scale, depthwise scale, per-layer, per-network) is
+refitted.
 
 Usage:
   python benchmarks/pooled_calibration.py --platform ort-cpu --file platforms/ort-cpu.json \\
@@ -46,7 +47,7 @@ def pooled_latencies(platform: str, caches: list[str], nets: list) -> np.ndarray
 def main() -> int:
     from accuracy import calibration_set  # the same 45 networks benchmarks/accuracy.py measures
 
-    from annette_torch.calibrate import with_overhead
+    from annette_torch.calibrate import with_overhead, without_overhead
     from annette_torch.errors import check_writable
     from annette_torch.fit.calibrate_network import network_terms
     from annette_torch.platform import Platform
@@ -59,9 +60,7 @@ def main() -> int:
     args = ap.parse_args()
     try:
         check_writable(args.out)
-        d = Platform.load(args.file).to_dict()
-        d.pop("overhead", None)
-        base = Platform.from_dict(d, args.file)
+        base = without_overhead(Platform.load(args.file))
         nets = calibration_set()
         y = pooled_latencies(args.platform, args.cache, nets)
         terms = [network_terms(at.estimate(n.network, base)) for n in nets]
@@ -74,7 +73,8 @@ def main() -> int:
         return 1
     plat.save(args.out)
     o = plat.meta["overhead"]
-    print(f"wrote {args.out}: scale {o['scale']:.3f}, per layer {1e3 * o['per_layer_ms']:+.2f} us, per network "
+    dw = f" (depthwise {o['depthwise_scale']:.3f})" if "depthwise_scale" in o else ""
+    print(f"wrote {args.out}: scale {o['scale']:.3f}{dw}, per layer {1e3 * o['per_layer_ms']:+.2f} us, per network "
           f"{o['per_network_ms']:.4f} ms; leave-one-out MAPE {loo:.1%} on {len(nets)} networks x "
           f"{len(args.cache)} runs")
     return 0

@@ -27,8 +27,8 @@ def test_fit_recovers_a_negative_per_layer_cost():
     """CPU terms: a profiler cost per node that the layer sum over-counts comes back negative."""
     from annette_torch.fit.calibrate_network import CPU_TERMS
     rng = np.random.default_rng(1)
-    terms = [{"layers": rng.uniform(0.5, 30), "executed_layers": float(rng.integers(5, 300)), "constant": 1.0}
-             for _ in range(20)]
+    terms = [{"layers": rng.uniform(0.5, 30), "depthwise": 0.0, "executed_layers": float(rng.integers(5, 300)),
+              "constant": 1.0} for _ in range(20)]
     y = [0.98 * t["layers"] - 0.003 * t["executed_layers"] + 0.05 for t in terms]
     cal = fit_calibration(terms, y, CPU_TERMS)
     assert cal.coef["executed_layers"] == pytest.approx(-0.003, rel=1e-6)
@@ -41,8 +41,8 @@ def test_robust_cpu_loss_resists_outlying_networks():
     the others; the CPU calibration's robust loss keeps the coefficients of the well-modelled majority."""
     from annette_torch.fit.calibrate_network import CPU_LOSS, CPU_TERMS
     rng = np.random.default_rng(2)
-    terms = [{"layers": rng.uniform(0.5, 30), "executed_layers": float(rng.integers(5, 300)), "constant": 1.0}
-             for _ in range(40)]
+    terms = [{"layers": rng.uniform(0.5, 30), "depthwise": 0.0, "executed_layers": float(rng.integers(5, 300)),
+              "constant": 1.0} for _ in range(40)]
     y = np.array([0.95 * t["layers"] - 0.002 * t["executed_layers"] + 0.01 for t in terms])
     y[:4] *= rng.uniform(2, 5, 4)  # four outliers, all measured slower than modelled
     plain = fit_calibration(terms, y, CPU_TERMS)
@@ -53,6 +53,33 @@ def test_robust_cpu_loss_resists_outlying_networks():
     assert max(inliers) < 0.02
     loo = leave_one_out(terms, y, CPU_TERMS, loss=CPU_LOSS)
     assert np.median(np.abs(loo)) < 0.02
+
+
+def test_cpu_calibration_fits_a_signed_depthwise_scale():
+    """Depthwise layers that run faster in networks than their micro-kernels (an Intel Xeon) get their own,
+    lower scale; networks without depthwise time leave the term out; an absurd depthwise scale is refused."""
+    from annette_torch.fit.calibrate_network import fit_cpu_calibration
+    rng = np.random.default_rng(3)
+
+    def terms_of(n, dw_share):
+        out = []
+        for i in range(n):
+            layers = rng.uniform(0.5, 30)
+            out.append({"layers": layers, "depthwise": layers * dw_share * rng.uniform(0, 1),
+                        "executed_layers": float(rng.integers(5, 300)), "constant": 1.0})
+        return out
+    terms = terms_of(30, 0.5)
+    y = np.array([0.9 * t["layers"] - 0.25 * t["depthwise"] - 0.002 * t["executed_layers"] + 0.01 for t in terms])
+    cal = fit_cpu_calibration(terms, y * np.exp(rng.normal(0, 0.01, len(y))))
+    assert cal.coef["depthwise"] == pytest.approx(-0.25, abs=0.03)
+    assert cal.coef["layers"] == pytest.approx(0.9, rel=0.02) and cal.loo_mape < 0.03
+    no_dw = terms_of(20, 0.0)
+    cal = fit_cpu_calibration(no_dw, [0.9 * t["layers"] + 0.01 for t in no_dw])
+    assert "depthwise" not in cal.coef and cal.coef["layers"] == pytest.approx(0.9, rel=0.01)
+    # depthwise time "negative": the term would make depthwise layers cost < 0.25 x the others' scale
+    y = np.array([0.9 * t["layers"] - 0.85 * t["depthwise"] for t in terms])
+    cal = fit_cpu_calibration(terms, y)
+    assert "depthwise" not in cal.coef
 
 
 def test_zcu102_leave_one_out_within_target(ref_dir):
@@ -94,7 +121,7 @@ def test_network_level_calibration_measures_in_rounds(monkeypatch):
     monkeypatch.setattr(V, "measure_latency", measure)
     cal, rep = C.calibrate_network_level(at.load_platform("ort-cpu"), "ort-cpu", nets)
     assert [n for n, _ in calls] == [n.name for n in nets] * C.ROUNDS and {r for _, r in calls} == {1}
-    assert set(cal.coef) == set(CPU_TERMS) and np.isfinite(rep["loo_mape"])
+    assert set(cal.coef) == set(CPU_TERMS) - {"depthwise"} and np.isfinite(rep["loo_mape"])  # no depthwise here
     assert rep["networks"] == len(nets)
     assert list(rep["measured_ms"].values()) == pytest.approx(np.linspace(5.0, 0.5, 3 * len(nets))[-len(nets):])
 

@@ -167,6 +167,38 @@ def test_overhead_is_folded_into_layer_times():
     d["overhead"] = {"scale": 1.0, "per_layer_ms": -5.0, "per_network_ms": 0.0}
     with pytest.raises(PlatformError, match="overhead.per_layer_ms"):
         Platform.from_dict(d, "x")
+    d["overhead"] = {"scale": 1.0, "per_layer_ms": 0.0, "per_network_ms": 0.0, "depthwise_scale": -0.5}
+    with pytest.raises(PlatformError, match="overhead.depthwise_scale"):
+        Platform.from_dict(d, "x")
+
+
+def test_depthwise_scale_applies_to_depthwise_layers_only():
+    """The overhead's ``depthwise_scale`` replaces ``scale`` for depthwise convolutions: a = scale x other
+    layers + depthwise_scale x depthwise layers, which is the end-to-end calibration's linear formula."""
+    from annette_torch import estimate
+    from annette_torch.calibrate import overhead_entry
+    from annette_torch.fit.calibrate_network import Calibration, network_terms
+    b = NetworkBuilder("dw")
+    x = b.input("x", (1, 32, 28, 28))
+    x = b.conv("expand", x, 64, 1)
+    x = b.conv("dw", x, 64, 3, padding=1, groups=64)
+    b.conv("project", x, 16, 1)
+    net = b.build()
+    plain = load_platform("ncs2")
+    terms = network_terms(estimate(net, plain))
+    assert 0 < terms["depthwise"] < terms["layers"]
+    cal = Calibration({"layers": 0.9, "depthwise": -0.3, "executed_layers": 0.001, "constant": 0.05})
+    d = plain.to_dict()
+    d["overhead"] = overhead_entry(cal, "test")
+    assert d["overhead"]["depthwise_scale"] == pytest.approx(0.6)
+    calibrated = estimate(net, Platform.from_dict(d, "x"))
+    assert calibrated.total_ms == pytest.approx(cal.predict(terms))
+    dw_row = next(r for r in calibrated.table() if r["type"] == "DepthwiseConv")
+    plain_dw = next(r for r in estimate(net, plain).table() if r["type"] == "DepthwiseConv")
+    assert dw_row["time_ms"] == pytest.approx(0.6 * plain_dw["time_ms"] + 0.001)
+    d["overhead"] = overhead_entry(Calibration({"layers": 0.9, "executed_layers": 0.0, "constant": 0.0}), "t")
+    assert "depthwise_scale" not in d["overhead"]
+    assert estimate(net, Platform.from_dict(d, "x")).total_ms == pytest.approx(0.9 * terms["layers"])
 
 
 def test_negative_per_layer_overhead_never_gives_negative_layer_times():
@@ -188,3 +220,37 @@ def test_negative_per_layer_overhead_never_gives_negative_layer_times():
     assert big.any() and small.any()
     assert t[big] == pytest.approx(base[big] - cut)
     assert (t[small] == 0).all()
+
+
+def test_shipped_machine_files_picked_by_this_cpu(tmp_path, monkeypatch, capsys):
+    """A measured platform may ship one file per machine: the name loads the file of this machine's CPU."""
+    import annette_torch.bench.store as store
+    import annette_torch.platform as P
+    from annette_torch.cli import main
+
+    d = load_platform("ncs2").to_dict()
+    d["name"], d["description"], d["fingerprint"] = "meas", "measured on CPU A", {"cpu": "CPU A", "cores": 2}
+    (tmp_path / "meas.json").write_text(json.dumps(d))
+    slug = P.machine_slug({"cpu": "Intel(R) Xeon(R) CPU B", "cores": 2})
+    assert slug == "intel-r-xeon-r-cpu-b-2c"
+    (tmp_path / "machines" / "meas").mkdir(parents=True)
+    d["description"], d["fingerprint"] = "measured on CPU B", {"cpu": "Intel(R) Xeon(R) CPU B", "cores": 2}
+    (tmp_path / "machines" / "meas" / f"{slug}.json").write_text(json.dumps(d))
+    monkeypatch.setattr(P, "platform_dir", lambda: tmp_path)
+
+    here = {"cpu": "Intel(R) Xeon(R) CPU B", "cores": 2}
+    monkeypatch.setattr(store, "machine_fingerprint", lambda threads=None: dict(here, threads=threads))
+    assert P.shipped_machines("meas") == [slug] and P.shipped_machines("nope") == []
+    p = load_platform("meas")
+    assert p.meta["fingerprint"]["cpu"] == "Intel(R) Xeon(R) CPU B" and p.check_machine() is None
+    assert list_platforms() == {"meas": "measured on CPU B"}
+    assert main(["platforms"]) == 0
+    assert "also shipped for: intel-r-xeon-r-cpu-b-2c" in capsys.readouterr().out
+
+    here.update(cpu="CPU A")  # a machine with no file of its own gets the default, which warns when it differs
+    assert load_platform("meas").meta["fingerprint"]["cpu"] == "CPU A"
+    here.update(cpu="CPU C", cores=4)
+    p = load_platform("meas")
+    assert p.meta["fingerprint"]["cpu"] == "CPU A" and "measured on CPU A" in p.check_machine()
+    with pytest.raises(PlatformError, match="unknown platform 'tpu9'.*meas"):
+        load_platform("tpu9")

@@ -12,6 +12,11 @@ end-to-end time is modelled as a non-negative combination of terms computed from
   (ONNX Runtime, OpenVINO on a CPU). It may be negative: layer models fitted on *profiled* per-node times
   carry the profiler's own cost per node (~3 us with ONNX Runtime), which an unprofiled inference lacks.
 
+On a measured CPU the ``depthwise`` term may be negative too (`CPU_SIGNED_TERMS`): the depthwise layer models,
+fitted on micro-kernels, are too low for layers inside a network on one CPU (AMD EPYC: 1.2-1.4x slower inside)
+and too high on another (an Intel Xeon with AVX-512), so their scale is fitted apart from the other layers'
+whenever the calibration networks contain some (the MobileNetV2-space ones do).
+
 Coefficients come from bounded least squares on relative error (non-negative except the ``SIGNED_TERMS``);
 the leave-one-out error is what a network outside the calibration set can expect. Measured CPUs use a
 robust loss (`CPU_LOSS`): a few calibration networks the layer models miss by 30-80% (OpenVINO's odd
@@ -31,7 +36,7 @@ import numpy as np
 from ..errors import AnnetteError
 from ..ir import LayerType, Network
 
-__all__ = ["TERMS", "ZCU102_TERMS", "CPU_TERMS", "SIGNED_TERMS", "CPU_LOSS", "network_terms", "Calibration", "fit_calibration", "leave_one_out", "fit_cpu_calibration", "loo_report",
+__all__ = ["TERMS", "ZCU102_TERMS", "CPU_TERMS", "SIGNED_TERMS", "CPU_SIGNED_TERMS", "CPU_LOSS", "network_terms", "Calibration", "fit_calibration", "leave_one_out", "fit_cpu_calibration", "loo_report",
            "fix_caffe_depthwise", "load_published_zcu102"]
 
 log = logging.getLogger(__name__)
@@ -39,9 +44,13 @@ log = logging.getLogger(__name__)
 TERMS = ("layers", "depthwise", "cpu_tail", "constant", "executed_layers")
 #: the terms used for the ZCU102 (board figures) and for CPU runtimes measured here
 ZCU102_TERMS = ("layers", "depthwise", "cpu_tail", "constant")
-CPU_TERMS = ("layers", "executed_layers", "constant")
+CPU_TERMS = ("layers", "depthwise", "executed_layers", "constant")
 #: terms whose coefficient may be negative (a per-node cost the profiled layer times over-count)
 SIGNED_TERMS = ("executed_layers",)
+#: ... and on a measured CPU also the depthwise time (see the module docstring); ``layers + depthwise``, the
+#: depthwise layers' own scale, must stay above `MIN_DEPTHWISE_SCALE` of ``layers`` or the term is dropped
+CPU_SIGNED_TERMS = ("executed_layers", "depthwise")
+MIN_DEPTHWISE_SCALE = 0.25
 #: scipy ``least_squares`` loss and its scale (relative error) for the CPU calibration: residuals beyond
 #: ~5 % count linearly, not quadratically (soft L1, convex: one optimum), so outliers do not drag the fit
 CPU_LOSS = ("soft_l1", 0.05)
@@ -108,8 +117,8 @@ def _matrix(terms: Sequence[dict[str, float]], use: Sequence[str]) -> np.ndarray
 
 def fit_calibration(terms: Sequence[dict[str, float]], measured_ms: Sequence[float],
                     use: Sequence[str] = ZCU102_TERMS, names: Sequence[str] = (),
-                    loss: tuple[str, float] | None = None) -> Calibration:
-    """Coefficients minimising the relative error over the networks; non-negative except `SIGNED_TERMS`.
+                    loss: tuple[str, float] | None = None, signed: Sequence[str] = SIGNED_TERMS) -> Calibration:
+    """Coefficients minimising the relative error over the networks; non-negative except the ``signed`` terms.
 
     ``loss``: (scipy ``least_squares`` loss, scale), e.g. `CPU_LOSS`; None = plain least squares.
     """
@@ -119,7 +128,7 @@ def fit_calibration(terms: Sequence[dict[str, float]], measured_ms: Sequence[flo
     if len(y) < len(use) + 1:
         raise AnnetteError(f"calibration needs more networks ({len(y)}) than terms ({len(use)}) plus one")
     A = _matrix(terms, use) / y[:, None]
-    lower = np.array([-np.inf if k in SIGNED_TERMS else 0.0 for k in use])
+    lower = np.array([-np.inf if k in signed else 0.0 for k in use])
     upper = np.full(len(use), np.inf)
     coef = lsq_linear(A, np.ones(len(y)), bounds=(lower, upper), method="bvls").x
     if loss is not None and loss[0] != "linear":
@@ -130,22 +139,38 @@ def fit_calibration(terms: Sequence[dict[str, float]], measured_ms: Sequence[flo
 
 
 def leave_one_out(terms: Sequence[dict[str, float]], measured_ms: Sequence[float],
-                  use: Sequence[str] = ZCU102_TERMS, loss: tuple[str, float] | None = None) -> np.ndarray:
-    """Relative error of each network when the calibration is fitted on all the others."""
+                  use: Sequence[str] = ZCU102_TERMS, loss: tuple[str, float] | None = None,
+                  fit: Any = None) -> np.ndarray:
+    """Relative error of each network when the calibration is fitted on all the others (by ``fit(terms, y)``,
+    default `fit_calibration` with ``use`` and ``loss``)."""
     y = np.asarray(measured_ms, dtype=np.float64)
+    fit = fit or (lambda t, m: fit_calibration(t, m, use, loss=loss))
     errs = np.empty(len(y))
     for i in range(len(y)):
         keep = [j for j in range(len(y)) if j != i]
-        cal = fit_calibration([terms[j] for j in keep], y[keep], use, loss=loss)
+        cal = fit([terms[j] for j in keep], y[keep])
         errs[i] = cal.predict(terms[i]) / y[i] - 1
     return errs
+
+
+def _fit_cpu(terms: Sequence[dict[str, float]], y: np.ndarray, names: Sequence[str] = ()) -> Calibration:
+    """`CPU_TERMS` under `CPU_LOSS`; the depthwise term only where the networks have depthwise time and the
+    depthwise layers' resulting scale stays sane (else their time takes the common scale)."""
+    use = [k for k in CPU_TERMS if k != "depthwise" or any(t.get(k, 0.0) > 0 for t in terms)]
+    cal = fit_calibration(terms, y, use, names, loss=CPU_LOSS, signed=CPU_SIGNED_TERMS)
+    c = cal.coef
+    if "depthwise" in c and c["layers"] + c["depthwise"] < MIN_DEPTHWISE_SCALE * c["layers"]:
+        cal = fit_calibration(terms, y, [k for k in use if k != "depthwise"], names, loss=CPU_LOSS,
+                              signed=CPU_SIGNED_TERMS)
+    return cal
 
 
 def fit_cpu_calibration(terms: Sequence[dict[str, float]], measured_ms: Sequence[float],
                         names: Sequence[str] = ()) -> Calibration:
     """A measured CPU's calibration: `CPU_TERMS` under `CPU_LOSS`, with its leave-one-out MAPE set."""
-    cal = fit_calibration(terms, measured_ms, CPU_TERMS, names, loss=CPU_LOSS)
-    cal.loo_mape = float(np.mean(np.abs(leave_one_out(terms, measured_ms, CPU_TERMS, loss=CPU_LOSS))))
+    y = np.asarray(measured_ms, dtype=np.float64)
+    cal = _fit_cpu(terms, y, names)
+    cal.loo_mape = float(np.mean(np.abs(leave_one_out(terms, y, fit=_fit_cpu))))
     return cal
 
 
