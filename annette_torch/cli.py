@@ -348,8 +348,9 @@ def _cmd_platforms(args: argparse.Namespace) -> int:
     w = max((len(n) for n in plats), default=0)
     for name, desc in plats.items():
         print(f"{name:<{w}}  {desc}")
-        if shipped_machines(name):
-            print(f"{'':<{w}}  (also shipped for: {', '.join(shipped_machines(name))}; the file of this machine's "
+        machines = shipped_machines(name)
+        if machines:
+            print(f"{'':<{w}}  (also shipped for: {', '.join(machines)}; the file of this machine's "
                   "CPU is used, else the default file)")
     return 0
 

@@ -29,7 +29,7 @@ import csv
 import logging
 import os
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -140,7 +140,7 @@ def fit_calibration(terms: Sequence[dict[str, float]], measured_ms: Sequence[flo
 
 def leave_one_out(terms: Sequence[dict[str, float]], measured_ms: Sequence[float],
                   use: Sequence[str] = ZCU102_TERMS, loss: tuple[str, float] | None = None,
-                  fit: Any = None) -> np.ndarray:
+                  fit: Callable[[list[dict[str, float]], np.ndarray], "Calibration"] | None = None) -> np.ndarray:
     """Relative error of each network when the calibration is fitted on all the others (by ``fit(terms, y)``,
     default `fit_calibration` with ``use`` and ``loss``)."""
     y = np.asarray(measured_ms, dtype=np.float64)
