@@ -39,6 +39,9 @@ import annette_torch as at
 from annette_torch import validation as V  # noqa: E402
 from annette_torch.errors import AnnetteError  # noqa: E402
 
+#: median spread between a network's rounds above which a run is too noisy to judge the models by (clean
+#: runs on the 2-core VMs: 3-6%; runs during a spell of steps in the machine's speed: 17-27%)
+NOISY_SPREAD = 0.10
 #: Report order of the model generator's variants (others follow, sorted).
 VARIANT_ORDER = ("flops", "roofline", "refined", "statistical", "mixed", "mixed+mapping")
 
@@ -189,6 +192,12 @@ def main() -> int:
                   f"machine busy (load average - 1 >= {free}), so every repeat may be slowed alike (the spread "
                   f"does not show it): {', '.join(busy[:8])}{' ...' if len(busy) > 8 else ''}. "
                   "Re-measure on an idle machine (a new --cache).")
+        spreads = sorted(m.spread for m in measured.values())
+        if spreads and spreads[len(spreads) // 2] > NOISY_SPREAD:
+            print(f"WARNING: the median spread between rounds is {spreads[len(spreads) // 2]:.0%} (above "
+                  f"{NOISY_SPREAD:.0%}): the machine's speed moved during the run and each network keeps its "
+                  "fastest round, so the comparison below mostly shows that noise. Re-measure in a quiet "
+                  "stretch (a new --cache).")
 
         cal_meas = {c.name: measured.pop(c.name) for c in cal if c.name in measured}
         if not args.no_calibrate:
