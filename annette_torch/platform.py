@@ -300,12 +300,18 @@ def shipped_machines(name: str) -> list[str]:
     return sorted(p.stem for p in folder.glob("*.json")) if folder.is_dir() else []
 
 
+@lru_cache(maxsize=1)
+def _this_machine_slug() -> str:
+    """`machine_slug` of this machine, read once (``load_platform(name)`` runs on every estimate by name)."""
+    from .bench.store import machine_fingerprint
+    return machine_slug(machine_fingerprint())
+
+
 def _shipped_path(name: str) -> str:
     """The shipped file of ``name`` measured on this machine's CPU if there is one, else the default file."""
     folder = platform_dir() / "machines" / name
     if folder.is_dir():
-        from .bench.store import machine_fingerprint
-        mine = folder / f"{machine_slug(machine_fingerprint())}.json"
+        mine = folder / f"{_this_machine_slug()}.json"
         if mine.is_file():
             return str(mine)
     return str(platform_dir() / f"{name}.json")

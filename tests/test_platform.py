@@ -237,6 +237,8 @@ def test_shipped_machine_files_picked_by_this_cpu(tmp_path, monkeypatch, capsys)
     d["description"], d["fingerprint"] = "measured on CPU B", {"cpu": "Intel(R) Xeon(R) CPU B", "cores": 2}
     (tmp_path / "machines" / "meas" / f"{slug}.json").write_text(json.dumps(d))
     monkeypatch.setattr(P, "platform_dir", lambda: tmp_path)
+    P._this_machine_slug.cache_clear()
+    monkeypatch.setattr(P, "_this_machine_slug", P._this_machine_slug.__wrapped__)  # the test switches machines
 
     here = {"cpu": "Intel(R) Xeon(R) CPU B", "cores": 2}
     monkeypatch.setattr(store, "machine_fingerprint", lambda threads=None: dict(here, threads=threads))
