@@ -26,8 +26,8 @@ __all__ = ["PLANS", "calibration_networks", "run_calibration", "calibrate_networ
 log = logging.getLogger(__name__)
 
 MEASURABLE = ("ort-cpu", "openvino-cpu")
-MICRO = ("conv", "dwconv", "gconv", "gconv_same", "maxpool", "avgpool", "fc", "add", "concat", "slice", "act", "bn",
-         "resize", "convtranspose")
+MICRO = ("conv", "dwconv", "gconv", "gconv_same", "maxpool", "avgpool", "fc", "add", "eltwise_const", "concat",
+         "slice", "act", "bn", "resize", "convtranspose")
 MULTI = ("conv_bn_relu", "conv_pool", "residual", "concat_branches", "dwsep", "conv_act", "dw_act", "stem",
          "shuffle", "se", "conv_mul", "stride_prop")
 #: in-context suites (the cache model: weights evicted by a network's other traffic)

@@ -7,8 +7,9 @@ apply repeatedly, so chains collapse (Conv -> BatchNorm -> Relu -> MaxPool becom
 All candidate pairs of a round are found with array operations over the edge list.
 
 Before the rules, a model may *fold* patterns of several layers that the toolchain executes as one layer
-of another type (`FOLDS`): ``swish`` turns ``Mul(x, Sigmoid(x))`` -- how exporters write ``nn.SiLU`` --
-into one SiLU layer, which pairwise rules could not express (the producer x has two consumers).
+of another type (`annette_torch.mapping_folds`): ``swish`` turns ``Mul(x, Sigmoid(x))`` -- how exporters
+write ``nn.SiLU`` -- into one SiLU layer, ``hardswish`` turns ``x * relu6(x + 3) / 6`` into one HardSwish
+layer that stays a node of its own; pairwise rules could not express either (x has two consumers).
 
 Before the folds, a model may propagate strides (``strides``: `annette_torch.mapping_strides`): a
 toolchain computes only the pixels a strided 1x1 convolution reads, which changes shapes, not layers.
@@ -25,10 +26,11 @@ import numpy as np
 from .errors import PlatformError
 from .ir import INT_COLUMNS, LayerType, Network
 from .mapping_costs import MappingCosts
+from .mapping_folds import FOLDS, apply_folds, hardswish_groups, swish_diamonds
 from .mapping_strides import propagate_strides
 
 __all__ = ["FusionRule", "Condition", "MappingModel", "MappedNetwork", "expand_types", "FOLDS", "swish_diamonds",
-           "fold_swish"]
+           "hardswish_groups", "apply_folds"]
 
 #: Group names usable in rules besides the type labels.
 TYPE_GROUPS: dict[str, tuple[LayerType, ...]] = {
@@ -39,44 +41,6 @@ _OPS = {"==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.l
         ">=": operator.ge}
 #: Attributes a condition may test: the integer columns of the IR.
 CONDITION_ATTRS = INT_COLUMNS
-#: Pattern folds a mapping model may apply before its rules (see the module docstring).
-FOLDS = ("swish",)
-
-
-def swish_diamonds(net: Network) -> tuple[np.ndarray, np.ndarray]:
-    """Rows of the Sigmoid and the Mul of every ``x * sigmoid(x)`` in ``net``: a Sigmoid read only by a Mul
-    whose two inputs are the Sigmoid and the Sigmoid's own input."""
-    none = np.zeros(0, np.int64)
-    if not net.edges.size:
-        return none, none
-    src, dst = net.edges[:, 0], net.edges[:, 1]
-    types, n_in, n_out = net.types, net.n_inputs, net.n_outputs
-    cand = (types[src] == LayerType.SIGMOID) & (types[dst] == LayerType.MUL) & (n_out[src] == 1) \
-        & (n_in[src] == 1) & (n_in[dst] == 2)
-    if not cand.any():
-        return none, none
-    sig, mul = src[cand], dst[cand]
-    producer = np.full(len(net), -1, dtype=np.int64)
-    producer[dst] = src  # exact for the single-input Sigmoids asked about below
-    n = len(net)
-    ok = np.isin(producer[sig] * n + mul, src.astype(np.int64) * n + dst)
-    return sig[ok], mul[ok]
-
-
-def fold_swish(net: Network) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """``net`` as the ``swish`` fold sees it: per-layer types (each folded Mul a SiLU), the mask of the edges
-    that remain (none touches a folded Sigmoid), and the rows of the folded Sigmoids and Mults."""
-    sig, mul = swish_diamonds(net)
-    types, live = net.types, np.ones(len(net.edges), dtype=bool)
-    if sig.size:
-        types = types.copy()
-        types[mul] = LayerType.SILU
-        gone = np.zeros(len(net), dtype=bool)
-        gone[sig] = True
-        live = ~(gone[net.edges[:, 0]] | gone[net.edges[:, 1]])
-    return types, live, sig, mul
-
-
 def expand_types(labels: str | Sequence[str], where: str) -> tuple[LayerType, ...]:
     """Type labels (or group names such as ``Pool``) -> layer types; errors name ``where``."""
     if isinstance(labels, str):
@@ -203,7 +167,7 @@ class MappedNetwork:
     rules_applied: np.ndarray  # per original layer: index of the rule that absorbed it, -1 if none (or folded)
     #: per original layer: its type after the pattern folds (a folded swish's Mul is a SiLU)
     layer_types: np.ndarray
-    #: per original layer: whether a pattern fold merged it into its consumer (a swish's Sigmoid)
+    #: per original layer: whether a pattern fold merged it into another (a swish's Sigmoid)
     folded: np.ndarray
     #: the network with the toolchain's shape rewrites (stride propagation) applied; its rows are the
     #: original layers (the input network itself when the model rewrites nothing)
@@ -288,15 +252,15 @@ class MappingModel:
         src, dst = net.edges[:, 0], net.edges[:, 1]
         extra_in = np.zeros(n)
         out_elems = net.out_elems
-        layer_types, folded = net.types, np.zeros(n, dtype=bool)
-        if "swish" in self.folds:
-            # the Mul becomes a SiLU reading x alone; the Sigmoid and its two edges are gone
-            layer_types, live, sig, mul = fold_swish(net)
-            types[mul] = LayerType.SILU
-            absorber[sig] = mul
-            folded[sig] = True
-            extra_in[mul] -= out_elems[sig]
-            src, dst = src[live], dst[live]
+        layer_types, folded, pinned = net.types, np.zeros(n, dtype=bool), None
+        if self.folds:
+            # e.g. a swish's Mul becomes a SiLU reading x alone; the Sigmoid and its two edges are gone
+            f = apply_folds(net, self.folds)
+            if f.any:
+                layer_types, folded, types = f.types, f.folded, f.types.copy()
+                absorber, extra_in = f.absorber.copy(), f.extra_in.copy()
+                src, dst = f.edges[:, 0], f.edges[:, 1]
+                pinned = f.pinned if f.pinned.any() else None
         if self.rules and src.size:
             out_deg = np.bincount(src, minlength=n)
             in_deg = np.bincount(dst, minlength=n)
@@ -305,6 +269,8 @@ class MappingModel:
                 s_, d_ = (src, dst) if act is None else (src[act], dst[act])
                 r = self._table[types[s_], types[d_]]
                 cand = (r >= 0) & (out_deg[s_] == 1) & ((in_deg[d_] == 1) | self._multi[r])
+                if pinned is not None:
+                    cand &= ~pinned[d_]
                 idx = np.flatnonzero(cand)
                 if not idx.size:
                     break

@@ -275,3 +275,19 @@ def test_ort_nameless_nodes_found_through_the_data_flow():
             n.node for n in nodes if n.node_type in ("HardSigmoid", "Mul")}, level
         assert r["conv2"].fused == NOT_FUSED and r["conv2"].time_ms > 0
         assert {x.node_type for x in recs if x.fused == INSERTED} <= {"ReorderInput", "ReorderOutput"}, level
+
+
+def test_written_out_hardswish_folds_on_openvino_only(ov_runner):
+    """OpenVINO runs ``y * relu6(y + 3) / 6`` after a conv as one element-wise node of its own; ONNX Runtime
+    runs its four layers apart: the learned folds say so (`annette_torch.mapping_folds`)."""
+    from annette_torch.bench.runners.ort import OrtRunner
+    from annette_torch.bench.suites import SUITES
+    from annette_torch.fit.data import Measured, learned_folds
+    suite = SUITES["conv_mul"]
+    cfg = next(c for c in suite.configs(n=40, seed=0) if c["kind"] == "hardswish" and c["hw"] * c["f"] <= 4096)
+    net = suite.build(cfg)
+    folds = {}
+    for name, runner in (("openvino", ov_runner), ("ort", OrtRunner(threads=1))):
+        _, _, recs = _run(runner, net, iterations=3, warmup=1)
+        folds[name] = learned_folds([Measured("conv_mul", cfg["config_id"], net, _by_layer(recs), [])])[0]
+    assert folds == {"openvino": ("hardswish",), "ort": ()}

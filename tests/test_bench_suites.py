@@ -132,8 +132,8 @@ def session_ok(model: onnx.ModelProto) -> ort.InferenceSession:
     return ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
 
 
-MICRO = ["conv", "dwconv", "gconv", "gconv_same", "maxpool", "avgpool", "fc", "add", "concat", "slice", "act", "bn",
-         "resize", "convtranspose"]
+MICRO = ["conv", "dwconv", "gconv", "gconv_same", "maxpool", "avgpool", "fc", "add", "eltwise_const", "concat",
+         "slice", "act", "bn", "resize", "convtranspose"]
 MULTI = ["conv_bn_relu", "conv_pool", "residual", "concat_branches", "dwsep", "conv_act", "dw_act", "stem", "shuffle",
          "se", "conv_mul", "stride_prop", "cold_weights"]
 

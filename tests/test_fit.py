@@ -279,3 +279,53 @@ def test_swish_fold_is_learned_from_the_records_and_gives_silu_examples():
     assert model.folds == ("swish",) and [r.name for r in model.rules] == ["Conv+SiLU"]
     # and the model then runs such a network as one conv
     assert model.apply(fused[0].network).network.names == ["x", "conv"]
+
+
+def _hardswish_measured(how: str):
+    """A measured conv_mul hardswish configuration (conv -> add3 -> relu6 -> mul(conv, .) -> div6): ``own``
+    one node of its own, headed by the Add (OpenVINO's Subgraph); ``separate`` four nodes (ONNX Runtime);
+    ``in_conv`` all inside the conv's node."""
+    from annette_torch.bench.records import FUSED, NOT_FUSED, LayerRecord
+    from annette_torch.fit.data import Measured
+    suite = SUITES["conv_mul"]
+    cfg = next(c for c in suite.configs(n=30, seed=0) if c["kind"] == "hardswish")
+    net = suite.build(cfg)
+    recs = {n: LayerRecord(n, T(int(net.types[i])).label, NOT_FUSED, node=n, time_ms=0.01)
+            for i, n in enumerate(net.names)}
+    head = {"own": "add3", "in_conv": "conv"}.get(how)
+    if head:
+        for n in ("add3", "relu6", "mul", "div6"):
+            if n != head:
+                recs[n] = LayerRecord(n, recs[n].layer_type, FUSED, fused_into=head, node=head)
+    return Measured("conv_mul", cfg["config_id"], net, recs, [])
+
+
+def test_hardswish_fold_is_learned_only_when_the_pattern_runs_as_a_node_of_its_own():
+    from annette_torch.bench.records import FUSED, NOT_FUSED, LayerRecord
+    from annette_torch.fit.data import Measured, fusion_examples, layer_samples, learned_folds
+    own = [_hardswish_measured("own") for _ in range(3)]
+    folds, rep = learned_folds(own)
+    assert folds == ("hardswish",)
+    assert rep["hardswish"] == {"groups": 3, "one_node_rate": 1.0, "own_node_rate": 1.0}
+    assert rep["swish"] == "no measured x * sigmoid(x)"
+    sep, rep = learned_folds([_hardswish_measured("separate")] * 3)
+    assert sep == () and rep["hardswish"]["one_node_rate"] == 0.0
+    joined, rep = learned_folds([_hardswish_measured("in_conv")] * 3)
+    assert joined == () and rep["hardswish"] == {"groups": 3, "one_node_rate": 1.0, "own_node_rate": 0.0}
+    # with the fold the group is one HardSwish: no example with its producer (the conv; a real HardSwish
+    # fuses into it), and its layer sample carries the node's time
+    ca = SUITES["conv_act"]
+    cfg2 = next(c for c in ca.configs(n=40, seed=0) if c["act"] == "hardswish")
+    net2 = ca.build(cfg2)
+    recs2 = {"x": LayerRecord("x", "Input", NOT_FUSED),
+             "conv": LayerRecord("conv", "Conv", NOT_FUSED, node="conv", time_ms=0.01, absorbed=("hardswish",)),
+             "hardswish": LayerRecord("hardswish", "HardSwish", FUSED, fused_into="conv", node="conv")}
+    ex = fusion_examples(own + [Measured("conv_act", cfg2["config_id"], net2, recs2, [])] * 3, folds)
+    assert list(zip(ex.head_type.tolist(), ex.sec_type.tolist(), ex.fused.tolist())) \
+        == [(T.CONV, T.HARDSWISH, True)] * 3
+    model, _ = fit_mapping(ex, folds=folds)
+    assert model.folds == ("hardswish",) and [r.name for r in model.rules] == ["Conv+HardSwish"]
+    ls = layer_samples(own[:1], model)
+    hs = np.flatnonzero(ls.network.types == T.HARDSWISH)
+    assert hs.size == 1 and ls.time_ms[hs[0]] == pytest.approx(0.01)
+    assert model.apply(own[0].network).network.names == ["x", "conv", "div6"]

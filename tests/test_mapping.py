@@ -158,6 +158,74 @@ def test_swish_fold_without_a_rule_leaves_one_silu_reading_x():
     assert mn.ops[i] == net.ops[net.index("mul")]
 
 
+def _hardswish_net(form: str = "div_after"):
+    """conv -> hard-swish written out -> conv2, in one of the forms exporters write ``x * relu6(x + 3) / 6``;
+    ``se_gate``: the same chain gating another tensor (a squeeze-excite gate, not a hard-swish)."""
+    b = NetworkBuilder("n")
+    x = b.input("x", (1, 8, 16, 16))
+    c = b.conv("conv", x, 8, 3, padding=1)
+    r = b.same(T.RELU6, "relu6", b.same(T.ADD, "add3", c))
+    if form == "div_after":
+        out = b.same(T.DIV, "div6", b.same(T.MUL, "mul", [c, r]))
+    elif form == "div_before":
+        out = b.same(T.MUL, "mul", [c, b.same(T.DIV, "div6", r)])
+    elif form == "no_scale":
+        out = b.same(T.MUL, "mul", [r, c])
+    elif form == "se_gate":
+        out = b.same(T.MUL, "mul", [x, b.same(T.DIV, "div6", r)])
+    elif form == "relu":  # not a hard-swish: a plain Relu in the chain
+        b2 = NetworkBuilder("n")
+        x = b2.input("x", (1, 8, 16, 16))
+        c = b2.conv("conv", x, 8, 3, padding=1)
+        out = b2.same(T.MUL, "mul", [c, b2.same(T.RELU, "relu", b2.same(T.ADD, "add3", c))])
+        b2.conv("conv2", out, 4, 1)
+        return b2.build()
+    b.conv("conv2", out, 4, 1)
+    return b.build()
+
+
+def test_hardswish_groups_are_found_in_every_written_form_and_nothing_else():
+    from annette_torch.mapping import hardswish_groups
+    for form, survivor, members in (("div_after", "div6", ["add3", "relu6", "mul"]),
+                                    ("div_before", "mul", ["add3", "relu6", "div6"]),
+                                    ("no_scale", "mul", ["add3", "relu6"])):
+        net = _hardswish_net(form)
+        g = hardswish_groups(net)
+        assert len(g) == 1, form
+        assert net.names[g.x[0]] == "conv" and net.names[g.survivor[0]] == survivor, form
+        assert [net.names[i] for i in g.members] == members and g.member_group.tolist() == [0] * len(members)
+    for form in ("se_gate", "relu"):
+        assert len(hardswish_groups(_hardswish_net(form))) == 0, form
+
+
+def test_hardswish_fold_is_one_pinned_hardswish_reading_x():
+    """OpenVINO runs the written-out hard-swish as one element-wise node beside the conv, while it fuses a
+    real HardSwish into the conv: the folded layer must not join the conv even with that rule."""
+    rules = [FusionRule("ConvHardSwish", ("Conv",), ("HardSwish",)), FusionRule("HSConv", ("HardSwish",), ("Conv",))]
+    for form in ("div_after", "div_before", "no_scale"):
+        net = _hardswish_net(form)
+        m = MappingModel(rules, folds=("hardswish",)).apply(net)
+        mn = m.network
+        surv = "div6" if form == "div_after" else "mul"
+        # pinned against its producer, but it may still absorb its consumer
+        assert mn.names == ["x", "conv", surv], form
+        i = mn.names.index(surv)
+        assert mn.types[i] == T.HARDSWISH and mn.n_inputs[i] == 1
+        assert mn.edges.tolist() == [[0, 1], [1, 2]]
+        assert mn.in_elems[i] == net.out_elems[net.index("conv")]  # reads x once
+        assert m.folded.sum() == len(net) - 4
+        assert {net.names[j] for j in np.flatnonzero(m.fused_into == net.index(surv))} \
+            == {"add3", "relu6", "mul", "div6", "conv2"} - ({"div6"} if form == "no_scale" else set())
+    # without the fold nothing changes the five layers' types; a model without it leaves them alone
+    net = _hardswish_net()
+    assert MappingModel(rules).apply(net).network.names == net.names
+    # both folds together: each pattern folds on its own
+    both = MappingModel([], folds=("swish", "hardswish"))
+    assert both.folds == ("swish", "hardswish")
+    assert both.apply(_swish_net()).network.types.tolist() == [T.INPUT, T.CONV, T.SILU, T.CONV]
+    assert both.apply(net).network.types.tolist() == [T.INPUT, T.CONV, T.HARDSWISH, T.CONV]
+
+
 def test_folds_round_trip_and_bad_folds_fail_clearly():
     import pytest
     from annette_torch.errors import PlatformError

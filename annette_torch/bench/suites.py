@@ -426,6 +426,27 @@ def _c_add(c):
     return e, 3 * e, 0 * e
 
 
+#: the ``eltwise_const`` suite's operations: a tensor and a per-channel constant
+CONST_OPS = {"add": T.ADD, "sub": T.SUB, "mul": T.MUL, "div": T.DIV}
+
+
+def _b_eltwise_const(c: dict) -> Network:
+    """``x (op) C`` with a per-channel constant: how exporters write ``x + 3`` or ``x / 6`` (hard-swish and
+    hard-sigmoid written out, normalisation); a one-input layer in the IR, cheaper than a two-input one."""
+    try:
+        t = CONST_OPS[str(c["op"])]
+    except KeyError:
+        raise SuiteError(f"unknown op {c['op']!r}; choose from {list(CONST_OPS)}") from None
+    b = NetworkBuilder("eltwise_const")
+    b.same(t, str(c["op"]), _input(b, c))
+    return b.build()
+
+
+def _c_eltwise_const(c):
+    e = c["c"] * c["h"] * c["w"]
+    return e, 2 * e, 0 * e
+
+
 def _b_concat(c: dict) -> Network:
     b = NetworkBuilder("concat")
     xs = [_lead(b, c, _input(b, c, f"x{j}"), "lead" if j == 0 else f"lead{j}") for j in range(int(c["inputs"]))]
@@ -633,27 +654,41 @@ def _c_conv_act(c):
             c["f"] * c["c"] * c["k"] ** 2 + t[2])
 
 
+#: ``kind`` values of the conv_mul suite
+CONV_MUL_KINDS = ["swish", "product", "hardswish"]
+
+
 def _b_conv_mul(c: dict) -> Network:
     """A conv whose output is multiplied element-wise (same shapes): by its own sigmoid (``swish``: SiLU
-    written out, as YOLOv5 and older ONNX exports have it) or by a parallel 1x1 conv's output (``product``)."""
+    written out, as YOLOv5 and older ONNX exports have it), by a parallel 1x1 conv's output (``product``), or
+    by ``relu6(y + 3)`` and then divided by 6 (``hardswish``: ``y * relu6(y + 3) / 6``, hard-swish written out
+    as in MobileNetV3 exports; the constants are per-channel here)."""
     b = NetworkBuilder("conv_mul")
     x = _input(b, c, hw=("hw", "hw"))
     y = _conv(b, "conv", x, int(c["f"]), int(c["k"]), 1)
-    if str(c["kind"]) == "swish":
+    kind = str(c["kind"])
+    if kind == "swish":
         other = b.same(T.SIGMOID, "sigmoid", y)
-    elif str(c["kind"]) == "product":
+    elif kind == "product":
         other = _conv(b, "conv2", x, int(c["f"]), 1)
+    elif kind == "hardswish":
+        other = b.same(T.RELU6, "relu6", b.same(T.ADD, "add3", y))
     else:
-        raise SuiteError(f"unknown kind {c['kind']!r}; choose from ['swish', 'product']")
-    b.same(T.MUL, "mul", [y, other])
+        raise SuiteError(f"unknown kind {c['kind']!r}; choose from {CONV_MUL_KINDS}")
+    m = b.same(T.MUL, "mul", [y, other])
+    if kind == "hardswish":
+        b.same(T.DIV, "div6", m)
     return b.build()
 
 
 def _c_conv_mul(c):
     o = c["hw"] ** 2 * c["f"]
-    swish = np.asarray(c["kind"]) == "swish"
-    ops = 2 * o * c["c"] * c["k"] ** 2 + o + np.where(swish, o, 2 * o * c["c"])
-    return ops, c["c"] * c["hw"] ** 2 + 3 * o, c["f"] * c["c"] * (c["k"] ** 2 + np.where(swish, 0, 1))
+    kind = np.asarray(c["kind"])
+    swish, hard = kind == "swish", kind == "hardswish"
+    # after the conv and the Mul: the sigmoid (o), the 1x1 conv (2*o*c), or the add, relu6 and div (3*o)
+    ops = 2 * o * c["c"] * c["k"] ** 2 + o + np.where(swish, o, np.where(hard, 3 * o, 2 * o * c["c"]))
+    act = c["c"] * c["hw"] ** 2 + np.where(hard, 5, 3) * o
+    return ops, act, c["f"] * c["c"] * (c["k"] ** 2 + np.where(swish | hard, 0, 1))
 
 
 #: the layer between the 3x3 conv and the strided 1x1 conv of the ``stride_prop`` suite: nothing, an
@@ -1275,6 +1310,9 @@ def _suites() -> dict[str, Suite]:
         Suite("fc", "fully connected (batch rows n, in features c, out features f)",
               {"n": [1, 4, 16], "c": FC_INPUTS, "f": FEATURES}, _b_fc, cost=_c_fc, max_weight_bytes=512 * 2**20),
         Suite("add", "element-wise add of two inputs (h, w, c)", {**hw, "c": ch}, _b_add, cost=_c_add),
+        Suite("eltwise_const", "element-wise op of a tensor and a per-channel constant (h, w, c, op: "
+              + "/".join(CONST_OPS) + ")", {**hw, "c": ch, "op": list(CONST_OPS)}, _b_eltwise_const,
+              cost=_c_eltwise_const),
         Suite("concat", "channel concat of 2-4 inputs (h, w, c per input)", {**hw, "c": ch, "inputs": [2, 3, 4]},
               _b_concat, cost=_c_concat, optional={"lead": "none"}),
         Suite("slice", "leading channels of a tensor (h, w, c, drop % of the channels, at least one)",
@@ -1302,9 +1340,10 @@ def _suites() -> dict[str, Suite]:
         Suite("conv_act", "conv (stride 1) + activation (hw, c, f, kernel, kind)",
               {**sq, "c": ch, "f": ch, "k": KERNELS, "act": ACTIVATIONS}, _b_conv_act, kind="multi",
               cost=_c_conv_act, optional={"tail": "none"}),
-        Suite("conv_mul", "conv (stride 1) times its sigmoid (SiLU written out) or times a parallel 1x1 conv: a "
-              "same-shape Mul inside a network (hw, c, f, kernel, kind swish/product)",
-              {**sq, "c": ch, "f": ch, "k": KERNELS, "kind": ["swish", "product"]}, _b_conv_mul, kind="multi",
+        Suite("conv_mul", "conv (stride 1) times its sigmoid (SiLU written out), times a parallel 1x1 conv, or "
+              "hard-swish written out (y * relu6(y + 3) / 6): a same-shape Mul inside a network (hw, c, f, kernel, "
+              "kind " + "/".join(CONV_MUL_KINDS) + ")",
+              {**sq, "c": ch, "f": ch, "k": KERNELS, "kind": CONV_MUL_KINDS}, _b_conv_mul, kind="multi",
               cost=_c_conv_mul),
         Suite("stride_prop", "3x3 conv -> middle layer (none, activation, bn, add, mul) -> 1x1 conv with stride 2, "
               "next to the same path with stride 1: does the toolchain compute only the pixels the strided conv "

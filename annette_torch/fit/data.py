@@ -21,7 +21,7 @@ from ..bench.records import FUSED, INSERTED, NOT_FUSED, LayerRecord
 from ..bench.store import Store
 from ..errors import AnnetteError
 from ..ir import MERGE_TYPES, LayerType, Network
-from ..mapping import MappedNetwork, MappingModel, fold_swish, swish_diamonds
+from ..mapping import MappedNetwork, MappingModel, apply_folds, hardswish_groups, swish_diamonds
 
 #: merges a toolchain may fuse into one of their producers (a residual Add; `MERGE_TYPES` are all of them)
 _MERGE = (LayerType.ADD, LayerType.MUL)
@@ -103,26 +103,52 @@ def _heads(m: Measured) -> np.ndarray:
     return head
 
 
-#: share of measured swish diamonds (``x * sigmoid(x)``) run as one node at or above which the mapping
-#: model folds them into a SiLU (`annette_torch.mapping.FOLDS`)
+#: share of the measured patterns run as one node at or above which the mapping model folds them
+#: (`annette_torch.mapping_folds`)
 FOLD_RATE = 0.95
 
 
 def learned_folds(measured: list[Measured]) -> tuple[tuple[str, ...], dict[str, object]]:
-    """The pattern folds the toolchain's records support: ``swish`` when (nearly) every measured
-    ``x * sigmoid(x)`` ran its Sigmoid and Mul in one node (OpenVINO: inside the conv; ONNX Runtime: a
-    QuickGelu on the Mul). Returns the folds and a report."""
+    """The pattern folds the toolchain's records support (see `annette_torch.mapping_folds`).
+
+    ``swish`` when (nearly) every measured ``x * sigmoid(x)`` ran its Sigmoid and Mul in one node (OpenVINO:
+    inside the conv; ONNX Runtime: a QuickGelu on the Mul); ``hardswish`` when (nearly) every measured
+    written-out hard-swish ran as one node of its own, apart from its input's producer (OpenVINO: one
+    element-wise ``Subgraph``; ONNX Runtime runs four nodes). Returns the folds and a report.
+    """
     together = total = 0
+    hs_total = hs_one = hs_alone = 0
     for m in measured:
         sig, mul = swish_diamonds(m.network)
+        g = hardswish_groups(m.network)
+        if not sig.size and not len(g):
+            continue
+        head = _heads(m)
         if sig.size:
-            head = _heads(m)
             together += int((head[sig] == head[mul]).sum())
             total += sig.size
+        for k in range(len(g)):
+            rows = np.append(g.members[g.member_group == k], g.survivor[k])
+            one = bool((head[rows] == head[rows[0]]).all())
+            hs_total += 1
+            hs_one += one
+            hs_alone += one and head[rows[0]] != head[g.x[k]]
+    folds: list[str] = []
+    report: dict[str, object] = {}
     if not total:
-        return (), {"swish": "no measured x * sigmoid(x)"}
-    rate = together / total
-    return (("swish",) if rate >= FOLD_RATE else ()), {"swish": {"diamonds": total, "one_node_rate": round(rate, 3)}}
+        report["swish"] = "no measured x * sigmoid(x)"
+    else:
+        rate = together / total
+        folds += ["swish"] if rate >= FOLD_RATE else []
+        report["swish"] = {"diamonds": total, "one_node_rate": round(rate, 3)}
+    if not hs_total:
+        report["hardswish"] = "no measured x * relu6(x + 3) / 6"
+    else:
+        alone = hs_alone / hs_total
+        folds += ["hardswish"] if alone >= FOLD_RATE else []
+        report["hardswish"] = {"groups": hs_total, "one_node_rate": round(hs_one / hs_total, 3),
+                               "own_node_rate": round(alone, 3)}
+    return tuple(folds), report
 
 
 #: ``stride_prop`` time ratio (stride-2 path's 3x3 conv over the stride-1 path's) below which a stride passed
@@ -166,7 +192,8 @@ def learned_strides(measured: list[Measured]) -> tuple[tuple[str, ...] | None, d
 def fusion_examples(measured: list[Measured], folds: tuple[str, ...] = ()) -> FusionExamples:
     """Edges a toolchain could fuse (single-consumer producer, single-input consumer) and what it did.
 
-    ``folds``: the mapping model's pattern folds, applied first (a folded swish is one SiLU layer).
+    ``folds``: the mapping model's pattern folds, applied first (a folded swish is one SiLU layer); a layer
+    a fold pins (a folded hard-swish) gives no example with its producer.
     """
     ht, st, hrows, srows, fz = [], [], [], [], []
     for m in measured:
@@ -174,14 +201,16 @@ def fusion_examples(measured: list[Measured], folds: tuple[str, ...] = ()) -> Fu
         head = _heads(m)
         types, edges = net.types, net.edges
         out_deg, in_deg = net.n_outputs, net.n_inputs
-        if "swish" in folds:
-            types, live, sig, _ = fold_swish(net)
-            if sig.size:
-                edges = edges[live]
+        pinned = np.zeros(len(net), dtype=bool)
+        if folds:
+            f = apply_folds(net, folds)
+            if f.any:
+                # a folded group is one layer: the node that ran any of it ran the survivor
+                types, edges, pinned, head = f.types, f.edges, f.pinned, f.absorber[head]
                 out_deg = np.bincount(edges[:, 0], minlength=len(net))
                 in_deg = np.bincount(edges[:, 1], minlength=len(net))
         for p, s in edges:
-            if out_deg[p] != 1 or recs[net.names[s]].fused not in (FUSED, NOT_FUSED):
+            if out_deg[p] != 1 or pinned[s] or recs[net.names[s]].fused not in (FUSED, NOT_FUSED):
                 continue
             if types[p] == LayerType.INPUT or head[p] == s:
                 # (a producer absorbed by its consumer, e.g. ONNX Runtime's x * sigmoid(x) -> QuickGelu on the Mul:
