@@ -39,8 +39,22 @@ TYPE_GROUPS: dict[str, tuple[LayerType, ...]] = {
 }
 _OPS = {"==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le, ">": operator.gt,
         ">=": operator.ge}
-#: Attributes a condition may test: the integer columns of the IR.
-CONDITION_ATTRS = INT_COLUMNS
+#: Derived attributes a condition may test: the channel counts' alignment, log2 of the largest power of two
+#: (<= 64) dividing them (``c_align``: dividing both). Runtimes pick blocked-layout kernels, and fuse more into them, only for aligned counts
+#: (ONNX Runtime fuses a HardSwish into a depthwise conv exactly when its channels are a multiple of 8).
+ALIGN_ATTRS = {"c_in_align": ("c_in",), "c_out_align": ("c_out",), "c_align": ("c_in", "c_out")}
+#: Attributes a condition may test: the integer columns of the IR and `ALIGN_ATTRS`.
+CONDITION_ATTRS = INT_COLUMNS + tuple(ALIGN_ATTRS)
+
+
+def attr_values(cols: Mapping[str, np.ndarray], attr: str) -> np.ndarray:
+    """Values of the condition attribute ``attr`` (`CONDITION_ATTRS`) over the layers of the columns ``cols``."""
+    if attr in ALIGN_ATTRS:
+        g = np.int64(64)
+        for c in ALIGN_ATTRS[attr]:
+            g = np.gcd(np.maximum(np.asarray(cols[c]), 1).astype(np.int64), g)
+        return np.log2(g).astype(np.int64)
+    return np.asarray(cols[attr])
 def expand_types(labels: str | Sequence[str], where: str) -> tuple[LayerType, ...]:
     """Type labels (or group names such as ``Pool``) -> layer types; errors name ``where``."""
     if isinstance(labels, str):
@@ -69,6 +83,9 @@ class Condition:
     value: float
 
     def holds(self, net: Network, rows: np.ndarray) -> np.ndarray:
+        if self.attr in ALIGN_ATTRS:
+            cols = {c: net.cols[c][rows] for c in ALIGN_ATTRS[self.attr]}
+            return _OPS[self.op](attr_values(cols, self.attr), self.value)
         return _OPS[self.op](net.cols[self.attr][rows], self.value)
 
     @classmethod

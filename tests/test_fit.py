@@ -64,8 +64,8 @@ def _examples():
         k = int(rng.choice([2, 3]))
         ht.append(T.CONV)
         st.append({"relu": T.RELU, "pool": T.MAX_POOL, "conv": T.CONV}[kind])
-        hc.append({"kh": 3, "kw": 3, "sh": 1, "sw": 1, "c_out": 16, "h_out": 8, "w_out": 8, "groups": 1})
-        sc.append({"kh": k, "kw": k, "sh": k, "sw": k, "c_out": 16, "h_out": 4, "w_out": 4, "groups": 1})
+        hc.append({"kh": 3, "kw": 3, "sh": 1, "sw": 1, "c_in": 8, "c_out": 16, "h_out": 8, "w_out": 8, "groups": 1})
+        sc.append({"kh": k, "kw": k, "sh": k, "sw": k, "c_in": 16, "c_out": 16, "h_out": 4, "w_out": 4, "groups": 1})
         fz.append(kind == "relu" or (kind == "pool" and k == 2))
     cols = lambda rows: {c: np.array([r[c] for r in rows]) for c in rows[0]}
     return FusionExamples(np.array(ht), np.array(st), cols(hc), cols(sc), np.array(fz), np.array(st))
@@ -84,6 +84,27 @@ def test_mapping_fit_recovers_rules():
     m = model.apply(b.build())
     assert m.network.names == ["x", "c", "c2", "p3"]
     assert m.network.types[1] == T.CONV_POOL
+
+
+def test_mapping_fit_learns_a_channel_alignment_condition():
+    """ONNX Runtime fuses a HardSwish into a depthwise conv exactly when the channels are a multiple of 8 (its
+    blocked kernels): a threshold on the channel count cannot say that, the alignment attribute can."""
+    rng = np.random.default_rng(2)
+    ch = rng.choice([24, 25, 40, 43, 96, 102, 144, 171, 240, 250, 576, 600], 120)
+    rows = [{"kh": 3, "kw": 3, "sh": 1, "sw": 1, "c_in": int(c), "c_out": int(c), "h_out": 14, "w_out": 14,
+             "groups": int(c)} for c in ch]
+    cols = {k: np.array([r[k] for r in rows]) for k in rows[0]}
+    fz = ch % 8 == 0
+    ex = FusionExamples(np.full(ch.size, T.DEPTHWISE_CONV), np.full(ch.size, T.HARDSWISH), cols, cols, fz,
+                        np.full(ch.size, T.HARDSWISH))
+    model, rep = fit_mapping(ex)
+    (rule,) = model.rules
+    assert [c.attr for c in rule.when] in (["c_in_align"], ["c_out_align"], ["c_align"])
+    for c, fused in ((256, True), (264, True), (100, False), (7, False)):
+        b = NetworkBuilder("n")
+        x = b.input("x", (1, c, 14, 14))
+        b.same(T.HARDSWISH, "hs", b.conv("dw", x, c, 3, padding=1, groups=c))
+        assert (len(model.apply(b.build()).network) == 2) == fused, c
 
 
 def test_fusion_examples_skip_producers_absorbed_by_their_consumer():

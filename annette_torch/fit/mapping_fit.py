@@ -13,14 +13,15 @@ from typing import Any
 import numpy as np
 
 from ..ir import LayerType
-from ..mapping import Condition, FusionRule, MappingModel
+from ..mapping import Condition, FusionRule, MappingModel, attr_values
 from .data import FusionExamples
 
 __all__ = ["fit_mapping"]
 
 log = logging.getLogger(__name__)
 
-_ATTRS = ("kh", "kw", "sh", "sw", "c_out", "h_out", "w_out", "groups")
+_ATTRS = ("kh", "kw", "sh", "sw", "c_out", "h_out", "w_out", "groups", "c_in_align", "c_out_align",
+          "c_align")
 _MERGE = {LayerType.ADD, LayerType.MUL}
 _POOLS = {LayerType.MAX_POOL, LayerType.AVG_POOL, LayerType.GLOBAL_POOL}
 _CONVS = {LayerType.CONV, LayerType.GROUP_CONV, LayerType.DEPTHWISE_CONV}
@@ -32,7 +33,8 @@ def _tree_rules(ex: FusionExamples, rows: np.ndarray, max_depth: int, purity: fl
     from sklearn.tree import DecisionTreeClassifier
 
     feats = [("secondary", a) for a in _ATTRS] + [("primary", a) for a in _ATTRS]
-    X = np.column_stack([(ex.sec_cols if side == "secondary" else ex.head_cols)[a][rows] for side, a in feats])
+    X = np.column_stack([attr_values(ex.sec_cols if side == "secondary" else ex.head_cols, a)[rows]
+                         for side, a in feats])
     y = ex.fused[rows]
     tree = DecisionTreeClassifier(max_depth=max_depth, min_samples_leaf=3, random_state=0).fit(X, y)
     t = tree.tree_
