@@ -107,6 +107,19 @@ def test_mapping_fit_learns_a_channel_alignment_condition():
         assert (len(model.apply(b.build()).network) == 2) == fused, c
 
 
+def _conv_act_fused(act: str):
+    """A measured conv_act configuration with activation ``act`` (its layer is named after it) fused into the
+    conv, as both runtimes run it."""
+    from annette_torch.bench.records import FUSED, NOT_FUSED, LayerRecord
+    from annette_torch.fit.data import Measured
+    ca = SUITES["conv_act"]
+    cfg = next(c for c in ca.configs(n=40, seed=0) if c["act"] == act)
+    recs = {"x": LayerRecord("x", "Input", NOT_FUSED),
+            "conv": LayerRecord("conv", "Conv", NOT_FUSED, node="conv", time_ms=0.01, absorbed=(act,)),
+            act: LayerRecord(act, T(int(ca.build(cfg).types[2])).label, FUSED, fused_into="conv", node="conv")}
+    return Measured("conv_act", cfg["config_id"], ca.build(cfg), recs, [])
+
+
 def test_fusion_examples_skip_producers_absorbed_by_their_consumer():
     """ONNX Runtime runs x * sigmoid(x) as one QuickGelu node on the Mul (the Sigmoid, a producer, fused into
     its consumer): no "Mul+Mul" example may come out of it, only the conv's own edges count."""
@@ -119,14 +132,7 @@ def test_fusion_examples_skip_producers_absorbed_by_their_consumer():
             for i, n in enumerate(net.names)}
     recs["sigmoid"] = LayerRecord("sigmoid", "Sigmoid", FUSED, fused_into="mul", node="mul/QuickGeluFusion/")
     recs["mul"] = LayerRecord("mul", "Mul", NOT_FUSED, node="mul/QuickGeluFusion/", time_ms=0.02, absorbed=("sigmoid",))
-    ca = SUITES["conv_act"]
-    cfg2 = next(c for c in ca.configs(n=20, seed=0) if c["act"] == "relu")
-    net2 = ca.build(cfg2)
-    recs2 = {"x": LayerRecord("x", "Input", NOT_FUSED),
-             "conv": LayerRecord("conv", "Conv", NOT_FUSED, node="conv", time_ms=0.01, absorbed=("relu",)),
-             "relu": LayerRecord("relu", "Relu", FUSED, fused_into="conv", node="conv")}
-    ex = fusion_examples([Measured("conv_mul", cfg["config_id"], net, recs, []),
-                          Measured("conv_act", cfg2["config_id"], net2, recs2, [])])
+    ex = fusion_examples([Measured("conv_mul", cfg["config_id"], net, recs, []), _conv_act_fused("relu")])
     assert list(zip(ex.head_type, ex.sec_type, ex.fused)) == [(T.CONV, T.RELU, True)]
 
 
@@ -322,8 +328,7 @@ def _hardswish_measured(how: str):
 
 
 def test_hardswish_fold_is_learned_only_when_the_pattern_runs_as_a_node_of_its_own():
-    from annette_torch.bench.records import FUSED, NOT_FUSED, LayerRecord
-    from annette_torch.fit.data import Measured, fusion_examples, layer_samples, learned_folds
+    from annette_torch.fit.data import fusion_examples, layer_samples, learned_folds
     own = [_hardswish_measured("own") for _ in range(3)]
     folds, rep = learned_folds(own)
     assert folds == ("hardswish",)
@@ -335,13 +340,7 @@ def test_hardswish_fold_is_learned_only_when_the_pattern_runs_as_a_node_of_its_o
     assert joined == () and rep["hardswish"] == {"groups": 3, "one_node_rate": 1.0, "own_node_rate": 0.0}
     # with the fold the group is one HardSwish: no example with its producer (the conv; a real HardSwish
     # fuses into it), and its layer sample carries the node's time
-    ca = SUITES["conv_act"]
-    cfg2 = next(c for c in ca.configs(n=40, seed=0) if c["act"] == "hardswish")
-    net2 = ca.build(cfg2)
-    recs2 = {"x": LayerRecord("x", "Input", NOT_FUSED),
-             "conv": LayerRecord("conv", "Conv", NOT_FUSED, node="conv", time_ms=0.01, absorbed=("hardswish",)),
-             "hardswish": LayerRecord("hardswish", "HardSwish", FUSED, fused_into="conv", node="conv")}
-    ex = fusion_examples(own + [Measured("conv_act", cfg2["config_id"], net2, recs2, [])] * 3, folds)
+    ex = fusion_examples(own + [_conv_act_fused("hardswish")] * 3, folds)
     assert list(zip(ex.head_type.tolist(), ex.sec_type.tolist(), ex.fused.tolist())) \
         == [(T.CONV, T.HARDSWISH, True)] * 3
     model, _ = fit_mapping(ex, folds=folds)
