@@ -40,8 +40,9 @@ TYPE_GROUPS: dict[str, tuple[LayerType, ...]] = {
 _OPS = {"==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le, ">": operator.gt,
         ">=": operator.ge}
 #: Derived attributes a condition may test: the channel counts' alignment, log2 of the largest power of two
-#: (<= 64) dividing them (``c_align``: dividing both). Runtimes pick blocked-layout kernels, and fuse more into them, only for aligned counts
-#: (ONNX Runtime fuses a HardSwish into a depthwise conv exactly when its channels are a multiple of 8).
+#: (<= 64) dividing them (``c_align``: dividing both). Runtimes pick blocked-layout kernels, and fuse more
+#: into them, only for aligned counts (ONNX Runtime fuses a HardSwish into a depthwise conv exactly when its
+#: channels are a multiple of 8).
 ALIGN_ATTRS = {"c_in_align": ("c_in",), "c_out_align": ("c_out",), "c_align": ("c_in", "c_out")}
 #: Attributes a condition may test: the integer columns of the IR and `ALIGN_ATTRS`.
 CONDITION_ATTRS = INT_COLUMNS + tuple(ALIGN_ATTRS)
@@ -55,6 +56,8 @@ def attr_values(cols: Mapping[str, np.ndarray], attr: str) -> np.ndarray:
             g = np.gcd(np.maximum(np.asarray(cols[c]), 1).astype(np.int64), g)
         return np.log2(g).astype(np.int64)
     return np.asarray(cols[attr])
+
+
 def expand_types(labels: str | Sequence[str], where: str) -> tuple[LayerType, ...]:
     """Type labels (or group names such as ``Pool``) -> layer types; errors name ``where``."""
     if isinstance(labels, str):
@@ -83,10 +86,8 @@ class Condition:
     value: float
 
     def holds(self, net: Network, rows: np.ndarray) -> np.ndarray:
-        if self.attr in ALIGN_ATTRS:
-            cols = {c: net.cols[c][rows] for c in ALIGN_ATTRS[self.attr]}
-            return _OPS[self.op](attr_values(cols, self.attr), self.value)
-        return _OPS[self.op](net.cols[self.attr][rows], self.value)
+        cols = {c: net.cols[c][rows] for c in ALIGN_ATTRS.get(self.attr, (self.attr,))}
+        return _OPS[self.op](attr_values(cols, self.attr), self.value)
 
     @classmethod
     def from_dict(cls, d: Any, where: str) -> "Condition":
@@ -274,8 +275,9 @@ class MappingModel:
             # e.g. a swish's Mul becomes a SiLU reading x alone; the Sigmoid and its two edges are gone
             f = apply_folds(net, self.folds)
             if f.any:
+                # (apply_folds' arrays are this call's own; only the types stay as the folds left them)
                 layer_types, folded, types = f.types, f.folded, f.types.copy()
-                absorber, extra_in = f.absorber.copy(), f.extra_in.copy()
+                absorber, extra_in = f.absorber, f.extra_in
                 src, dst = f.edges[:, 0], f.edges[:, 1]
                 pinned = f.pinned if f.pinned.any() else None
         if self.rules and src.size:
