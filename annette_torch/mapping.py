@@ -17,6 +17,7 @@ toolchain computes only the pixels a strided 1x1 convolution reads, which change
 
 from __future__ import annotations
 
+import itertools
 import operator
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
@@ -213,11 +214,17 @@ class MappingModel:
         self.strides = None if strides is None else tuple(strides)
         self._through = None if strides is None else expand_types(list(strides), "mapping.strides.through")
         n_types = max(LayerType) + 1
-        # table[p, s] = index of the first rule fusing type p with type s, -1 if none
-        self._table = np.full((n_types, n_types), -1, dtype=np.int64)
-        for i in reversed(range(len(self.rules))):
-            p, s, _ = self.rules[i]._types
-            self._table[np.ix_(p, s)] = i
+        # table[k, p, s] = index of the k-th rule (in rule order) fusing type p with type s, -1 past the last:
+        # a pair fuses by the first of its rules whose conditions hold (a decision tree gives one rule per leaf)
+        per_pair: dict[tuple[int, int], list[int]] = {}
+        for i, rule in enumerate(self.rules):
+            p, s, _ = rule._types
+            for pair in itertools.product(p, s):
+                per_pair.setdefault((int(pair[0]), int(pair[1])), []).append(i)
+        depth = max((len(v) for v in per_pair.values()), default=1)
+        self._table = np.full((depth, n_types, n_types), -1, dtype=np.int64)
+        for (p, s), idx in per_pair.items():
+            self._table[: len(idx), p, s] = idx
         self._result = np.array([int(r._types[2]) if r._types[2] is not None else -1 for r in self.rules] or [-1])
         self._multi = np.array([r.multi_input for r in self.rules] or [False])
         self._conditional = [i for i, r in enumerate(self.rules) if r.when]
@@ -253,6 +260,29 @@ class MappingModel:
             d["costs"] = self.costs.to_dict()
         return d
 
+    def _match(self, net: Network, s_: np.ndarray, d_: np.ndarray, types: np.ndarray, out_deg: np.ndarray,
+               in_deg: np.ndarray, pinned: np.ndarray | None) -> np.ndarray:
+        """Per edge ``s_ -> d_``: the index of the first rule that fuses it now, -1 if none."""
+        r = np.full(s_.size, -1, dtype=np.int64)
+        pending = np.flatnonzero(out_deg[s_] == 1)
+        if pinned is not None:
+            pending = pending[~pinned[d_[pending]]]
+        for table in self._table:
+            rk = table[types[s_[pending]], types[d_[pending]]]
+            pending, rk = pending[rk >= 0], rk[rk >= 0]
+            if not pending.size:
+                break
+            ok = (in_deg[d_[pending]] == 1) | self._multi[rk]
+            for ri in self._conditional:
+                sel = np.flatnonzero(ok & (rk == ri))
+                if sel.size:
+                    ps, ds = s_[pending[sel]], d_[pending[sel]]
+                    for c in self.rules[ri].when:
+                        ok[sel] &= c.holds(net, ps if c.layer == "primary" else ds)
+            r[pending[ok]] = rk[ok]
+            pending = pending[~ok]
+        return r
+
     def apply(self, net: Network, light: bool = False) -> MappedNetwork:
         """Fuse ``net`` as the toolchain would; the input network is not modified.
 
@@ -286,20 +316,10 @@ class MappingModel:
             act = None  # edges to examine this round (None: all)
             for _ in range(64):  # each round extends every chain by one link; chains are short
                 s_, d_ = (src, dst) if act is None else (src[act], dst[act])
-                r = self._table[types[s_], types[d_]]
-                cand = (r >= 0) & (out_deg[s_] == 1) & ((in_deg[d_] == 1) | self._multi[r])
-                if pinned is not None:
-                    cand &= ~pinned[d_]
-                idx = np.flatnonzero(cand)
-                if not idx.size:
+                r = self._match(net, s_, d_, types, out_deg, in_deg, pinned)
+                cand = r >= 0
+                if not cand.any():
                     break
-                for ri in self._conditional:
-                    sel = idx[r[idx] == ri]
-                    if sel.size:
-                        ok = np.ones(sel.size, dtype=bool)
-                        for c in self.rules[ri].when:
-                            ok &= c.holds(net, s_[sel] if c.layer == "primary" else d_[sel])
-                        cand[sel[~ok]] = False
                 p, sec, rr = s_[cand], d_[cand], r[cand]
                 if self._multi.any() and sec.size:
                     # a multi-input secondary joins one producer: the last one in layer order

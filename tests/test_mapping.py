@@ -48,6 +48,29 @@ def test_condition_blocks_fusion():
         assert m.network.types[1] == T.CONV
 
 
+def test_a_pair_fuses_by_any_of_its_rules():
+    """A decision tree gives one rule per fusing leaf: each leaf's conditions must count, not only the first's."""
+    from annette_torch.ir import Network
+    leaves = MappingModel([
+        FusionRule("ConvPool#0", ("Conv",), ("MaxPool",), result="ConvPool", when=(Condition("secondary", "kh", "==", 2),)),
+        FusionRule("ConvPool#1", ("Conv",), ("MaxPool",), when=(Condition("secondary", "kh", "==", 3),)),
+    ])
+
+    def conv_pool(kernel):
+        b = NetworkBuilder("n")
+        x = b.input("x", (1, 8, 16, 16))
+        b.conv("conv2", b.pool("pool", b.conv("conv", x, 16, 3, padding=1), "max", kernel), 4, 1)
+        return b.build()
+
+    for kernel, names, fused_type in ((2, ["x", "conv", "conv2"], T.CONV_POOL), (3, ["x", "conv", "conv2"], T.CONV),
+                                      (4, ["x", "conv", "pool", "conv2"], T.CONV)):
+        m = leaves.apply(conv_pool(kernel))
+        assert m.network.names == names, kernel
+        assert m.network.types[1] == fused_type  # the first rule that holds decides the result
+    big, seg = Network.concat([conv_pool(k) for k in (2, 3, 4)])  # the batched pass agrees
+    assert np.bincount(seg[leaves.apply(big).kept]).tolist() == [3, 3, 4]
+
+
 def test_branching_output_blocks_fusion():
     b = NetworkBuilder("n")
     x = b.input("x", (1, 8, 16, 16))
