@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import sys
@@ -105,6 +106,27 @@ def test_mapping_fit_learns_a_channel_alignment_condition():
         x = b.input("x", (1, c, 14, 14))
         b.same(T.HARDSWISH, "hs", b.conv("dw", x, c, 3, padding=1, groups=c))
         assert (len(model.apply(b.build()).network) == 2) == fused, c
+
+
+def test_mapping_fit_grows_the_tree_only_as_deep_as_the_measurements_need():
+    """Fused when the input channels are a multiple of 8 and the conv is 1x1 or its output small (ONNX Runtime's
+    HardSwish behind a conv, roughly): three conditions, two fusing leaves; every leaf must fuse in the model."""
+    rng = np.random.default_rng(3)
+    n = 240
+    c_in = rng.choice([24, 25, 40, 43, 96, 102], n)
+    kh = rng.choice([1, 3], n)
+    h = rng.choice([7, 14, 28, 56], n)
+    cols = {"kh": kh, "kw": kh, "sh": np.ones(n, int), "sw": np.ones(n, int), "c_in": c_in, "c_out": np.full(n, 64),
+            "h_out": h, "w_out": h, "groups": np.ones(n, int)}
+    sec = {**cols, "kh": np.zeros(n, int), "kw": np.zeros(n, int), "c_in": np.full(n, 64)}
+    fz = (c_in % 8 == 0) & ((kh == 1) | (h <= 13))
+    ex = FusionExamples(np.full(n, T.CONV), np.full(n, T.HARDSWISH), cols, sec, fz, np.full(n, T.HARDSWISH))
+    model, rep = fit_mapping(ex)
+    assert len(model.rules) == 2 and max(len(r.when) for r in model.rules) == 3
+    for c, k, size in itertools.product((32, 33), (1, 3), (7, 28)):
+        b = NetworkBuilder("n")
+        b.same(T.HARDSWISH, "hs", b.conv("c", b.input("x", (1, c, size, size)), 64, k, padding=k // 2))
+        assert (len(model.apply(b.build()).network) == 2) == (c == 32 and (k == 1 or size == 7)), (c, k, size)
 
 
 def _conv_act_fused(act: str):

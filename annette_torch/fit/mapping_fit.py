@@ -1,8 +1,9 @@
 """Learn a mapping model (fusion rules) from the fused flags of the multi-layer benchmarks.
 
 For every (group-head type, consumer type) pair seen often enough: fused (almost) always -> one rule;
-never -> no rule; sometimes -> a shallow decision tree on the two layers' attributes says when, and each of
-its leaves that fuses becomes a rule with the path's conditions (e.g. MaxPool fused only when kh <= 3).
+never -> no rule; sometimes -> a shallow decision tree on the two layers' attributes (as deep as cross-validation
+says the examples need, at most ``max_depth``) says when, and each of its leaves that fuses becomes a rule with
+the path's conditions (e.g. MaxPool fused only when kh <= 3).
 """
 
 from __future__ import annotations
@@ -29,6 +30,22 @@ _CONVS = {LayerType.CONV, LayerType.GROUP_CONV, LayerType.DEPTHWISE_CONV}
 _ORDER = {LayerType.BATCH_NORM: 0}
 
 
+def _depth(X: np.ndarray, y: np.ndarray, max_depth: int, folds: int = 5, tol: float = 0.01) -> int:
+    """The shallowest tree depth (<= ``max_depth``) whose cross-validated accuracy is within ``tol`` of the
+    best: a deeper tree only where the measurements need one (e.g. fused for 1x1 convolutions only when the
+    channels are aligned, at any size)."""
+    from sklearn.model_selection import StratifiedKFold, cross_val_score
+    from sklearn.tree import DecisionTreeClassifier
+
+    k = min(folds, int(np.bincount(y.astype(np.int64), minlength=2).min()))
+    if max_depth <= 1 or k < 2:
+        return min(max_depth, 1)
+    cv = StratifiedKFold(k, shuffle=True, random_state=0)
+    scores = [cross_val_score(DecisionTreeClassifier(max_depth=d, min_samples_leaf=3, random_state=0), X, y,
+                              cv=cv).mean() for d in range(1, max_depth + 1)]
+    return 1 + next(i for i, s in enumerate(scores) if s >= max(scores) - tol)
+
+
 def _tree_rules(ex: FusionExamples, rows: np.ndarray, max_depth: int, purity: float) -> list[list[Condition]]:
     from sklearn.tree import DecisionTreeClassifier
 
@@ -36,7 +53,7 @@ def _tree_rules(ex: FusionExamples, rows: np.ndarray, max_depth: int, purity: fl
     X = np.column_stack([attr_values(ex.sec_cols if side == "secondary" else ex.head_cols, a)[rows]
                          for side, a in feats])
     y = ex.fused[rows]
-    tree = DecisionTreeClassifier(max_depth=max_depth, min_samples_leaf=3, random_state=0).fit(X, y)
+    tree = DecisionTreeClassifier(max_depth=_depth(X, y, max_depth), min_samples_leaf=3, random_state=0).fit(X, y)
     t = tree.tree_
     out: list[list[Condition]] = []
 
@@ -58,7 +75,7 @@ def _tree_rules(ex: FusionExamples, rows: np.ndarray, max_depth: int, purity: fl
 
 
 def fit_mapping(ex: FusionExamples, min_examples: int = 3, always: float = 0.95, never: float = 0.05,
-                max_depth: int = 2, purity: float = 0.9,
+                max_depth: int = 3, purity: float = 0.9,
                 folds: tuple[str, ...] = (), strides: tuple[str, ...] | None = None
                 ) -> tuple[MappingModel, dict[str, Any]]:
     """Fusion rules explaining the examples (taken with the pattern ``folds``, which the model keeps, as it
