@@ -883,6 +883,33 @@ def _c_se(c):
     return ops, 4 * e + 3 * ch + 2 * sq + hw * hw * f + 2 * f, 9 * ch + 2 * ch * sq + ch * f
 
 
+def _b_head(c: dict) -> Network:
+    """A classifier head as in AlexNet / VGG / small landmark nets: 1x1 conv + ReLU, optionally a 2x2 max pool,
+    then Flatten of the whole feature map into a fully connected layer. The only suite whose Flatten reads
+    more than a pooled vector: elsewhere it sees <= a few thousand elements and extrapolated to 20x its cost."""
+    b = NetworkBuilder("head")
+    x = b.same(T.RELU, "relu", _conv(b, "conv", _input(b, c, hw=("hw", "hw")), int(c["c"]), 1))
+    if c["pool"] == "max":
+        x = b.pool("pool", x, "max", 2)
+    elif c["pool"] != "none":
+        raise SuiteError(f"pool must be 'none' or 'max', got {c['pool']!r}")
+    n, ch, h, w = b.out_shape(x)
+    b.linear("fc", b.add(T.FLATTEN, "flatten", [x], (n, ch * h * w)), int(c["f"]))
+    return b.build()
+
+
+def _c_head(c):
+    a = c["hw"] ** 2 * c["c"]
+    pool = np.asarray(c["pool"]) == "max"
+    p = np.where(pool, (np.asarray(c["hw"]) // 2) ** 2 * c["c"], a)  # the flattened elements
+    return (2 * a * c["c"] + a + pool * 8 * p + 2 * p * c["f"], 3 * a + (1 + pool) * p + c["f"],
+            c["c"] * c["c"] + p * c["f"])
+
+
+def _v_head(c):
+    return (np.asarray(c["pool"]) == "none") | (np.asarray(c["hw"]) >= 2)
+
+
 #: weighted layers of the cold_weights suite: kernel size (0 = fully connected)
 _COLD_LAYERS = {"fc": 0, "conv1": 1, "conv3": 3}
 
@@ -1364,6 +1391,10 @@ def _suites() -> dict[str, Suite]:
               "project (hw, c, squeeze reduction r, project width f, act relu/silu, gate sigmoid/hardsigmoid)",
               {"hw": SE_SPATIAL, "c": SE_CHANNELS, "r": SE_REDUCE, "f": SE_PROJECT, "act": ["relu", "silu"],
                "gate": list(_SE_GATES)}, _b_se, kind="multi", cost=_c_se),
+        Suite("head", "classifier head: 1x1 conv + relu, optional 2x2 max pool, flatten, FC (hw, c, f, pool)",
+              {"hw": [1, 2, 4, 5, 6, 7, 8, 10, 12, 14], "c": [32, 64, 96, 128, 160, 256, 384, 512],
+               "f": [10, 16, 32, 64, 128, 256], "pool": ["none", "max"]}, _b_head, kind="multi", cost=_c_head,
+              valid=_v_head),
         Suite("cold_weights", "FC / 1x1 / 3x3 conv (c, f, spatial s) after a pool reading ~flush MB of input: "
               "weights pushed out of the caches as inside a network",
               {"layer": list(_COLD_LAYERS), "c": [128, 256, 512, 1024, 2048, 4096, 8192, 16384],
