@@ -32,7 +32,8 @@ __all__ = ["Platform", "load_platform", "list_platforms", "SCHEMA", "SCHEMA_VERS
 log = logging.getLogger(__name__)
 
 SCHEMA = "annette-torch/platform"
-SCHEMA_VERSION = 1
+#: 2: tree ensembles' node arrays packed (`annette_torch.models.trees.pack_array`); version 1 files still load
+SCHEMA_VERSION = 2
 #: Layer-model keys a platform may define: every type label plus the fallback groups.
 LAYER_KEYS = frozenset({t.label for t in LayerType} | {"Base", "Pool"})
 

@@ -91,6 +91,13 @@ def main() -> int:
           f"{len(nets) / t_many:,.0f} networks/s (target >= 20,000)")
     t_fx50 = best_of(lambda: torch.fx.symbolic_trace(r50), rep, 1)
     print(f"\nestimating a built resnet50 costs {t_est / t_fx50:.4f}x of torch.fx.symbolic_trace(resnet50) alone")
+
+    print("\n(d) loading a shipped platform file (parse + validate, no cache)")
+    from annette_torch.platform import Platform, platform_dir
+    for path in sorted(platform_dir().glob("**/*.json")):
+        t_load = best_of(lambda: Platform.load(path), rep, 1)
+        print(f"{str(path.relative_to(platform_dir())):<58}{path.stat().st_size / 1e6:6.1f} MB"
+              f"{t_load * 1e3:8.1f} ms (target < 100 ms)")
     return 0
 
 

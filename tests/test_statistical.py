@@ -150,6 +150,43 @@ def test_tree_from_dict_validates(field, value, match):
         TreeEnsemble.from_dict(d, "t")
 
 
+@given(hnp.arrays(np.float64, st.integers(0, 40), elements=st.floats(allow_nan=False, allow_infinity=False)),
+       hnp.arrays(np.int64, st.integers(0, 40), elements=st.integers(-2**40, 2**40)))
+def test_packed_arrays_round_trip_bit_for_bit(floats, ints):
+    from annette_torch.models.trees import pack_array, read_array
+    d = json.loads(json.dumps({"f": pack_array(floats), "i": pack_array(ints, integer=True)}))
+    assert read_array(d, "f", "t").tobytes() == floats.astype(np.float64).tobytes()  # -0.0, subnormals too
+    np.testing.assert_array_equal(read_array(d, "i", "t", integer=True), ints)
+    fits32 = ints.size == 0 or np.abs(ints).max() < 2**31
+    assert d["i"]["dtype"] == ("<i4" if fits32 else "<i8")
+
+
+def test_tree_files_pack_their_node_arrays_and_plain_lists_still_load():
+    d = _small_tree()
+    assert d["threshold"]["dtype"] == "<f8" and d["left"]["dtype"] == "<i4"
+    plain = {k: (TreeEnsemble.from_dict(d, "t").__dict__[k].tolist() if isinstance(v, dict) else v)
+             for k, v in d.items()}
+    X = np.array([[0.0, 5.0], [1.5, -1.0], [1.5, 1.0]])
+    np.testing.assert_array_equal(TreeEnsemble.from_dict(plain, "t").predict(X),
+                                  TreeEnsemble.from_dict(d, "t").predict(X))
+
+
+@pytest.mark.parametrize("value, match", [
+    ({"dtype": "<f4", "base64": ""}, "t.value.dtype: expected one of"),
+    ({"dtype": "<f8", "base64": 5}, "t.value.base64: expected a base64 string"),
+    ({"dtype": "<f8", "base64": "AAAA*AAA"}, "t.value.base64: not valid base64"),
+    ({"dtype": "<f8", "base64": "AAAAAAAAAAA="}, "t.value: expected 6 entries, got 1"),
+    ({"dtype": "<f8", "base64": "AAAAAAAA"}, "is not a whole number of <f8 entries"),
+    ("nan", "t.value: entry 1 is not finite"),
+])
+def test_corrupted_packed_arrays_fail_clearly(value, match):
+    from annette_torch.models.trees import pack_array
+    d = _small_tree()
+    d["value"] = pack_array(np.array([0, np.nan, 0, 2.0, 3.0, 10.0])) if value == "nan" else value
+    with pytest.raises(PlatformError, match=re.escape(match)):
+        TreeEnsemble.from_dict(d, "t")
+
+
 # ------------------------------------------------------------------------------------------------------
 # statistical models
 @pytest.fixture(scope="module")
@@ -369,10 +406,20 @@ def test_json_round_trip_is_bit_identical(fitted):
 
 
 def _mut(d, path, value):
+    """``d`` with the entry at ``path`` set to ``value`` (deleted for KeyError); an index into a packed array
+    edits its entries and packs them again, as an edited file would hold them."""
+    from annette_torch.models.trees import pack_array, read_array
     d = copy.deepcopy(d)
     cur = d
-    for k in path[:-1]:
+    for k in path[:-2]:
         cur = cur[k]
+    if isinstance(path[-1], int) and isinstance(cur[path[-2]], dict):
+        key, packed = path[-2], cur[path[-2]]
+        a = read_array(cur, key, "t", integer=packed["dtype"] != "<f8")
+        a[path[-1]] = value
+        cur[key] = pack_array(a, integer=packed["dtype"] != "<f8")
+        return d
+    cur = cur[path[-2]] if len(path) > 1 else cur
     if value is KeyError:
         del cur[path[-1]]
     else:
