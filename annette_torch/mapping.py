@@ -219,8 +219,8 @@ class MappingModel:
         per_pair: dict[tuple[int, int], list[int]] = {}
         for i, rule in enumerate(self.rules):
             p, s, _ = rule._types
-            for pair in itertools.product(p, s):
-                per_pair.setdefault((int(pair[0]), int(pair[1])), []).append(i)
+            for a, b in itertools.product(p, s):
+                per_pair.setdefault((int(a), int(b)), []).append(i)
         depth = max((len(v) for v in per_pair.values()), default=1)
         self._table = np.full((depth, n_types, n_types), -1, dtype=np.int64)
         for (p, s), idx in per_pair.items():
