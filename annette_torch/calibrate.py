@@ -29,7 +29,7 @@ MEASURABLE = ("ort-cpu", "openvino-cpu")
 MICRO = ("conv", "dwconv", "gconv", "gconv_same", "maxpool", "avgpool", "fc", "add", "eltwise_const", "concat",
          "slice", "act", "bn", "resize", "convtranspose")
 MULTI = ("conv_bn_relu", "conv_pool", "residual", "concat_branches", "dwsep", "conv_act", "dw_act", "stem",
-         "shuffle", "se", "conv_mul", "stride_prop", "head")
+         "shuffle", "se", "conv_mul", "stride_prop", "head", "gconv_bn_relu")
 #: in-context suites (the cache model: weights evicted by a network's other traffic)
 CONTEXT = ("cold_weights",)
 #: micro-kernel suites measured behind a 1x1 depthwise conv (``lead="dw1"``), per platform: the layer runs in

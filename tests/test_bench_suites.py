@@ -135,7 +135,7 @@ def session_ok(model: onnx.ModelProto) -> ort.InferenceSession:
 MICRO = ["conv", "dwconv", "gconv", "gconv_same", "maxpool", "avgpool", "fc", "add", "eltwise_const", "concat",
          "slice", "act", "bn", "resize", "convtranspose"]
 MULTI = ["conv_bn_relu", "conv_pool", "residual", "concat_branches", "dwsep", "conv_act", "dw_act", "stem", "shuffle",
-         "se", "conv_mul", "stride_prop", "head", "cold_weights"]
+         "se", "conv_mul", "stride_prop", "head", "gconv_bn_relu", "cold_weights"]
 
 
 def test_suite_registry():

@@ -533,6 +533,23 @@ def _c_conv_bn_relu(c):
     return ops, c["c"] * c["hw"] ** 2 + d * 3 * o, c["f"] * c["c"] * k2 + (d - 1) * c["f"] ** 2 * k2 + d * 2 * c["f"]
 
 
+def _b_gconv_bn_relu(c: dict) -> Network:
+    """A grouped conv + BN + ReLU as in RegNet / ResNeXt blocks (c = f): the only multi-layer suite whose
+    convolution is grouped, so the only source of fusion rules for GroupConv."""
+    b = NetworkBuilder("gconv_bn_relu")
+    x = _conv(b, "conv", _input(b, c, hw=("hw", "hw")), int(c["c"]), int(c["k"]), int(c["s"]), groups=int(c["g"]))
+    b.same(T.RELU, "relu", b.same(T.BATCH_NORM, "bn", x))
+    return b.build()
+
+
+def _c_gconv_bn_relu(c):
+    ho = _same_out(c["hw"], c["s"])
+    o = ho * ho * c["c"]
+    cpg = c["c"] // c["g"]
+    return (2 * o * cpg * c["k"] ** 2 + 3 * o, c["c"] * c["hw"] ** 2 + 3 * o,
+            c["c"] * cpg * c["k"] ** 2 + 2 * c["c"])
+
+
 def _b_conv_pool(c: dict) -> Network:
     b = NetworkBuilder("conv_pool")
     x = _conv(b, "conv", _input(b, c, hw=("hw", "hw")), int(c["f"]), int(c["k"]), 1)
@@ -1391,6 +1408,10 @@ def _suites() -> dict[str, Suite]:
               "project (hw, c, squeeze reduction r, project width f, act relu/silu, gate sigmoid/hardsigmoid)",
               {"hw": SE_SPATIAL, "c": SE_CHANNELS, "r": SE_REDUCE, "f": SE_PROJECT, "act": ["relu", "silu"],
                "gate": list(_SE_GATES)}, _b_se, kind="multi", cost=_c_se),
+        Suite("gconv_bn_relu", "grouped conv (c = f, as in RegNet / ResNeXt) + bn + relu (hw, c, groups, kernel, "
+              "stride)", {**sq, "c": ch_g, "g": [2, 4, 5, 8, 10, 16, 20, 25, 32, 40, 64], "k": [1, 3, 5],
+                          "s": STRIDES}, _b_gconv_bn_relu, kind="multi", cost=_c_gconv_bn_relu,
+              valid=_v_gconv_same),
         Suite("head", "classifier head: 1x1 conv + relu, optional 2x2 max pool, flatten, FC (hw, c, f, pool)",
               {"hw": [1, 2, 4, 5, 6, 7, 8, 10, 12, 14], "c": [32, 64, 96, 128, 160, 256, 384, 512],
                "f": [10, 16, 32, 64, 128, 256], "pool": ["none", "max"]}, _b_head, kind="multi", cost=_c_head,
