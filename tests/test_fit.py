@@ -219,8 +219,7 @@ def test_tiny_store_reports_missing_fusion_data(measured_store):
 
 def test_newer_or_truncated_platform_files_fail_clearly(tmp_path):
     from annette_torch.errors import PlatformError
-    from annette_torch.platform import load_platform
-    from annette_torch.platform import SCHEMA_VERSION
+    from annette_torch.platform import SCHEMA_VERSION, load_platform
     d = load_platform("zcu102").to_dict()
     d["schema_version"] = SCHEMA_VERSION + 1
     (tmp_path / "new.json").write_text(json.dumps(d))

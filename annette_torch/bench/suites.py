@@ -543,11 +543,9 @@ def _b_gconv_bn_relu(c: dict) -> Network:
 
 
 def _c_gconv_bn_relu(c):
-    ho = _same_out(c["hw"], c["s"])
-    o = ho * ho * c["c"]
-    cpg = c["c"] // c["g"]
-    return (2 * o * cpg * c["k"] ** 2 + 3 * o, c["c"] * c["hw"] ** 2 + 3 * o,
-            c["c"] * cpg * c["k"] ** 2 + 2 * c["c"])
+    ops, act, wts = _c_gconv({**c, "h": c["hw"], "w": c["hw"], "f": c["c"]})  # the conv; BN + ReLU per output:
+    o = _same_out(c["hw"], c["s"]) ** 2 * c["c"]
+    return ops + 3 * o, act + 2 * o, wts + 2 * c["c"]
 
 
 def _b_conv_pool(c: dict) -> Network:
