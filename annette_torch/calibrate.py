@@ -29,7 +29,7 @@ MEASURABLE = ("ort-cpu", "openvino-cpu")
 MICRO = ("conv", "dwconv", "gconv", "gconv_same", "maxpool", "avgpool", "fc", "add", "eltwise_const", "concat",
          "slice", "act", "bn", "resize", "convtranspose")
 MULTI = ("conv_bn_relu", "conv_pool", "residual", "concat_branches", "dwsep", "conv_act", "dw_act", "stem",
-         "shuffle", "se", "conv_mul", "stride_prop", "head", "gconv_bn_relu")
+         "shuffle", "se", "conv_mul", "stride_prop", "head", "gconv_bn_relu", "pw_act")
 #: in-context suites (the cache model: weights evicted by a network's other traffic)
 CONTEXT = ("cold_weights",)
 #: micro-kernel suites measured behind a 1x1 depthwise conv (``lead="dw1"``), per platform: the layer runs in
@@ -44,7 +44,7 @@ LEAD = {"ort-cpu": ("dwconv", "maxpool", "avgpool", "slice"),
 #: ONNX Runtime fuses a HardSwish into the convolution before it only when another layer reads it (in a network
 #: always; as a benchmark's graph output never: a separate node of 0.013 ms behind a 0.114 ms conv, where the
 #: fused one adds 0.007 ms)
-TAIL = {"ort-cpu": ("conv_act", "dw_act", "stem"), "openvino-cpu": ()}
+TAIL = {"ort-cpu": ("conv_act", "pw_act", "dw_act", "stem"), "openvino-cpu": ()}
 #: NB101 seed of the calibration cells (the accuracy benchmark's validation cells use another seed)
 CALIBRATION_SEED = 777
 #: rounds over the calibration networks (each network's latency: the fastest round's median of 30 runs; the

@@ -135,7 +135,7 @@ def session_ok(model: onnx.ModelProto) -> ort.InferenceSession:
 MICRO = ["conv", "dwconv", "gconv", "gconv_same", "maxpool", "avgpool", "fc", "add", "eltwise_const", "concat",
          "slice", "act", "bn", "resize", "convtranspose"]
 MULTI = ["conv_bn_relu", "conv_pool", "residual", "concat_branches", "dwsep", "conv_act", "dw_act", "stem", "shuffle",
-         "se", "conv_mul", "stride_prop", "head", "gconv_bn_relu", "cold_weights"]
+         "se", "conv_mul", "stride_prop", "head", "gconv_bn_relu", "pw_act", "cold_weights"]
 
 
 def test_suite_registry():
@@ -327,7 +327,7 @@ def test_paper_conv_suite(ref_dir, monkeypatch):
     assert len(suite.configs(sampler="sobol", n=5)) == 5
 
 
-@pytest.mark.parametrize("name", ["conv_act", "dw_act", "stem"])
+@pytest.mark.parametrize("name", ["conv_act", "pw_act", "dw_act", "stem"])
 def test_tail_option_puts_a_layer_behind_the_activation(name):
     """``tail="dw1"``: a 1x1 depthwise conv reads the activation, so it is no graph output (ONNX Runtime fuses a
     HardSwish into its convolution only then); the analytic cost counts it, ids differ from the plain config."""
@@ -349,10 +349,21 @@ def test_tail_option_puts_a_layer_behind_the_activation(name):
         suite.build({**{k: v for k, v in plain[0].items() if k != "config_id"}, "tail": "conv"})
 
 
+def test_pw_act_sweeps_pointwise_convs_with_every_mobile_activation():
+    """The pointwise suite: all 1x1 convs (stride 1), its activations spread evenly over the sample."""
+    from annette_torch.bench.suites import PW_ACTIVATIONS
+    cfgs = SUITES["pw_act"].configs(n=40, seed=0)
+    assert {c["k"] for c in cfgs} == {1}
+    counts = {a: sum(c["act"] == a for c in cfgs) for a in PW_ACTIVATIONS}
+    assert min(counts.values()) >= 8, counts
+    net = SUITES["pw_act"].build(cfgs[0])
+    assert net.type_labels()[:2] == ["Input", "Conv"] and int(net.kh[1]) == 1
+
+
 def test_calibration_measures_onnx_runtime_activations_behind_a_tail():
     from annette_torch.calibrate import MULTI, suite_options
     assert {"se", "conv_mul"} <= set(MULTI)
-    assert suite_options("ort-cpu", "conv_act") == {"tail": "dw1"}
+    assert suite_options("ort-cpu", "conv_act") == suite_options("ort-cpu", "pw_act") == {"tail": "dw1"}
     assert suite_options("ort-cpu", "dwconv") == {"lead": "dw1"}
     assert suite_options("openvino-cpu", "conv_act") is None
     assert suite_options("openvino-cpu", "conv") == {"lead": "dw1"}

@@ -72,6 +72,8 @@ FEATURES = [8, 16, 32, 64, 128, 256, 384, 512, 768, 1000, 1024, 1536, 2048, 4096
 #: VGG 512x7x7), whose weights (up to 400 MB) do not fit any cache
 FC_INPUTS = FEATURES + [9216, 16384, 25088]
 ACTIVATIONS = ["relu", "relu6", "leaky", "sigmoid", "silu", "hardswish", "tanh", "gelu"]
+#: activations behind the pointwise (1x1) convolutions of mobile networks (the ``pw_act`` suite)
+PW_ACTIVATIONS = ["relu", "relu6", "hardswish", "silu"]
 _ACT_TYPES = {"relu": T.RELU, "relu6": T.RELU6, "leaky": T.LEAKY_RELU, "sigmoid": T.SIGMOID, "silu": T.SILU,
               "hardswish": T.HARDSWISH, "tanh": T.TANH, "gelu": T.GELU}
 #: The paper's value lists (paper35k.csv).
@@ -1382,6 +1384,10 @@ def _suites() -> dict[str, Suite]:
         Suite("conv_act", "conv (stride 1) + activation (hw, c, f, kernel, kind)",
               {**sq, "c": ch, "f": ch, "k": KERNELS, "act": ACTIVATIONS}, _b_conv_act, kind="multi",
               cost=_c_conv_act, optional={"tail": "none"}),
+        Suite("pw_act", "pointwise (1x1) conv + activation, as in MobileNetV2/V3 and EfficientNet blocks: whether "
+              "a runtime fuses the activation can depend on the shape (hw, c, f, kind "
+              + "/".join(PW_ACTIVATIONS) + ")", {**sq, "c": ch, "f": ch, "k": [1], "act": PW_ACTIVATIONS},
+              _b_conv_act, kind="multi", cost=_c_conv_act, optional={"tail": "none"}),
         Suite("conv_mul", "conv (stride 1) times its sigmoid (SiLU written out), times a parallel 1x1 conv, or "
               "hard-swish written out (y * relu6(y + 3) / 6): a same-shape Mul inside a network (hw, c, f, kernel, "
               "kind " + "/".join(CONV_MUL_KINDS) + ")",
