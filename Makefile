@@ -20,7 +20,7 @@ $(STAMP): $(BIN)/python pyproject.toml
 setup: $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/python -m annette_torch.cli_demo
+	$(BIN)/python -m annette_torch.cli.demo
 
 test: $(STAMP)
 	$(BIN)/python -m pytest

@@ -86,7 +86,7 @@ class Estimate:
         cal = self.platform.end_to_end
         if cal is None:
             return None
-        from .fit.calibrate_network import network_terms
+        from .models.calibration import network_terms
         return cal.predict(network_terms(self))
 
     @cached_property

@@ -32,7 +32,7 @@ if TYPE_CHECKING:  # torch is imported lazily: building or saving a table does n
 
     from .estimator import Estimate
 
-__all__ = ["layer_costs", "costs_from_estimate", "LatencyTable", "TABLE_SCHEMA"]
+__all__ = ["layer_costs", "costs_from_estimate", "LatencyTable", "TABLE_SCHEMA", "block_latencies", "mean_block_traffic"]
 
 log = logging.getLogger(__name__)
 
@@ -98,7 +98,7 @@ def costs_from_estimate(est: "Estimate", by: str = "module", depth: int | None =
 # latency table
 
 
-def _block_latencies(plat: Platform, nets: Sequence[Network], count_input: bool = False,
+def block_latencies(plat: Platform, nets: Sequence[Network], count_input: bool = False,
                      context_bytes: float | None = None, count_output: bool = False) -> np.ndarray:
     """Predicted ms of each network, in one vectorised pass over all of them, Input layers excluded.
 
@@ -129,7 +129,7 @@ def _traffic(plat: Platform, nets: Sequence[Network]) -> np.ndarray:
     return np.bincount(seg[mapped.kept], weights=byts, minlength=len(nets))
 
 
-def _context_bytes(plat: Platform, blocks: Sequence[Sequence[Network | None]],
+def mean_block_traffic(plat: Platform, blocks: Sequence[Sequence[Network | None]],
                    fixed: Sequence[Network] = ()) -> float | None:
     """Traffic of the network the blocks belong to: the fixed parts plus each block's mean candidate.
 
@@ -212,7 +212,7 @@ class LatencyTable:
 
     ``lat[b, k]`` holds the latencies (``+inf`` where block ``b`` has fewer than ``K`` candidates, see
     ``mask``); ``fixed_ms`` is the time of the parts that are not searched (stem, head). Build with
-    `build` / `for_mbv2`; evaluate with `expected` (differentiable) or `exact` (one architecture).
+    `build` (or a space's own builder, e.g. `annette_torch.search.spaces.mbv2.latency_table`); evaluate with `expected` (differentiable) or `exact` (one architecture).
     """
 
     def __init__(self, lat: np.ndarray, fixed_ms: float = 0.0, ops: Sequence[Sequence[str]] | None = None,
@@ -252,7 +252,7 @@ class LatencyTable:
         Each candidate network is one block on its own input (its Input layers are not counted);
         ``fixed_ms`` adds the non-searched parts. All candidates are scored in one vectorised pass. For a
         platform with a cache model, blocks are judged inside a network moving ``context_bytes`` (default:
-        every block's mean candidate traffic, see `_context_bytes`).
+        every block's mean candidate traffic, see `mean_block_traffic`).
         """
         plat = load_platform(platform)
         if not blocks:
@@ -270,37 +270,14 @@ class LatencyTable:
                     nets.append(net)
                     where.append((b, k))
         if nets:
-            context = _context_bytes(plat, blocks) if context_bytes is None else context_bytes
-            vals = _block_latencies(plat, nets, context_bytes=context)
+            context = mean_block_traffic(plat, blocks) if context_bytes is None else context_bytes
+            vals = block_latencies(plat, nets, context_bytes=context)
             rows, cols = np.array(where).T
             lat[rows, cols] = vals
         table = cls(lat, fixed_ms, ops, plat.name, meta)
         log.debug("LatencyTable.build: %d blocks x %d candidates on %s (%d networks estimated)",
                   len(blocks), K, plat.name, len(nets))
         return table
-
-    @classmethod
-    def for_mbv2(cls, platform: str | os.PathLike | Platform = "zcu102", resolution: int = 224,
-                 num_classes: int = 1000, blocks: Sequence[Any] | None = None) -> "LatencyTable":
-        """The table of the MobileNetV2 / ProxylessNAS block space (`search.spaces.mbv2`), full size.
-
-        Rows are `mbv2.BLOCKS` (or ``blocks``), columns each block's ``ops``; ``fixed_ms`` is the stem
-        (with the network input) plus the head (feature-mix conv, pooling, classifier).
-        """
-        from search.spaces import mbv2  # the search package ships beside annette_torch
-
-        plat = load_platform(platform)
-        specs = list(mbv2.BLOCKS if blocks is None else blocks)
-        ops = [list(blk.ops) for blk in specs]
-        nets = [[None if op == mbv2.ZERO else mbv2.block_network(b, op, resolution, specs) for op in cands]
-                for b, cands in enumerate(ops)]
-        fixed = [mbv2.stem_network(resolution), mbv2.head_network(num_classes, resolution, specs)]
-        context = _context_bytes(plat, nets, fixed)
-        stem = float(_block_latencies(plat, fixed[:1], count_input=True, context_bytes=context)[0])
-        head = float(_block_latencies(plat, fixed[1:], context_bytes=context, count_output=True)[0])
-        meta = {"space": "mbv2", "resolution": resolution, "num_classes": num_classes,
-                "stem_ms": stem, "head_ms": head}
-        return cls.build(plat, nets, stem + head, ops, meta=meta, context_bytes=context)
 
     # -- evaluation -------------------------------------------------------------------------------------
     @property

@@ -36,7 +36,7 @@ import time
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # `search` from a source checkout
 
 import annette_torch as at
-from annette_torch import validation as V  # noqa: E402
+from annette_torch import validate as V  # noqa: E402
 from annette_torch.errors import AnnetteError  # noqa: E402
 
 #: median spread between a network's rounds above which a run is too noisy to judge the models by (clean
@@ -135,7 +135,7 @@ def main() -> int:
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     if args.verbose:
-        logging.getLogger("annette_torch.validation").setLevel(logging.INFO)
+        logging.getLogger("annette_torch.validate").setLevel(logging.INFO)
     else:  # reference graphs that are skipped anyway need no warnings about their unsupported layers
         logging.getLogger("annette_torch.frontends").setLevel(logging.ERROR)
 
@@ -233,9 +233,9 @@ def main() -> int:
 
 
 def calibration_set() -> list:
-    """The end-to-end calibration networks (`annette_torch.calibrate.calibration_networks`, never validation
+    """The end-to-end calibration networks (`annette_torch.fit.calibrate.calibration_networks`, never validation
     networks) as measurable networks."""
-    from annette_torch.calibrate import _validation_hashes, calibration_networks
+    from annette_torch.fit.calibrate import _validation_hashes, calibration_networks
 
     return [V.ValidationNet(n.name, "calibration", n, (1, 3, 224, 224)) for n in
             calibration_networks(45, exclude_hashes=_validation_hashes())]
@@ -251,8 +251,8 @@ def interleave(a: list, b: list) -> list:
 def calibrate_variants(variants: dict, cal: list, meas: dict) -> dict:
     """Give every variant the same network-level calibration, fitted on the calibration networks' measurements
     (a variant file that is already calibrated is calibrated anew from its raw layer-model sums)."""
-    from annette_torch.calibrate import with_overhead, without_overhead
-    from annette_torch.fit.calibrate_network import network_terms
+    from annette_torch.fit.calibrate import with_overhead, without_overhead
+    from annette_torch.models.calibration import network_terms
 
     names = [c.name for c in cal if c.name in meas]
     y = [meas[n].median_ms for n in names]

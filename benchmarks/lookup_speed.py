@@ -20,7 +20,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout: `search` beside the package
 
 from annette_torch.lookup import LatencyTable  # noqa: E402
-from search.spaces import mbv2  # noqa: E402
+from annette_torch.search.spaces import mbv2  # noqa: E402
 
 from timing import best_of  # noqa: E402  (benchmarks/timing.py)
 
@@ -34,8 +34,8 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     blocks = list(mbv2.BLOCKS[: args.blocks])
 
-    t_build = best_of(lambda: LatencyTable.for_mbv2("zcu102", blocks=blocks), repeat=3, number=5)
-    table = LatencyTable.for_mbv2("zcu102", blocks=blocks)
+    t_build = best_of(lambda: mbv2.latency_table("zcu102", blocks=blocks), repeat=3, number=5)
+    table = mbv2.latency_table("zcu102", blocks=blocks)
     alpha = torch.zeros(table.lat.shape, requires_grad=True)
 
     def fwd_bwd() -> None:

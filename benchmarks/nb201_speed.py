@@ -22,7 +22,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # `search`
 
 from annette_torch import estimate_many  # noqa: E402
 from annette_torch.platform import load_platform  # noqa: E402
-from search.spaces import nb201  # noqa: E402
+from annette_torch.search.spaces import nb201  # noqa: E402
 
 TARGET_S = 2.0
 

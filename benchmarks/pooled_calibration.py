@@ -23,7 +23,7 @@ import numpy as np
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # annette_torch from a source checkout
 
 import annette_torch as at  # noqa: E402
-from annette_torch import validation as V  # noqa: E402
+from annette_torch import validate as V  # noqa: E402
 from annette_torch.errors import AnnetteError  # noqa: E402
 
 
@@ -47,9 +47,9 @@ def pooled_latencies(platform: str, caches: list[str], nets: list) -> np.ndarray
 def main() -> int:
     from accuracy import calibration_set  # the same 45 networks benchmarks/accuracy.py measures
 
-    from annette_torch.calibrate import with_overhead, without_overhead
+    from annette_torch.fit.calibrate import with_overhead, without_overhead
     from annette_torch.errors import check_writable
-    from annette_torch.fit.calibrate_network import network_terms
+    from annette_torch.models.calibration import network_terms
     from annette_torch.platform import Platform
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -21,8 +21,8 @@ import numpy as np
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # `search` from a source checkout
 
 import annette_torch as at  # noqa: E402
-from annette_torch.validation import measure_latency  # noqa: E402
-from search.optuna_search import best_feasible, get_space, latency_constrained_search  # noqa: E402
+from annette_torch.validate import measure_latency  # noqa: E402
+from annette_torch.search.optuna_search import best_feasible, get_space, latency_constrained_search  # noqa: E402
 
 
 def main() -> int:

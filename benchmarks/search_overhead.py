@@ -26,8 +26,8 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # `search`
 import optuna  # noqa: E402
 
 from annette_torch.platform import load_platform  # noqa: E402
-from search import optuna_search as osr  # noqa: E402
-from search.pareto import nb201_latencies  # noqa: E402
+from annette_torch.search import optuna_search as osr  # noqa: E402
+from annette_torch.search.pareto import nb201_latencies  # noqa: E402
 
 TRIAL_TARGET_MS = 1.0
 NB201_TARGET_S = 2.0

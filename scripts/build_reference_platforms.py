@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from annette_torch.compat import layers_from_annette, mapping_from_annette
+from annette_torch.platform.annette_compat import layers_from_annette, mapping_from_annette
 from annette_torch.mapping import FusionRule, MappingModel
 from annette_torch.platform import Platform
 

@@ -36,8 +36,8 @@ from typing import Any, Callable, Iterable, Protocol, Sequence, runtime_checkabl
 
 import numpy as np
 
-from annette_torch.errors import AnnetteError
-from annette_torch.ir import Network
+from ..errors import AnnetteError
+from ..ir import Network
 
 __all__ = [
     "Space", "NB201Space", "NB101Space", "MBV2Space", "SPACES", "get_space", "LatencyOracle",
@@ -106,7 +106,7 @@ class NB201Space(_SpaceBase):
     name = "nb201"
 
     def __init__(self, C: int = 16, N: int = 5, num_classes: int = 10) -> None:
-        from search.spaces import nb201
+        from .spaces import nb201
         self._m = nb201
         self.C, self.N, self.num_classes = C, N, num_classes
         self._params = [(f"edge {d}<-{s}", e) for e, (s, d) in enumerate(nb201.EDGES)]
@@ -142,7 +142,7 @@ class NB201Space(_SpaceBase):
 class NB101Space(_SpaceBase):
     """NAS-Bench-101 cells: the upper-triangular 7x7 adjacency (21 binary parameters) + 5 interior ops.
 
-    A sampled cell is validated and pruned as the benchmark does (`search.spaces.nb101.validate`); an invalid
+    A sampled cell is validated and pruned as the benchmark does (`annette_torch.search.spaces.nb101.validate`); an invalid
     one (output unreachable, > 9 edges after pruning) prunes its trial (``TrialPruned``, reason in
     ``user_attrs["invalid"]``), and the samplers steer away from such cells. An architecture is the pruned
     ``Spec``; its encoding is ``rows/of/the/matrix|op;op;...`` (e.g. ``011/001/000|input;conv3x3-bn-relu;
@@ -153,7 +153,7 @@ class NB101Space(_SpaceBase):
     name = "nb101"
 
     def __init__(self) -> None:
-        from search.spaces import nb101
+        from .spaces import nb101
         self._m = nb101
         n = nb101.MAX_VERTICES
         self._bits = [(i, j) for i in range(n) for j in range(i + 1, n)]
@@ -216,7 +216,7 @@ class MBV2Space(_SpaceBase):
     name = "mbv2"
 
     def __init__(self, num_classes: int = 1000, resolution: int = 224) -> None:
-        from search.spaces import mbv2
+        from .spaces import mbv2
         self._m = mbv2
         self.num_classes, self.resolution = num_classes, resolution
         self._pieces: dict[Any, tuple[np.ndarray, np.ndarray, np.ndarray, list[str], int, int]] = {}
@@ -246,7 +246,7 @@ class MBV2Space(_SpaceBase):
         its own Input layer dropped (kept for the stem: the network's input)."""
         p = self._pieces.get(key)
         if p is None:
-            from annette_torch.ir import INT_COLUMNS
+            from ..ir import INT_COLUMNS
             m = self._m
             if key == "stem":
                 net, first = m.stem_network(self.resolution), 0
@@ -265,7 +265,7 @@ class MBV2Space(_SpaceBase):
         return p
 
     def _stitch(self, arch: tuple[str, ...]) -> Network:
-        from annette_torch.ir import INT_COLUMNS
+        from ..ir import INT_COLUMNS
         self._m.validate(arch)
         parts = [self._piece("stem")] + [self._piece((i, op)) for i, op in enumerate(arch)] + [self._piece("head")]
         types, mats, edges, names = [], [], [], []
@@ -298,7 +298,7 @@ class MBV2Space(_SpaceBase):
 
 def _same_network(a: Network, b: Network) -> bool:
     """Same layers (names, types, integer columns) and edges."""
-    from annette_torch.ir import INT_COLUMNS
+    from ..ir import INT_COLUMNS
     return (a.names == b.names and np.array_equal(a.types, b.types) and np.array_equal(a.edges, b.edges)
             and all(np.array_equal(a.cols[c], b.cols[c]) for c in INT_COLUMNS))
 
@@ -336,7 +336,7 @@ class LatencyOracle:
     """
 
     def __init__(self, space: str | Space, platform: Any) -> None:
-        from annette_torch.platform import load_platform
+        from ..platform import load_platform
         self.space = get_space(space)
         self.platform = load_platform(platform)
         self._cache: dict[Any, float] = {}
@@ -349,7 +349,7 @@ class LatencyOracle:
         return f(arch) if f is not None else self.space.encode(arch)
 
     def __call__(self, arch: Any) -> float:
-        from annette_torch.estimator import estimate
+        from ..estimator import estimate
         t0 = time.perf_counter()
         self.calls += 1
         key = self._key(arch)
@@ -363,7 +363,7 @@ class LatencyOracle:
 
     def many(self, archs: Sequence[Any], chunk: int = 1024) -> np.ndarray:
         """Predicted latency of each architecture; the uncached ones are estimated in batches."""
-        from annette_torch.estimator import estimate_many
+        from ..estimator import estimate_many
         t0 = time.perf_counter()
         keys = [self._key(a) for a in archs]
         todo: dict[Any, Any] = {}
@@ -756,7 +756,7 @@ def best_feasible(study: Any, k: int = 1, latency_ms: float | None = None) -> li
                           "trial": t.number}
     items = list(rows.values())
     if multi:
-        from search.pareto import pareto_front
+        from .pareto import pareto_front
         if not items:
             return []
         idx = pareto_front(np.array([r["latency_ms"] for r in items]), np.array([r["objective"] for r in items]))

@@ -14,7 +14,7 @@
 
 Reading the official NAS-Bench result files (NB201's ``.pth`` via ``nas_201_api``, NB101's TFRecord via
 ``nasbench``) is future work: export them once to an ``arch,accuracy`` CSV (NB201: arch string; NB101: the
-spec encoding of `search.spaces.nb101`) and pass that.
+spec encoding of `annette_torch.search.spaces.nb101`) and pass that.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from annette_torch.errors import AnnetteError, check_writable
+from ..errors import AnnetteError, check_writable
 
 __all__ = ["SpaceTable", "nb201_latencies", "nb201_costs", "nb101_latencies", "space_table", "pareto_front",
            "attach_accuracy", "fronts", "plot_pareto", "write_front_csv", "pareto_report"]
@@ -55,7 +55,7 @@ class SpaceTable:
 
 
 def _load(platform: Any):
-    from annette_torch.platform import load_platform
+    from ..platform import load_platform
     return load_platform(platform)
 
 
@@ -63,8 +63,8 @@ def _estimate_chunks(nets_of: Any, n: int, platforms: Sequence[Any], costs: bool
                      ) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
     """Build networks ``nets_of(start, stop)`` chunk by chunk and estimate each chunk on every platform;
     with ``costs``, also each network's weights and ops (from the chunk stacked into one network)."""
-    from annette_torch.estimator import estimate_many
-    from annette_torch.ir import Network
+    from ..estimator import estimate_many
+    from ..ir import Network
     lat = {p.name: np.empty(n) for p in platforms}
     params = np.full(n, np.nan)
     ops = np.full(n, np.nan)
@@ -81,7 +81,7 @@ def _estimate_chunks(nets_of: Any, n: int, platforms: Sequence[Any], costs: bool
 
 
 def _nb201_table(platforms: Sequence[Any], costs: bool = True) -> SpaceTable:
-    from search.spaces import nb201
+    from .spaces import nb201
     archs = nb201.all_arch_strings()
     first: dict[Any, int] = {}
     which = np.empty(len(archs), np.int64)
@@ -105,7 +105,7 @@ def _nb201_table(platforms: Sequence[Any], costs: bool = True) -> SpaceTable:
 
 
 def _nb101_table(platforms: Sequence[Any], n: int, seed: int) -> SpaceTable:
-    from search.spaces import nb101
+    from .spaces import nb101
     if n < 1:
         raise AnnetteError(f"number of NB101 samples must be >= 1, got {n}")
     specs = nb101.sample(int(n), np.random.default_rng(seed))
@@ -115,7 +115,7 @@ def _nb101_table(platforms: Sequence[Any], n: int, seed: int) -> SpaceTable:
 
 
 def _nb101_adapter():
-    from search.optuna_search import NB101Space
+    from .optuna_search import NB101Space
     return NB101Space()
 
 
@@ -178,7 +178,7 @@ def pareto_front(latency: Sequence[float], accuracy: Sequence[float]) -> np.ndar
 
 def attach_accuracy(table: SpaceTable, path: str | os.PathLike) -> int:
     """Read an ``arch,accuracy`` CSV into ``table.accuracy`` (NaN where missing); returns how many matched."""
-    from search.optuna_search import _text_key, get_space, read_accuracy_csv
+    from .optuna_search import _text_key, get_space, read_accuracy_csv
     sp = get_space(table.space)
     acc = read_accuracy_csv(path, sp)
     keys = table.archs if sp.name == "nb201" else [_text_key(sp, a) for a in table.archs]

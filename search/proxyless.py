@@ -1,4 +1,4 @@
-"""ProxylessNAS-style latency-aware search over the MobileNetV2 block space (`search.spaces.mbv2`).
+"""ProxylessNAS-style latency-aware search over the MobileNetV2 block space (`annette_torch.search.spaces.mbv2`).
 
 A supernet holds, per searchable block, a mixed op of all its candidates (``mb{k}_e{e}``, ``zero``) and
 architecture logits ``alpha[b, k]``. Training alternates a weight step (one path per block sampled from
@@ -50,10 +50,10 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.utils.data import DataLoader, TensorDataset
 
-from annette_torch.estimator import estimate
-from annette_torch.lookup import LatencyTable
-from annette_torch.platform import Platform, load_platform
-from search.spaces import mbv2
+from ..estimator import estimate
+from ..lookup import LatencyTable
+from ..platform import Platform, load_platform
+from .spaces import mbv2
 
 __all__ = ["ProxylessSupernet", "ProxylessSearch", "EpochStats", "SearchResult", "search", "digits_loaders"]
 
@@ -298,7 +298,7 @@ class ProxylessSearch:
         self.platform = load_platform(platform)
         self.blocks = list(blocks)
         self.resolution, self.num_classes_full = resolution, num_classes_full
-        self.table = table or LatencyTable.for_mbv2(self.platform, resolution, num_classes_full, self.blocks)
+        self.table = table or mbv2.latency_table(self.platform, resolution, num_classes_full, self.blocks)
         if self.table.ops != [list(b.ops) for b in self.blocks]:
             raise ValueError("latency table and block space differ (ops per block)")
         self.target_ms, self.lam, self.latency_loss = float(target_ms), float(lam), latency_loss

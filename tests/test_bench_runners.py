@@ -279,7 +279,7 @@ def test_ort_nameless_nodes_found_through_the_data_flow():
 
 def test_written_out_hardswish_folds_on_openvino_only(ov_runner):
     """OpenVINO runs ``y * relu6(y + 3) / 6`` after a conv as one element-wise node of its own; ONNX Runtime
-    runs its four layers apart: the learned folds say so (`annette_torch.mapping_folds`)."""
+    runs its four layers apart: the learned folds say so (`annette_torch.mapping.folds`)."""
     from annette_torch.bench.runners.ort import OrtRunner
     from annette_torch.bench.suites import SUITES
     from annette_torch.fit.data import Measured, learned_folds

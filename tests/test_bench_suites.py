@@ -12,9 +12,7 @@ import pytest
 
 from annette_torch.bench import samplers as S
 from annette_torch.bench.export import to_onnx
-from annette_torch.bench.suites import (MAX_ACT_BYTES, MAX_OPS, MAX_WEIGHT_BYTES, SUITES, Suite, SuiteError,
-                                        config_id, from_annette_template, list_suites, load_sweep_table,
-                                        multi_kernel)
+from annette_torch.bench.suites import MAX_ACT_BYTES, MAX_OPS, MAX_WEIGHT_BYTES, SUITES, Suite, SuiteError, config_id, from_annette_template, list_suites, load_sweep_table, multi_kernel
 from annette_torch.errors import AnnetteError
 from annette_torch.ir import LayerType as T
 
@@ -361,7 +359,7 @@ def test_pw_act_sweeps_pointwise_convs_with_every_mobile_activation():
 
 
 def test_calibration_measures_onnx_runtime_activations_behind_a_tail():
-    from annette_torch.calibrate import MULTI, suite_options
+    from annette_torch.fit.calibrate import MULTI, suite_options
     assert {"se", "conv_mul"} <= set(MULTI)
     assert suite_options("ort-cpu", "conv_act") == suite_options("ort-cpu", "pw_act") == {"tail": "dw1"}
     assert suite_options("ort-cpu", "dwconv") == {"lead": "dw1"}

@@ -112,7 +112,7 @@ def test_parse_budget():
 
 
 def test_cli_bench_real_ort_and_export(tmp_path, capsys):
-    from annette_torch.cli import main
+    from annette_torch.cli.app import main
     db, out = tmp_path / "m.sqlite", tmp_path / "r.csv"
     assert main(["bench", "--platform", "ort-cpu", "--suite", "conv_bn_relu", "-n", "3", "--db", str(db),
                  "--iterations", "5"]) == 0
@@ -129,7 +129,7 @@ def test_cli_bench_real_ort_and_export(tmp_path, capsys):
 
 
 def test_cli_bench_errors(tmp_path, capsys):
-    from annette_torch.cli import main
+    from annette_torch.cli.app import main
     assert main(["bench", "--platform", "tpu", "--suite", "conv", "--db", str(tmp_path / "x.db")]) == 1
     assert main(["bench", "--platform", "ort-cpu", "--suite", "nope", "--db", str(tmp_path / "x.db")]) == 1
     assert main(["bench", "export", "--db", str(tmp_path / "none.db"), "--out", str(tmp_path / "o.csv")]) == 1

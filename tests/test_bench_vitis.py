@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper
 
-from annette_torch.bench import dpu_reports as dr
-from annette_torch.bench.dpu_reports import ReportError, UnknownLayoutError
+from annette_torch.bench.parsers import dpu as dr
+from annette_torch.bench.parsers.dpu import ReportError, UnknownLayoutError
 from annette_torch.bench.runners.base import RUNNERS, Profile
 from annette_torch.bench.runners.vitis import BoardRequiredError, VitisRunner, ingest, load_job_report
 from annette_torch.errors import AnnetteError

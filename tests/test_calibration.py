@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 import annette_torch as at
-from annette_torch.fit.calibrate_network import (Calibration, fit_calibration, leave_one_out, loo_report,
-                                                 network_terms)
+from annette_torch.models.calibration import Calibration, network_terms
+from annette_torch.fit.calibrate_network import fit_calibration, leave_one_out, loo_report
 from annette_torch.errors import PlatformError
 
 
@@ -113,8 +113,8 @@ def test_calibration_validation():
 
 def test_network_level_calibration_measures_in_rounds(monkeypatch):
     """annette calibrate's end-to-end step: every network measured once per round, the fastest round kept."""
-    import annette_torch.calibrate as C
-    from annette_torch import validation as V
+    import annette_torch.fit.calibrate as C
+    from annette_torch import validate as V
     from annette_torch.bench.suites import SUITES
     from annette_torch.fit.calibrate_network import CPU_TERMS
     nets = [SUITES["conv_bn_relu"].build(c) for c in SUITES["conv_bn_relu"].configs(n=6, seed=1)]
@@ -132,7 +132,7 @@ def test_network_level_calibration_measures_in_rounds(monkeypatch):
 
 
 def test_calibration_networks_are_deterministic_and_outside_the_validation_set():
-    from annette_torch.calibrate import _validation_hashes, calibration_networks
+    from annette_torch.fit.calibrate import _validation_hashes, calibration_networks
     nets = calibration_networks(12, exclude_hashes=_validation_hashes())
     assert len(nets) == 12 and len({n.name for n in nets}) == 12
     assert [n.name for n in calibration_networks(12, exclude_hashes=_validation_hashes())] == [n.name for n in nets]

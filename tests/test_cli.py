@@ -14,7 +14,7 @@ import pytest
 import torch
 import torch.nn as nn
 
-from annette_torch.cli import main
+from annette_torch.cli.app import main
 
 GRAPHS = Path(__file__).resolve().parents[1].parent / "shared" / "annette-reference" / "graphs"
 RESNET50_JSON = GRAPHS / "cf_resnet50.json"

@@ -12,7 +12,7 @@ import annette_torch as at
 from annette_torch.ir import LayerType as T, NetworkBuilder
 from annette_torch.lookup import LatencyTable, layer_costs
 from models import TinyResNet
-from search.spaces import mbv2
+from annette_torch.search.spaces import mbv2
 
 PLATFORMS = ["zcu102", "ncs2"]
 
@@ -154,7 +154,7 @@ def test_table_round_trip(small_table, tmp_path):
 
 @pytest.mark.parametrize("platform", PLATFORMS)
 def test_mbv2_table_matches_full_network_estimates(platform):
-    table = LatencyTable.for_mbv2(platform)
+    table = mbv2.latency_table(platform)
     assert table.n_blocks == len(mbv2.BLOCKS) and table.ops == [list(b.ops) for b in mbv2.BLOCKS]
     rng = np.random.default_rng(0)
     archs = [[str(rng.choice(b.ops)) for b in mbv2.BLOCKS] for _ in range(25)]
@@ -172,7 +172,7 @@ def test_mbv2_table_matches_full_network_estimates(platform):
 
 def test_mbv2_table_with_a_cache_model_stays_close_to_full_network_estimates():
     """ort-cpu has a cache model: blocks are judged inside the mean network, full estimates inside the real one."""
-    table = LatencyTable.for_mbv2("ort-cpu")
+    table = mbv2.latency_table("ort-cpu")
     rng = np.random.default_rng(0)
     for _ in range(10):
         arch = [str(rng.choice(b.ops)) for b in mbv2.BLOCKS]

@@ -154,7 +154,7 @@ def test_swish_diamonds_are_found_and_nothing_else():
 
 
 def test_swish_fold_lets_a_rule_fuse_silu_into_the_conv():
-    from annette_torch.mapping_costs import MappingCosts
+    from annette_torch.mapping.costs import MappingCosts
     net = _swish_net()
     rules = [FusionRule("ConvSiLU", ("Conv",), ("SiLU",))]
     costs = MappingCosts({"SiLU": 1.0, "Sigmoid": 100.0, "Mul": 100.0})

@@ -14,7 +14,7 @@ from annette_torch.fit.data import Measured, layer_samples
 from annette_torch.fit.mapping_costs_fit import fit_fused_costs, fit_inserted
 from annette_torch.ir import LayerType as T, NetworkBuilder
 from annette_torch.mapping import FusionRule, MappingModel
-from annette_torch.mapping_costs import MappingCosts
+from annette_torch.mapping.costs import MappingCosts
 from annette_torch.models import LayerFeatures, Roofline
 from annette_torch.platform import Platform
 
@@ -116,11 +116,11 @@ def test_fit_recovers_fused_and_inserted_costs():
 
 
 def test_block_tables_leave_reorders_to_the_network_ends():
-    from annette_torch.lookup import _block_latencies
+    from annette_torch.lookup import block_latencies
     plat = Platform("p", {"Base": CONV}, MappingModel([ACT_RULE], _costs()))
     net = _stem()
-    inner = _block_latencies(plat, [net])[0]
-    both = _block_latencies(plat, [net], count_input=True, count_output=True)[0]
+    inner = block_latencies(plat, [net])[0]
+    both = block_latencies(plat, [net], count_input=True, count_output=True)[0]
     t, _ = plat.predict(plat.mapping.apply(net).network)
     assert both == pytest.approx(t.sum())
     x_elems, e = 3 * 56 * 56, 16 * 56 * 56

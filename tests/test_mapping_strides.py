@@ -9,7 +9,7 @@ from annette_torch.bench.suites import SUITES
 from annette_torch.errors import PlatformError
 from annette_torch.ir import LayerType as T, Network, NetworkBuilder
 from annette_torch.mapping import FusionRule, MappingModel
-from annette_torch.mapping_strides import propagate_strides
+from annette_torch.mapping.strides import propagate_strides
 
 THROUGH = (T.RELU, T.ADD, T.BATCH_NORM)
 

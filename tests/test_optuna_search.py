@@ -11,10 +11,10 @@ import pytest
 optuna = pytest.importorskip("optuna")
 
 from annette_torch import estimate  # noqa: E402
-from annette_torch.cli import main  # noqa: E402
+from annette_torch.cli.app import main  # noqa: E402
 from annette_torch.errors import AnnetteError  # noqa: E402
-from search import optuna_search as osr  # noqa: E402
-from search.spaces import nb201  # noqa: E402
+from annette_torch.search import optuna_search as osr  # noqa: E402
+from annette_torch.search.spaces import nb201  # noqa: E402
 
 from optuna.trial import TrialState  # noqa: E402
 
@@ -101,7 +101,7 @@ def test_latency_and_objective_are_cached_per_architecture():
 
 
 def test_pareto_search_front_is_non_dominated():
-    from search.pareto import pareto_front
+    from annette_torch.search.pareto import pareto_front
 
     study = osr.pareto_search("nb201", "zcu102", "synthetic", 40, seed=0, population_size=10)
     assert [d.name for d in study.directions] == ["MAXIMIZE", "MINIMIZE"]
@@ -123,7 +123,7 @@ def test_pareto_search_front_is_non_dominated():
 def _worker(storage: str, study_name: str, n: int, seed: int) -> None:
     import optuna as _optuna
 
-    from search import optuna_search as _osr
+    from annette_torch.search import optuna_search as _osr
 
     _optuna.logging.set_verbosity(_optuna.logging.WARNING)
     _osr.latency_constrained_search("nb201", "zcu102", 0.2, "synthetic", n, storage=storage,
@@ -202,7 +202,7 @@ def test_csv_objective_lookup_and_missing_architectures(tmp_path):
 
 
 def test_csv_objective_nb101_matches_by_hash(tmp_path):
-    from search.spaces import nb101
+    from annette_torch.search.spaces import nb101
 
     sp = osr.get_space("nb101")
     specs = nb101.sample(3, 0)
@@ -293,7 +293,7 @@ def test_cli_search_errors_are_one_line(argv, code, needle, capsys):
 
 
 def test_mbv2_stitched_network_is_identical_to_the_builder():
-    from search.spaces import mbv2
+    from annette_torch.search.spaces import mbv2
 
     sp = osr.get_space("mbv2")
     rng = np.random.default_rng(0)
@@ -306,7 +306,7 @@ def test_mbv2_stitched_network_is_identical_to_the_builder():
 
 
 def test_margin_tightens_the_enforced_budget():
-    from search.optuna_search import best_feasible, latency_constrained_search
+    from annette_torch.search.optuna_search import best_feasible, latency_constrained_search
     study = latency_constrained_search("nb201", "zcu102", 0.2, "synthetic", 25, seed=1, margin=0.1)
     rows = best_feasible(study, k=10)
     assert rows and all(r["latency_ms"] <= 0.2 * 0.9 + 1e-12 for r in rows)

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 from annette_torch import estimate
-from annette_torch.cli import main
+from annette_torch.cli.app import main
 from annette_torch.errors import AnnetteError
-from search import pareto
-from search.spaces import nb201
+from annette_torch.search import pareto
+from annette_torch.search.spaces import nb201
 
 
 def _brute_force_front(lat: np.ndarray, acc: np.ndarray) -> set[int]:
@@ -78,7 +78,7 @@ def test_space_table_costs_and_several_platforms():
 
 
 def test_nb101_latencies_sampled_cells():
-    from search.optuna_search import get_space
+    from annette_torch.search.optuna_search import get_space
 
     archs, lat = pareto.nb101_latencies("zcu102", n=40, seed=1)
     assert len(archs) == len(set(archs)) == 40 and lat.shape == (40,)

@@ -145,7 +145,7 @@ def test_machine_fingerprint_warning(caplog):
     with caplog.at_level(logging.WARNING):
         assert "Imaginary CPU 9000" in p.check_machine()
         assert p.check_machine() is None  # once per platform
-    from annette_torch.bench.store import machine_fingerprint
+    from annette_torch.platform.machine import machine_fingerprint
     d["fingerprint"] = machine_fingerprint(1)
     assert Platform.from_dict(d, "y").check_machine() is None
 
@@ -176,8 +176,8 @@ def test_depthwise_scale_applies_to_depthwise_layers_only():
     """The overhead's ``depthwise_scale`` replaces ``scale`` for depthwise convolutions: a = scale x other
     layers + depthwise_scale x depthwise layers, which is the end-to-end calibration's linear formula."""
     from annette_torch import estimate
-    from annette_torch.calibrate import overhead_entry
-    from annette_torch.fit.calibrate_network import Calibration, network_terms
+    from annette_torch.fit.calibrate import overhead_entry
+    from annette_torch.models.calibration import Calibration, network_terms
     b = NetworkBuilder("dw")
     x = b.input("x", (1, 32, 28, 28))
     x = b.conv("expand", x, 64, 1)
@@ -224,9 +224,9 @@ def test_negative_per_layer_overhead_never_gives_negative_layer_times():
 
 def test_shipped_machine_files_picked_by_this_cpu(tmp_path, monkeypatch, capsys):
     """A measured platform may ship one file per machine: the name loads the file of this machine's CPU."""
-    import annette_torch.bench.store as store
     import annette_torch.platform as P
-    from annette_torch.cli import main
+    from annette_torch.cli.app import main
+    from annette_torch.platform import machine, registry
 
     d = load_platform("ncs2").to_dict()
     d["name"], d["description"], d["fingerprint"] = "meas", "measured on CPU A", {"cpu": "CPU A", "cores": 2}
@@ -236,12 +236,12 @@ def test_shipped_machine_files_picked_by_this_cpu(tmp_path, monkeypatch, capsys)
     (tmp_path / "machines" / "meas").mkdir(parents=True)
     d["description"], d["fingerprint"] = "measured on CPU B", {"cpu": "Intel(R) Xeon(R) CPU B", "cores": 2}
     (tmp_path / "machines" / "meas" / f"{slug}.json").write_text(json.dumps(d))
-    monkeypatch.setattr(P, "platform_dir", lambda: tmp_path)
-    P._this_machine_slug.cache_clear()
-    monkeypatch.setattr(P, "_this_machine_slug", P._this_machine_slug.__wrapped__)  # the test switches machines
+    monkeypatch.setattr(registry, "platform_dir", lambda: tmp_path)
+    machine.this_machine_slug.cache_clear()
+    monkeypatch.setattr(machine, "this_machine_slug", machine.this_machine_slug.__wrapped__)  # the test switches machines
 
     here = {"cpu": "Intel(R) Xeon(R) CPU B", "cores": 2}
-    monkeypatch.setattr(store, "machine_fingerprint", lambda threads=None: dict(here, threads=threads))
+    monkeypatch.setattr(machine, "machine_fingerprint", lambda threads=None: dict(here, threads=threads))
     assert P.shipped_machines("meas") == [slug] and P.shipped_machines("nope") == []
     p = load_platform("meas")
     assert p.meta["fingerprint"]["cpu"] == "Intel(R) Xeon(R) CPU B" and p.check_machine() is None

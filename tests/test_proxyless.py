@@ -10,8 +10,8 @@ from torch.utils.data import DataLoader, TensorDataset
 
 import annette_torch as at
 from annette_torch.lookup import LatencyTable
-from search.proxyless import ProxylessSearch, ProxylessSupernet, search
-from search.spaces import mbv2
+from annette_torch.search.proxyless import ProxylessSearch, ProxylessSupernet, search
+from annette_torch.search.spaces import mbv2
 
 
 @pytest.fixture(autouse=True)
@@ -25,7 +25,7 @@ def one_thread():
 
 @pytest.fixture(scope="module")
 def table() -> LatencyTable:
-    return LatencyTable.for_mbv2("zcu102")
+    return mbv2.latency_table("zcu102")
 
 
 def test_supernet_paths_and_gates():

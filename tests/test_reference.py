@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from annette_torch.compat import compat_platform, layers_from_annette, mapping_from_annette
+from annette_torch.platform.annette_compat import compat_platform, layers_from_annette, mapping_from_annette
 from annette_torch.frontends.annette_json import from_annette_json
 from annette_torch.platform import Platform
 

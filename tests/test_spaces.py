@@ -11,13 +11,13 @@ import numpy as np
 import pytest
 
 try:
-    import search  # noqa: F401
+    import annette_torch.search  # noqa: F401
 except ImportError:  # `search` sits beside annette_torch in a source checkout
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
 from annette_torch import trace
 from annette_torch.ir import INT_COLUMNS, Network
-from search.spaces import mbv2, nb101, nb201
+from annette_torch.search.spaces import mbv2, nb101, nb201
 
 
 def layer_multiset(net: Network) -> list[tuple]:

@@ -16,8 +16,7 @@ from hypothesis.extra import numpy as hnp
 from annette_torch import PlatformError
 from annette_torch.fit.statistical_fit import fit_mixed, fit_statistical, mape
 from annette_torch.ir import LayerType as T, NetworkBuilder
-from annette_torch.models import (LayerFeatures, Mixed, RefinedRoofline, Roofline, Statistical, TreeEnsemble,
-                                  model_from_dict)
+from annette_torch.models import LayerFeatures, Mixed, RefinedRoofline, Roofline, Statistical, TreeEnsemble, model_from_dict
 from annette_torch.models.statistical import feature_names, layer_features
 from annette_torch.platform import Platform, SCHEMA
 

@@ -8,7 +8,7 @@ import sqlite3
 import numpy as np
 import pytest
 
-from annette_torch import validation as V
+from annette_torch import validate as V
 from annette_torch.ir import LayerType as T
 from annette_torch.ir import NetworkBuilder
 from annette_torch.models import Roofline

@@ -40,7 +40,7 @@ def ingest_reports(paths: Sequence[str], platform: str, db: str) -> tuple[int, i
     """
     from .matcher import match
     from .runners.vitis import VitisRunner, collect
-    from .store import machine_fingerprint
+    from ..platform.machine import machine_fingerprint
     from .suites import SUITES
 
     runs, bad = [], 0

@@ -10,7 +10,6 @@ from __future__ import annotations
 import csv
 import json
 import os
-import platform as _platform
 import sqlite3
 import time
 from dataclasses import dataclass
@@ -19,7 +18,7 @@ from typing import Any, Iterable, Iterator, Sequence
 from ..errors import AnnetteError
 from .records import LayerRecord
 
-__all__ = ["Store", "StoreError", "machine_fingerprint", "ConfigResult", "EXPORT_COLUMNS"]
+__all__ = ["Store", "StoreError", "ConfigResult", "EXPORT_COLUMNS"]
 
 SCHEMA_VERSION = 1
 
@@ -69,21 +68,6 @@ EXPORT_COLUMNS = ("platform", "suite", "config_id", "status", "layer", "layer_ty
 
 class StoreError(AnnetteError):
     """The measurement database cannot be opened or is not one of ours."""
-
-
-def machine_fingerprint(threads: int | None = None) -> dict[str, Any]:
-    """What identifies the measuring machine: CPU model, core count, inference threads, OS, Python."""
-    cpu = _platform.processor() or ""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    return {"cpu": cpu or _platform.machine(), "cores": os.cpu_count(), "threads": threads,
-            "os": f"{_platform.system()} {_platform.release()}", "python": _platform.python_version()}
 
 
 @dataclass

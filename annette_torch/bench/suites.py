@@ -740,7 +740,7 @@ def _stride_path(b: NetworkBuilder, c: dict, x: int, tag: str, s: int) -> None:
 def _b_stride_prop(c: dict) -> Network:
     """Two paths from one input: 3x3 conv -> middle layer -> 1x1 conv with stride 2 (``A``), and the same with
     stride 1 (``B``). A toolchain propagating strides runs conv ``convA`` at a quarter of ``convB``'s work
-    when the stride passes the middle layer (`annette_torch.mapping_strides`)."""
+    when the stride passes the middle layer (`annette_torch.mapping.strides`)."""
     b = NetworkBuilder("stride_prop")
     x = _input(b, c, hw=("hw", "hw"))
     _stride_path(b, c, x, "A", 2)

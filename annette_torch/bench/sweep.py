@@ -19,7 +19,8 @@ import numpy as np
 
 from ..errors import AnnetteError
 from .records import LayerRecord
-from .store import ConfigResult, Store, machine_fingerprint
+from .store import ConfigResult, Store
+from ..platform.machine import machine_fingerprint
 
 __all__ = ["measure", "measure_packed", "run_sweep", "SweepResult", "parse_budget"]
 

@@ -36,18 +36,16 @@ import numpy as np
 
 from ..errors import AnnetteError
 from ..ir import LayerType, Network
+from ..models.calibration import SIGNED_TERMS, TERMS, Calibration, network_terms
 
 __all__ = ["TERMS", "ZCU102_TERMS", "CPU_TERMS", "SIGNED_TERMS", "CPU_SIGNED_TERMS", "CPU_LOSS", "network_terms", "Calibration", "fit_calibration", "leave_one_out", "fit_cpu_calibration", "loo_report",
            "fix_caffe_depthwise", "load_published_zcu102"]
 
 log = logging.getLogger(__name__)
 
-TERMS = ("layers", "depthwise", "cpu_tail", "constant", "executed_layers")
 #: the terms used for the ZCU102 (board figures) and for CPU runtimes measured here
 ZCU102_TERMS = ("layers", "depthwise", "cpu_tail", "constant")
 CPU_TERMS = ("layers", "depthwise", "executed_layers", "constant")
-#: terms whose coefficient may be negative (a per-node cost the profiled layer times over-count)
-SIGNED_TERMS = ("executed_layers",)
 #: ... and on a measured CPU also the depthwise time (see the module docstring); ``layers + depthwise``, the
 #: depthwise layers' own scale, must stay above `MIN_DEPTHWISE_SCALE` of ``layers`` or the term is dropped
 CPU_SIGNED_TERMS = ("executed_layers", "depthwise")
@@ -55,61 +53,6 @@ MIN_DEPTHWISE_SCALE = 0.25
 #: scipy ``least_squares`` loss and its scale (relative error) for the CPU calibration: residuals beyond
 #: ~5 % count linearly, not quadratically (soft L1, convex: one optimum), so outliers do not drag the fit
 CPU_LOSS = ("soft_l1", 0.05)
-_HEAVY = (LayerType.CONV, LayerType.DEPTHWISE_CONV, LayerType.GROUP_CONV, LayerType.CONV_POOL,
-          LayerType.FULLY_CONNECTED, LayerType.CONV_TRANSPOSE)
-
-
-def _cpu_tail_elems(net: Network) -> float:
-    """Input elements of the layers after the last heavy (conv / FC) layer on every path."""
-    heavy = np.isin(net.types, _HEAVY)
-    children: list[list[int]] = [[] for _ in range(len(net))]
-    for s, d in net.edges:
-        children[int(s)].append(int(d))
-    feeds_heavy = np.zeros(len(net), dtype=bool)
-    for i in range(len(net) - 1, -1, -1):  # builders add layers in topological order
-        feeds_heavy[i] = any(heavy[c] or feeds_heavy[c] for c in children[i])
-    graph_input = (net.types == LayerType.INPUT) & (net.n_inputs == 0)
-    tail = ~feeds_heavy & ~heavy & ~graph_input
-    return float(net.in_elems[tail].sum())
-
-
-def network_terms(est: Any) -> dict[str, float]:
-    """The calibration terms of one `Estimate`."""
-    labels = est.mapped.network.types
-    dw = float(est.mapped_time_ms[labels == LayerType.DEPTHWISE_CONV].sum())
-    executed = int(np.count_nonzero(labels != LayerType.INPUT))
-    return {"layers": est.total_ms, "depthwise": dw, "cpu_tail": _cpu_tail_elems(est.network) / 1e6,
-            "constant": 1.0, "executed_layers": float(executed)}
-
-
-@dataclass
-class Calibration:
-    """Fitted coefficients per term; ``predict`` maps an estimate's terms to end-to-end ms."""
-
-    coef: dict[str, float]
-    loo_mape: float | None = None
-    fitted_on: tuple[str, ...] = ()
-    predicts: str = "end-to-end latency (ms)"
-
-    def predict(self, terms: dict[str, float]) -> float:
-        return float(sum(self.coef.get(k, 0.0) * v for k, v in terms.items()))
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"predicts": self.predicts, "coef": self.coef, "loo_mape": self.loo_mape,
-                "fitted_on": list(self.fitted_on)}
-
-    @classmethod
-    def from_dict(cls, d: Any, where: str) -> "Calibration":
-        from ..errors import PlatformError
-        from ..models.base import check_number
-        if not isinstance(d, dict) or not isinstance(d.get("coef"), dict):
-            raise PlatformError(f"{where}.coef: expected an object of term -> coefficient")
-        coef = {}
-        for k in d["coef"]:
-            if k not in TERMS:
-                raise PlatformError(f"{where}.coef.{k}: unknown term (known: {', '.join(TERMS)})")
-            coef[k] = check_number(d["coef"], k, f"{where}.coef", minimum=None if k in SIGNED_TERMS else 0)
-        return cls(coef, d.get("loo_mape"), tuple(d.get("fitted_on", ())), str(d.get("predicts", "")))
 
 
 def _matrix(terms: Sequence[dict[str, float]], use: Sequence[str]) -> np.ndarray:

@@ -104,12 +104,12 @@ def _heads(m: Measured) -> np.ndarray:
 
 
 #: share of the measured patterns run as one node at or above which the mapping model folds them
-#: (`annette_torch.mapping_folds`)
+#: (`annette_torch.mapping.folds`)
 FOLD_RATE = 0.95
 
 
 def learned_folds(measured: list[Measured]) -> tuple[tuple[str, ...], dict[str, object]]:
-    """The pattern folds the toolchain's records support (see `annette_torch.mapping_folds`).
+    """The pattern folds the toolchain's records support (see `annette_torch.mapping.folds`).
 
     ``swish`` when (nearly) every measured ``x * sigmoid(x)`` ran its Sigmoid and Mul in one node (OpenVINO:
     inside the conv; ONNX Runtime: a QuickGelu on the Mul); ``hardswish`` when (nearly) every measured
@@ -159,7 +159,7 @@ MIN_STRIDE_CONFIGS = 3
 
 
 def learned_strides(measured: list[Measured]) -> tuple[tuple[str, ...] | None, dict[str, object]]:
-    """Whether the toolchain propagates strides (`annette_torch.mapping_strides`) and through which layer
+    """Whether the toolchain propagates strides (`annette_torch.mapping.strides`) and through which layer
     types, from the ``stride_prop`` suite: per middle layer, the median ratio of the 3x3 conv's time on the
     stride-2 path to the same conv's on the stride-1 path. None (no propagation) unless the plain path
     (``mid="none"``) shows it. Returns the pass-through type labels (or None) and a report."""

@@ -24,14 +24,14 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ..bench.store import Store, machine_fingerprint
+from ..bench.store import Store
+from ..platform.machine import machine_fingerprint
 from ..ir import LayerType, Network
 from ..mapping import MappingModel
-from ..mapping_costs import MappingCosts
+from ..mapping.costs import MappingCosts
 from ..models import LayerFeatures, LayerModel, RefinedRoofline, Roofline
 from ..platform import Platform
-from .data import (FitDataError, LayerSamples, fusion_examples, layer_samples, learned_folds, learned_strides,
-                   load_measured)
+from .data import FitDataError, LayerSamples, fusion_examples, layer_samples, learned_folds, learned_strides, load_measured
 from .cache_fit import CONTEXT_SUITES, fit_cache
 from .mapping_costs_fit import describe, fit_fused_costs, fit_inserted, fused_primaries
 from .mapping_fit import fit_mapping

@@ -1,4 +1,4 @@
-"""Fit the mapping model's costs (`annette_torch.mapping_costs.MappingCosts`) from benchmark data.
+"""Fit the mapping model's costs (`annette_torch.mapping.costs.MappingCosts`) from benchmark data.
 
 * Fused-layer work: the layer models of a first pass (fitted on fused groups whatever they absorbed)
   leave a residual per group. Per executing type P and fused type A (``conv_act``, ``dw_act``,
@@ -21,7 +21,7 @@ import numpy as np
 from scipy.optimize import lsq_linear
 
 from ..ir import LayerType
-from ..mapping_costs import COEFS, narrow_pixels
+from ..mapping.costs import COEFS, narrow_pixels
 from ..platform import Platform
 from .data import LayerSamples
 

@@ -16,17 +16,19 @@ per-candidate latency tables.
 from __future__ import annotations
 
 import functools
+import os
 import re
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from annette_torch.ir import LayerType, Network, NetworkBuilder
-
+from ...ir import LayerType, Network, NetworkBuilder
+from ...lookup import LatencyTable, block_latencies, mean_block_traffic
+from ...platform import Platform, load_platform
 from ._names import FxNames
 
 __all__ = [
     "STAGES", "CANDIDATES", "ZERO", "BlockSpec", "make_blocks", "BLOCKS", "INPUT_SHAPE", "parse_op",
-    "validate", "stem_network", "block_network", "head_network", "build_network", "build_module",
+    "validate", "stem_network", "block_network", "head_network", "build_network", "build_module", "latency_table",
 ]
 
 T = LayerType
@@ -283,3 +285,22 @@ def _torch() -> dict[str, type]:
             return self.classifier(self.dropout(x))
 
     return {"ProxylessNet": ProxylessNet, "Block": Block, "MBConv": MBConv}
+
+
+def latency_table(platform: "str | os.PathLike | Platform" = "zcu102", resolution: int = 224,
+                  num_classes: int = 1000, blocks: Sequence[Any] | None = None) -> LatencyTable:
+    """The `LatencyTable` of this block space, full size: rows are `BLOCKS` (or ``blocks``), columns each
+    block's ``ops``; ``fixed_ms`` is the stem (with the network input) plus the head (feature-mix conv,
+    pooling, classifier)."""
+    plat = load_platform(platform)
+    specs = list(BLOCKS if blocks is None else blocks)
+    ops = [list(blk.ops) for blk in specs]
+    nets = [[None if op == ZERO else block_network(b, op, resolution, specs) for op in cands]
+            for b, cands in enumerate(ops)]
+    fixed = [stem_network(resolution), head_network(num_classes, resolution, specs)]
+    context = mean_block_traffic(plat, nets, fixed)
+    stem = float(block_latencies(plat, fixed[:1], count_input=True, context_bytes=context)[0])
+    head = float(block_latencies(plat, fixed[1:], context_bytes=context, count_output=True)[0])
+    meta = {"space": "mbv2", "resolution": resolution, "num_classes": num_classes,
+            "stem_ms": stem, "head_ms": head}
+    return LatencyTable.build(plat, nets, stem + head, ops, meta=meta, context_bytes=context)

@@ -23,7 +23,7 @@ from typing import Any, NamedTuple, Sequence
 
 import numpy as np
 
-from annette_torch.ir import LayerType, Network, NetworkBuilder
+from ...ir import LayerType, Network, NetworkBuilder
 
 from ._names import FxNames
 

@@ -28,7 +28,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from annette_torch.ir import INT_COLUMNS, LayerType, Network, NetworkBuilder
+from ...ir import INT_COLUMNS, LayerType, Network, NetworkBuilder
 
 __all__ = [
     "OPS", "EDGES", "NUM_ARCHS", "INPUT_SHAPE", "parse", "arch_string", "arch_to_index", "index_to_arch",
@@ -471,7 +471,7 @@ def estimate_all(platform: Any = "zcu102", C: int = 16, N: int = 5, num_classes:
 
     Cells with equal `live_edges` have identical networks, so only the distinct ones (9,445) are estimated.
     """
-    from annette_torch.estimator import estimate_many
+    from ...estimator import estimate_many
 
     first: dict[tuple[tuple[str, int, int], ...], int] = {}
     which = np.empty(NUM_ARCHS, np.int64)

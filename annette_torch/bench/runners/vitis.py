@@ -36,15 +36,7 @@ import numpy as np
 import onnx
 
 from ...errors import AnnetteError
-from ..dpu_reports import (
-    DpuReport,
-    ReportError,
-    UnknownLayoutError,
-    detect_format,
-    merge_vtf_with_summary,
-    parse_text,
-    read_report_text,
-)
+from ..parsers.dpu import DpuReport, ReportError, UnknownLayoutError, detect_format, merge_vtf_with_summary, parse_text, read_report_text
 from ..records import NodeRecord
 from .base import Profile, Runner, register_runner
 

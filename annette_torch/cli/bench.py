@@ -7,7 +7,7 @@ import os
 import sys
 from typing import Any
 
-from .errors import AnnetteError
+from ..errors import AnnetteError
 
 __all__ = ["add_parser", "add_calibrate_parser", "run", "run_calibrate", "PLATFORM_RUNNERS", "DEFAULT_DB"]
 
@@ -65,7 +65,7 @@ def _check_db(path: str, must_exist: bool) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Execute ``annette bench ...``; returns the exit code."""
-    from .bench.store import Store
+    from ..bench.store import Store
 
     cmd = args.bench_command
     if cmd == "export":
@@ -84,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
     if cmd == "ingest":
         return _ingest(args)
     if args.list:
-        from .bench.suites import list_suites
+        from ..bench.suites import list_suites
         for name, desc in list_suites().items():
             print(f"{name:<18}{desc}")
         return 0
@@ -107,7 +107,7 @@ def _runner_for(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
 
 
 def _configs(args: argparse.Namespace, suite_name: str) -> list[dict[str, Any]]:
-    from .bench.suites import SUITES
+    from ..bench.suites import SUITES
     if suite_name not in SUITES:
         raise AnnetteError(f"unknown suite {suite_name!r} (see 'annette bench --list')")
     suite = SUITES[suite_name]
@@ -120,8 +120,8 @@ def _configs(args: argparse.Namespace, suite_name: str) -> list[dict[str, Any]]:
 
 
 def _run_suites(args: argparse.Namespace) -> int:
-    from .bench.store import Store
-    from .bench.sweep import parse_budget, run_sweep
+    from ..bench.store import Store
+    from ..bench.sweep import parse_budget, run_sweep
 
     budget = parse_budget(args.budget)
     runner, kw = _runner_for(args)
@@ -151,10 +151,10 @@ def _write_jobs(args: argparse.Namespace) -> int:
     """zcu102: write one job folder per configuration for the vendor toolchain and the board."""
     import json
 
-    from .bench.export import to_onnx
-    from .bench.runners.base import get_runner
-    from .bench.runners.vitis import write_run_params
-    from .bench.suites import SUITES
+    from ..bench.export import to_onnx
+    from ..bench.runners.base import get_runner
+    from ..bench.runners.vitis import write_run_params
+    from ..bench.suites import SUITES
 
     os.makedirs(args.jobs_dir, exist_ok=True)
     runner = get_runner("vitis", workdir=args.jobs_dir)
@@ -174,7 +174,7 @@ def _write_jobs(args: argparse.Namespace) -> int:
 
 def _ingest(args: argparse.Namespace) -> int:
     """Store reports copied back from a board, matched against the benchmark networks they came from."""
-    from .bench.ingest import ingest_reports
+    from ..bench.ingest import ingest_reports
     n_ok, n_fail = ingest_reports(args.reports, args.platform, args.db)
     print(f"ingested {n_ok} benchmark(s) into {args.db}" + (f"; {n_fail} could not be read" if n_fail else ""))
     return 0 if n_ok or not n_fail else 1
@@ -194,8 +194,8 @@ def add_calibrate_parser(sub: Any) -> None:
 
 def run_calibrate(args: argparse.Namespace) -> int:
     """Execute ``annette calibrate``."""
-    from .bench.sweep import parse_budget
-    from .calibrate import run_calibration
+    from ..bench.sweep import parse_budget
+    from ..fit.calibrate import run_calibration
 
     rep = run_calibration(args.platform, quick=args.quick, out=args.out, db=args.db,
                           budget_s=parse_budget(args.budget), progress=lambda m: print(m, file=sys.stderr))

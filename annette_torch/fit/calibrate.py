@@ -19,7 +19,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from .errors import AnnetteError, check_writable
+from ..errors import AnnetteError, check_writable
 
 __all__ = ["PLANS", "calibration_networks", "run_calibration", "calibrate_network_level", "suite_options"]
 
@@ -79,7 +79,7 @@ def calibration_networks(n: int, seed: int = CALIBRATION_SEED, exclude_hashes: s
     dominate, and their errors set the per-layer term (ort-cpu on an Intel Xeon: -6 us per layer, so small
     NB101 cells came out 15-18% low and large ones 10% high; calibration LOO 9.9% with them, 3.2% without).
     """
-    from search.spaces import mbv2, nb101
+    from ..search.spaces import mbv2, nb101
 
     rng = np.random.default_rng(seed)
     out = []
@@ -101,16 +101,17 @@ def calibration_networks(n: int, seed: int = CALIBRATION_SEED, exclude_hashes: s
 
 def _validation_hashes(n: int = 200, seed: int = 12345) -> set[str]:
     """Hashes of the NB101 cells the accuracy benchmark validates on (kept out of calibration)."""
-    from search.spaces import nb101
+    from ..search.spaces import nb101
     return {nb101.spec_hash(s.matrix, s.ops) for s in nb101.sample(n, np.random.default_rng(seed))}
 
 
 def calibrate_network_level(platform_obj: Any, runtime: str, nets: Sequence[Any],
                             progress: Callable[[str], None] | None = None) -> tuple[Any, dict[str, Any]]:
     """Measure ``nets`` end to end on ``runtime`` and fit the platform's network-level terms."""
-    from .estimator import estimate
-    from .fit.calibrate_network import fit_cpu_calibration, network_terms
-    from .validation import measure_latency
+    from ..estimator import estimate
+    from .calibrate_network import fit_cpu_calibration
+    from ..models.calibration import network_terms
+    from ..validate import measure_latency
 
     # rounds over all networks, the minimum per network: a slow spell of a shared machine (whole-network
     # latency drifts by a few % within minutes) then has to last all rounds to bias the calibration
@@ -139,11 +140,11 @@ def suite_options(platform: str, suite: str) -> dict[str, str] | None:
 def run_calibration(platform: str, quick: bool = False, out: str | None = None, db: str | None = None,
                     progress: Callable[[str], None] | None = None, budget_s: float | None = None) -> dict[str, Any]:
     """Measure, fit and write the platform file; returns a report (paths, errors, timings)."""
-    from .bench.store import Store
-    from .bench.suites import SUITES
-    from .bench.sweep import run_sweep
-    from .fit.generator import fit_platform
-    from .platform import Platform
+    from ..bench.store import Store
+    from ..bench.suites import SUITES
+    from ..bench.sweep import run_sweep
+    from .generator import fit_platform
+    from ..platform import Platform
 
     if platform not in MEASURABLE:
         raise AnnetteError(f"calibrate: platform {platform!r} cannot be measured on this machine "
@@ -190,7 +191,7 @@ def run_calibration(platform: str, quick: bool = False, out: str | None = None, 
 def platform_file(plat: Any, fit_rep: dict[str, Any], platform: str) -> dict[str, Any]:
     """The platform file's content for a `fit_platform` result measured here: description, this machine's
     fingerprint and a summary of the fit report (no end-to-end calibration yet)."""
-    from .bench.store import machine_fingerprint
+    from ..platform.machine import machine_fingerprint
 
     d = plat.to_dict()
     d["description"] = (f"{platform} measured on this machine ({machine_fingerprint(1)['cpu']}, 1 thread): mixed "
@@ -221,7 +222,7 @@ def overhead_entry(cal: Any, origin: str) -> dict[str, Any]:
 def without_overhead(plat: Any) -> Any:
     """A copy of ``plat`` without its network-level overhead: the raw layer-model sums that `with_overhead`
     must be fitted on (terms from an already calibrated platform would calibrate it twice)."""
-    from .platform import Platform
+    from ..platform import Platform
 
     if plat.overhead is None:
         return plat
@@ -237,8 +238,8 @@ def with_overhead(plat: Any, terms: Sequence[dict[str, float]], measured_ms: Seq
     ``terms`` must come from estimates by ``plat`` without overhead (see `network_terms`); ``origin`` says
     where the measurements come from (the leave-one-out MAPE is appended).
     """
-    from .fit.calibrate_network import fit_cpu_calibration
-    from .platform import Platform
+    from .calibrate_network import fit_cpu_calibration
+    from ..platform import Platform
 
     cal = fit_cpu_calibration(terms, np.asarray(measured_ms, dtype=np.float64), names)
     d = plat.to_dict()

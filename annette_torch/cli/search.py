@@ -12,7 +12,8 @@ import sys
 from pathlib import Path
 from typing import Any, Iterator
 
-from .errors import AnnetteError, check_writable
+from ..errors import AnnetteError, check_writable
+from .common import platform_names
 
 __all__ = ["add_parser", "run"]
 
@@ -87,7 +88,7 @@ def add_parser(sub: Any) -> None:
 def _import_search() -> None:
     """Make the top-level ``search`` package importable from a source checkout that predates its install."""
     try:
-        import search  # noqa: F401
+        import annette_torch.search  # noqa: F401
     except ImportError:
         root = Path(__file__).resolve().parents[1]
         if (root / "search" / "__init__.py").is_file():
@@ -129,7 +130,7 @@ def _search(args: argparse.Namespace) -> int:
     import time
 
     from optuna.trial import TrialState
-    from search import optuna_search as osr
+    from ..search import optuna_search as osr
 
     if not args.multi_objective and args.latency_ms is None:
         raise AnnetteError("give --latency-ms (the latency budget) or --multi-objective")
@@ -194,21 +195,16 @@ def _search(args: argparse.Namespace) -> int:
     return 0
 
 
-def _platform_names(values: list[str]) -> list[str]:
-    from .cli import _platform_names as names  # one parser for "-p a,b -p c" everywhere
-    return names(values or [""])
-
-
 def _pareto(args: argparse.Namespace) -> int:
     import time
 
     import numpy as np
 
-    from search import pareto
+    from ..search import pareto
 
-    from .platform import load_platform
+    from ..platform import load_platform
 
-    platforms = [load_platform(p) for p in _platform_names(args.platform)]  # fail fast
+    platforms = [load_platform(p) for p in platform_names(args.platform, default="")]  # fail fast
     if args.accuracy is not None and not os.path.isfile(args.accuracy):
         raise AnnetteError(f"{args.accuracy}: no such accuracy file")
     out = Path(args.out or f"pareto_{args.space}.png")

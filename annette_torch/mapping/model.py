@@ -7,11 +7,11 @@ apply repeatedly, so chains collapse (Conv -> BatchNorm -> Relu -> MaxPool becom
 All candidate pairs of a round are found with array operations over the edge list.
 
 Before the rules, a model may *fold* patterns of several layers that the toolchain executes as one layer
-of another type (`annette_torch.mapping_folds`): ``swish`` turns ``Mul(x, Sigmoid(x))`` -- how exporters
+of another type (`annette_torch.mapping.folds`): ``swish`` turns ``Mul(x, Sigmoid(x))`` -- how exporters
 write ``nn.SiLU`` -- into one SiLU layer, ``hardswish`` turns ``x * relu6(x + 3) / 6`` into one HardSwish
 layer that stays a node of its own; pairwise rules could not express either (x has two consumers).
 
-Before the folds, a model may propagate strides (``strides``: `annette_torch.mapping_strides`): a
+Before the folds, a model may propagate strides (``strides``: `annette_torch.mapping.strides`): a
 toolchain computes only the pixels a strided 1x1 convolution reads, which changes shapes, not layers.
 """
 
@@ -24,11 +24,11 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from .errors import PlatformError
-from .ir import INT_COLUMNS, LayerType, Network
-from .mapping_costs import MappingCosts
-from .mapping_folds import FOLDS, apply_folds, hardswish_groups, swish_diamonds
-from .mapping_strides import propagate_strides
+from ..errors import PlatformError
+from ..ir import INT_COLUMNS, LayerType, Network
+from .costs import MappingCosts
+from .folds import FOLDS, apply_folds, hardswish_groups, swish_diamonds
+from .strides import propagate_strides
 
 __all__ = ["FusionRule", "Condition", "MappingModel", "MappedNetwork", "expand_types", "FOLDS", "swish_diamonds",
            "hardswish_groups", "apply_folds"]
@@ -199,7 +199,7 @@ class MappingModel:
     ``costs`` (optional): what fused layers and inserted reorders still cost (`MappingCosts`); ``apply``
     seeds each executing layer's fused-layer time (``Network.fused_ms``), `Platform.predict` adds both.
     ``folds``: pattern folds (`FOLDS`) applied before the rules. ``strides``: None when the toolchain does not
-    propagate strides, else the layer types a stride passes through (`annette_torch.mapping_strides`).
+    propagate strides, else the layer types a stride passes through (`annette_torch.mapping.strides`).
     """
 
     def __init__(self, rules: Sequence[FusionRule] = (), costs: MappingCosts | None = None,

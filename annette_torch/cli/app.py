@@ -18,8 +18,9 @@ import os
 import sys
 from typing import Any, Iterator, Sequence
 
-from . import __version__
-from .errors import AnnetteError, ModelLoadError
+from .. import __version__
+from ..errors import AnnetteError, ModelLoadError
+from .common import platform_names
 
 __all__ = ["main", "build_parser", "parse_input_shape"]
 
@@ -86,10 +87,10 @@ def build_parser() -> argparse.ArgumentParser:
     pl = sub.add_parser("platforms", help="list the shipped platforms", description="List the shipped platforms.")
     pl.add_argument("--json", action="store_true", help="print {name: description} as JSON")
 
-    from .cli_bench import add_calibrate_parser, add_parser as add_bench
+    from .bench import add_calibrate_parser, add_parser as add_bench
     add_bench(sub)
     add_calibrate_parser(sub)
-    from .cli_search import add_parser as add_search
+    from .search import add_parser as add_search
     add_search(sub)
     return p
 
@@ -150,7 +151,7 @@ def _load_model(spec: str, input_shape: Any):
             raise ModelLoadError(f"{spec}: is a directory, expected an .onnx file or an ANNETTE .json graph")
         if low.endswith(".json") and input_shape is not None:
             _warn("--input-shape is ignored for ANNETTE .json graphs (their shapes are fixed)")
-        from .estimator import to_network
+        from ..estimator import to_network
         if low.endswith(".json"):
             return to_network(spec)
         if isinstance(input_shape, list):
@@ -160,7 +161,7 @@ def _load_model(spec: str, input_shape: Any):
         return _from_callable(spec, input_shape)
     zoo = _zoo()
     if spec in zoo.ZOO:
-        from .frontends.fx import trace
+        from ..frontends.fx import trace
         shape = input_shape if input_shape is not None else zoo.INPUT_SHAPES[spec]
         return trace(zoo.get(spec), shape, name=spec)
     raise ModelLoadError(f"unknown model {spec!r}: not a file, not a zoo model ({', '.join(sorted(zoo.ZOO))}) "
@@ -168,7 +169,7 @@ def _load_model(spec: str, input_shape: Any):
 
 
 def _zoo():
-    from . import zoo
+    from .. import zoo
     return zoo
 
 
@@ -208,7 +209,7 @@ def _from_callable(spec: str, input_shape: Any):
         if name not in shapes:
             raise ModelLoadError(f"{spec}: give the input shape, e.g. --input-shape 1,3,224,224")
         input_shape = shapes[name]
-    from .frontends.fx import trace
+    from ..frontends.fx import trace
     return trace(model, input_shape, name=name)
 
 
@@ -271,7 +272,7 @@ def _write_csv(estimates: list, path: str) -> None:
     if len(estimates) == 1:
         estimates[0].to_csv(path)
         return
-    from .estimator import TABLE_COLUMNS
+    from ..estimator import TABLE_COLUMNS
     with open(path, "w", encoding="utf-8", newline="") as f:
         w = csv.DictWriter(f, fieldnames=["platform", *TABLE_COLUMNS], lineterminator="\n")
         w.writeheader()
@@ -280,27 +281,15 @@ def _write_csv(estimates: list, path: str) -> None:
                 w.writerow({"platform": est.platform.name, **row})
 
 
-def _platform_names(values: list[str] | None) -> list[str]:
-    names: list[str] = []
-    for v in values or ["zcu102"]:
-        for n in v.split(","):
-            n = n.strip()
-            if n and n not in names:
-                names.append(n)
-    if not names:
-        raise AnnetteError("--platform: no platform given")
-    return names
-
-
 # ------------------------------------------------------------------------------------------------------
 # commands
 
 
 def _cmd_estimate(args: argparse.Namespace) -> int:
-    from .estimator import estimate
-    from .platform import load_platform
+    from ..estimator import estimate
+    from ..platform import load_platform
 
-    platforms = [load_platform(p) for p in _platform_names(args.platform)]  # fail fast, before tracing
+    platforms = [load_platform(p) for p in platform_names(args.platform)]  # fail fast, before tracing
     net = _load_model(args.model, args.input_shape)
     estimates = [estimate(net, p) for p in platforms]
 
@@ -310,7 +299,7 @@ def _cmd_estimate(args: argparse.Namespace) -> int:
         except OSError as e:
             raise AnnetteError(f"cannot write {args.csv}: {e.strerror or e}") from None
     if args.plot:
-        from .plots import plot_breakdown
+        from ..plots import plot_breakdown
         try:
             plot_breakdown(estimates if len(estimates) > 1 else estimates[0], args.plot)
         except OSError as e:
@@ -339,7 +328,7 @@ def _cmd_estimate(args: argparse.Namespace) -> int:
 
 
 def _cmd_platforms(args: argparse.Namespace) -> int:
-    from .platform import list_platforms, shipped_machines
+    from ..platform import list_platforms, shipped_machines
 
     plats = list_platforms()
     if args.json:
@@ -371,13 +360,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             if args.command == "estimate":
                 return _cmd_estimate(args)
             if args.command == "calibrate":
-                from .cli_bench import run_calibrate
+                from .bench import run_calibrate
                 return run_calibrate(args)
             if args.command == "bench":
-                from .cli_bench import run as run_bench
+                from .bench import run as run_bench
                 return run_bench(args)
             if args.command in ("search", "pareto"):
-                from .cli_search import run as run_search
+                from .search import run as run_search
                 return run_search(args)
             return _cmd_platforms(args)
     except AnnetteError as e:

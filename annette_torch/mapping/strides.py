@@ -19,7 +19,7 @@ from typing import Iterable
 
 import numpy as np
 
-from .ir import LayerType, Network, topological_order
+from ..ir import LayerType, Network, topological_order
 
 __all__ = ["propagate_strides"]
 

@@ -19,7 +19,7 @@ from typing import Sequence
 
 import numpy as np
 
-from .ir import LayerType, Network
+from ..ir import LayerType, Network
 
 __all__ = ["FOLDS", "Folded", "apply_folds", "swish_diamonds", "hardswish_groups"]
 

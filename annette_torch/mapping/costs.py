@@ -21,8 +21,8 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from .errors import PlatformError
-from .ir import LayerType, Network
+from ..errors import PlatformError
+from ..ir import LayerType, Network
 
 __all__ = ["MappingCosts", "COEFS", "narrow_pixels"]
 

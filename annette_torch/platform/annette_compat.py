@@ -13,10 +13,10 @@ import json
 import os
 from typing import Any, Mapping
 
-from .errors import PlatformError
-from .mapping import Condition, FusionRule, MappingModel
-from .models import LayerModel, RefinedRoofline, Roofline
-from .platform import Platform
+from ..errors import PlatformError
+from ..mapping import Condition, FusionRule, MappingModel
+from ..models import LayerModel, RefinedRoofline, Roofline
+from . import Platform
 
 __all__ = ["layers_from_annette", "mapping_from_annette", "platform_from_annette"]
 
@@ -122,9 +122,9 @@ class AnnetteCompatPlatform(Platform):
     def predict(self, net, segments=None, context_bytes=None):  # type: ignore[override]
         import numpy as np
 
-        from .ir import LayerType as T
-        from .models import LayerFeatures
-        from .models.refined import RefinedRoofline as RR
+        from ..ir import LayerType as T
+        from ..models import LayerFeatures
+        from ..models.refined import RefinedRoofline as RR
 
         mi = self._model_of_type[net.types]
         keys = np.array(self._keys, dtype=object)[mi]

@@ -1,4 +1,4 @@
-"""``make demo`` (``python -m annette_torch.cli_demo``): estimate a handful of networks on every shipped platform.
+"""``make demo`` (``python -m annette_torch.cli.demo``): estimate a handful of networks on every shipped platform.
 
 Zoo models are traced with torch.fx; graphs of the original ANNETTE are read from
 ``annette-reference/graphs`` when that folder is found next to the repository. Prints one table
@@ -53,10 +53,10 @@ def find_reference_graphs() -> Path | None:
 
 def step_estimate(ctx: DemoContext) -> None:
     """Convert each network once, estimate it on every platform, print the table."""
-    from . import zoo
-    from .estimator import estimate
-    from .frontends.annette_json import from_annette_json
-    from .frontends.fx import trace
+    from .. import zoo
+    from ..estimator import estimate
+    from ..frontends.annette_json import from_annette_json
+    from ..frontends.fx import trace
 
     sources: list[tuple[str, str, Callable[[], Any]]] = []
     for name in ZOO_MODELS:
@@ -104,7 +104,7 @@ def step_estimate(ctx: DemoContext) -> None:
 
 def step_breakdown_plot(ctx: DemoContext) -> None:
     """Per-layer breakdown chart of resnet50 on zcu102 and ncs2."""
-    from .plots import plot_breakdown
+    from ..plots import plot_breakdown
 
     net_name, plats = BREAKDOWN
     r = ctx.results.get(net_name) or ctx.results.get("cf_resnet50")
@@ -123,13 +123,13 @@ NAS_SEARCH = ("nb201", "zcu102", 0.2, 50)
 def step_nas_search(ctx: DemoContext) -> None:
     """A 50-trial latency-constrained Optuna search (TPE) over NAS-Bench-201 cells under a zcu102 budget.
 
-    The objective is `search.optuna_search.synthetic_accuracy`, a deterministic stand-in (NOT accuracy);
+    The objective is `annette_torch.search.optuna_search.synthetic_accuracy`, a deterministic stand-in (NOT accuracy);
     a real search passes a training function, a zero-cost proxy or a NAS-Bench lookup instead.
     """
     space, plat, budget, trials = NAS_SEARCH
     try:
         import optuna
-        from search.optuna_search import best_feasible, latency_constrained_search
+        from ..search.optuna_search import best_feasible, latency_constrained_search
     except ImportError as e:
         ctx.notes.append(f"NAS search step skipped ({e}; pip install 'annette-torch[search]')")
         return
@@ -163,7 +163,7 @@ STEPS: list[Callable[[DemoContext], None]] = [step_estimate, step_breakdown_plot
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .platform import list_platforms, load_platform
+    from ..platform import list_platforms, load_platform
 
     logging.basicConfig(level=logging.WARNING, format="demo: %(levelname)s: %(message)s")
     t0 = time.perf_counter()

@@ -57,8 +57,8 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import AnnetteError
-from .records import NodeRecord
+from ...errors import AnnetteError
+from ..records import NodeRecord
 
 __all__ = [
     "ReportError",

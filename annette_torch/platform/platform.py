@@ -1,11 +1,7 @@
-"""Platforms: one JSON file each, holding a mapping model and a layer model per layer type.
+"""`Platform`: a mapping model plus a layer model per layer type, read from and written to one JSON file.
 
 The file is plain data with a versioned schema (see docs/platform-format.md), validated on load with an
-error naming the offending field; it is never unpickled. ``load_platform("zcu102")`` finds a shipped
-platform by name; any path to a ``.json`` file works too. A measured platform (``ort-cpu``, ``openvino-cpu``)
-may ship one file per machine it was measured on (``platforms/machines/<name>/<machine slug>.json``): the
-name then loads the file of this machine's CPU, else the default file, which warns that it was measured
-elsewhere.
+error naming the offending field; it is never unpickled.
 """
 
 from __future__ import annotations
@@ -13,21 +9,20 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
-from functools import lru_cache
-from importlib import resources
-from pathlib import Path
 from typing import Any, Mapping
 
 import numpy as np
 
-from .errors import PlatformError, read_json_file
-from .ir import TYPE_FALLBACKS, LayerType, Network
-from .mapping import MappingModel
-from .models import LayerFeatures, LayerModel, Roofline, model_from_dict
+from ..errors import PlatformError, read_json_file
+from ..ir import TYPE_FALLBACKS, LayerType, Network
+from ..mapping import MappingModel
+from ..models import LayerFeatures, LayerModel, Roofline, model_from_dict
+from ..models.base import check_number
+from ..models.cache import CacheModel
+from ..models.calibration import Calibration
+from .machine import mismatch
 
-__all__ = ["Platform", "load_platform", "list_platforms", "SCHEMA", "SCHEMA_VERSION", "platform_dir", "machine_slug",
-           "shipped_machines"]
+__all__ = ["Platform", "SCHEMA", "SCHEMA_VERSION", "LAYER_KEYS", "dumps_platform"]
 
 log = logging.getLogger(__name__)
 
@@ -36,17 +31,6 @@ SCHEMA = "annette-torch/platform"
 SCHEMA_VERSION = 2
 #: Layer-model keys a platform may define: every type label plus the fallback groups.
 LAYER_KEYS = frozenset({t.label for t in LayerType} | {"Base", "Pool"})
-
-
-def platform_dir() -> Path:
-    """Folder of the shipped platform files (inside the installed package, or the source tree)."""
-    try:
-        p = Path(str(resources.files("annette_torch.platforms")))
-        if p.is_dir() and any(p.glob("*.json")):
-            return p
-    except (ModuleNotFoundError, TypeError):
-        pass
-    return Path(__file__).resolve().parent.parent / "platforms"
 
 
 class Platform:
@@ -64,11 +48,9 @@ class Platform:
         self.overhead = _read_overhead(self.meta.get("overhead"), name)
         self.cache = None
         if self.meta.get("cache") is not None:  # in-context weight residency (see models.cache)
-            from .models.cache import CacheModel
             self.cache = CacheModel.from_dict(self.meta["cache"], f"platform {name!r}: cache")
         self.end_to_end = None
-        if "end_to_end" in self.meta:  # network-level calibration (see fit.calibrate_network)
-            from .fit.calibrate_network import Calibration
+        if "end_to_end" in self.meta:  # network-level calibration (see models.calibration)
             self.end_to_end = Calibration.from_dict(self.meta["end_to_end"], f"platform {name!r}: end_to_end")
         self._build_tables()
 
@@ -104,15 +86,9 @@ class Platform:
         if not isinstance(fp, dict) or getattr(self, "_machine_checked", False):
             return None
         self._machine_checked = True
-        from .bench.store import machine_fingerprint
-        here = machine_fingerprint()
-        diff = [k for k in ("cpu", "cores") if fp.get(k) is not None and fp.get(k) != here.get(k)]
-        if not diff:
-            return None
-        msg = (f"platform {self.name!r} was measured on {fp.get('cpu')} ({fp.get('cores')} cores); this machine is "
-               f"{here.get('cpu')} ({here.get('cores')} cores): predictions may not hold here; run "
-               f"'annette calibrate --platform {self.name}' to measure this machine")
-        log.warning("%s", msg)
+        msg = mismatch(self.name, fp)
+        if msg is not None:
+            log.warning("%s", msg)
         return msg
 
     def model_for(self, t: LayerType) -> tuple[str, LayerModel]:
@@ -266,7 +242,6 @@ def _read_overhead(d: Any, name: str) -> tuple[float, float, float, float] | Non
     """
     if d is None:
         return None
-    from .models.base import check_number
     where = f"platform {name!r}: overhead"
     if not isinstance(d, Mapping):
         raise PlatformError(f"{where}: expected an object with scale, per_layer_ms, per_network_ms")
@@ -276,66 +251,3 @@ def _read_overhead(d: Any, name: str) -> tuple[float, float, float, float] | Non
                                                                                      minimum=0), dw)
 
 
-def list_platforms() -> dict[str, str]:
-    """Shipped platforms: name -> one-line description (of the file `load_platform` picks on this machine)."""
-    out = {}
-    for p in sorted(platform_dir().glob("*.json")):
-        try:
-            with open(_shipped_path(p.stem), encoding="utf-8") as f:
-                d = json.load(f)
-            out[p.stem] = str(d.get("description", "")).split("\n")[0]
-        except (OSError, json.JSONDecodeError):
-            out[p.stem] = "(unreadable platform file)"
-    return out
-
-
-def machine_slug(fingerprint: Mapping[str, Any]) -> str:
-    """File-name key of a machine: its CPU model and core count, e.g. ``intel-r-xeon-r-processor-2c``."""
-    cpu = re.sub(r"[^a-z0-9]+", "-", str(fingerprint.get("cpu", "")).lower()).strip("-") or "unknown-cpu"
-    return f"{cpu}-{fingerprint.get('cores')}c"
-
-
-def shipped_machines(name: str) -> list[str]:
-    """Machine slugs for which a measured file of shipped platform ``name`` exists besides its default."""
-    folder = platform_dir() / "machines" / name
-    return sorted(p.stem for p in folder.glob("*.json")) if folder.is_dir() else []
-
-
-@lru_cache(maxsize=1)
-def _this_machine_slug() -> str:
-    """`machine_slug` of this machine, read once (``load_platform(name)`` runs on every estimate by name)."""
-    from .bench.store import machine_fingerprint
-    return machine_slug(machine_fingerprint())
-
-
-def _shipped_path(name: str) -> str:
-    """The shipped file of ``name`` measured on this machine's CPU if there is one, else the default file."""
-    folder = platform_dir() / "machines" / name
-    if folder.is_dir():
-        mine = folder / f"{_this_machine_slug()}.json"
-        if mine.is_file():
-            return str(mine)
-    return str(platform_dir() / f"{name}.json")
-
-
-@lru_cache(maxsize=32)
-def _load_cached(path: str, mtime: float) -> Platform:
-    return Platform.load(path)
-
-
-def load_platform(platform: "str | os.PathLike | Platform") -> Platform:
-    """A `Platform` from a shipped name (``zcu102``; for a measured platform, the file of this machine's CPU
-    when one is shipped), a path to a platform file, or a Platform itself."""
-    if isinstance(platform, Platform):
-        return platform
-    s = os.fspath(platform)
-    if s.endswith(".json") or os.sep in s or os.path.isfile(s):
-        path = s
-    else:
-        path = _shipped_path(s)
-        if not os.path.isfile(path):
-            known = ", ".join(list_platforms()) or "none"
-            raise PlatformError(f"unknown platform {s!r} (shipped: {known}; or give a path to a platform .json)")
-    if not os.path.isfile(path):
-        raise PlatformError(f"{path}: no such platform file")
-    return _load_cached(os.path.abspath(path), os.path.getmtime(path))

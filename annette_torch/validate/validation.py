@@ -33,8 +33,8 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from .errors import AnnetteError
-from .ir import INT_COLUMNS, LayerType, Network
+from ..errors import AnnetteError
+from ..ir import INT_COLUMNS, LayerType, Network
 
 __all__ = [
     "ValidationNet", "Measurement", "MeasurementCache", "Comparison", "PLATFORMS", "GROUPS",
@@ -96,7 +96,7 @@ class ValidationNet:
         export falls back to ``torch.onnx.export``."""
         if self.source == "torch":
             return _torch_onnx(self.name.split("/", 1)[1], self.input_shape)
-        from .bench.export import ExportError, to_onnx
+        from ..bench.export import ExportError, to_onnx
         try:
             return to_onnx(self.network)
         except ExportError:
@@ -125,7 +125,7 @@ def _torch_onnx(zoo_name: str, input_shape: Sequence[int]):
     import onnx
     import torch
 
-    from . import zoo
+    from .. import zoo
     torch.manual_seed(0)
     module = zoo.get(zoo_name).eval()
     buf = io.BytesIO()
@@ -137,7 +137,7 @@ def _torch_onnx(zoo_name: str, input_shape: Sequence[int]):
 
 def _exports(net: Network) -> str | None:
     """None when the IR exports to ONNX, else the exporter's message."""
-    from .bench.export import to_onnx
+    from ..bench.export import to_onnx
     try:
         to_onnx(net)
     except AnnetteError as e:
@@ -207,8 +207,8 @@ def validation_networks(kinds: Sequence[str] = ("zoo", "reference", "nb101"), n_
         seen.pop(layer_signature(net, WEIGHTED_TYPES), None)
 
     if "zoo" in kinds:
-        from . import zoo
-        from .frontends.fx import trace
+        from .. import zoo
+        from ..frontends.fx import trace
         for name in zoo.names():
             if name in TINY_ZOO:
                 continue
@@ -227,7 +227,7 @@ def validation_networks(kinds: Sequence[str] = ("zoo", "reference", "nb101"), n_
     if "reference" in kinds:
         out.extend(_reference_networks(reference, check_export, admit, forget))
     if "nb101" in kinds:
-        from search.spaces import nb101
+        from ..search.spaces import nb101
         specs = nb101.sample(int(n_nb101), np.random.default_rng(seed))
         for i, spec in enumerate(specs):
             net = nb101.build_network(spec.matrix, spec.ops)
@@ -243,9 +243,9 @@ def validation_networks(kinds: Sequence[str] = ("zoo", "reference", "nb101"), n_
 def _reference_networks(reference: str | os.PathLike | None, check_export: bool,
                         admit: Callable[[str, Network], bool],
                         forget: Callable[[Network], None]) -> list[ValidationNet]:
-    from .frontends.annette_json import from_annette_json
+    from ..frontends.annette_json import from_annette_json
     if reference is None:
-        from .bench.suites import reference_dir
+        from ..bench.suites import reference_dir
         ref = reference_dir()
         if ref is None:
             log.warning("validation: the ANNETTE reference data folder was not found; no reference graphs")
@@ -355,7 +355,7 @@ def _ort_timer(model_bytes: bytes, threads: int) -> tuple[Callable[[], None], Ca
 
 
 def _ov_timer(model_bytes: bytes, threads: int) -> tuple[Callable[[], None], Callable[[], None]]:
-    from .bench.runners.openvino import _ov
+    from ..bench.runners.openvino import _ov
     ov = _ov()
     core = ov.Core()
     fd, path = tempfile.mkstemp(prefix="annette-val-", suffix=".onnx")
@@ -390,7 +390,7 @@ def runtime_info(platform: str) -> dict[str, Any]:
         return {"runtime": "onnxruntime", "version": ort.__version__, "provider": "CPUExecutionProvider",
                 "threads": 1, "opt_level": "all"}
     if platform == "openvino-cpu":
-        from .bench.runners.openvino import _ov, _ov_version
+        from ..bench.runners.openvino import _ov, _ov_version
         return {"runtime": "openvino", "version": _ov_version(_ov()), "device": "CPU", "threads": 1,
                 "performance_hint": "LATENCY", "precision": "f32"}
     raise ValidationError(f"unknown platform {platform!r} for measurement (known: {', '.join(PLATFORMS)})")
@@ -399,7 +399,7 @@ def runtime_info(platform: str) -> dict[str, Any]:
 def machine_key(platform: str) -> str:
     """Hex key of the measuring machine and runtime: `machine_fingerprint` (1 thread) plus the runtime's
     name, version and settings. Measurements cached under another key are not reused."""
-    from .bench.store import machine_fingerprint
+    from ..platform.machine import machine_fingerprint
     d = {"machine": machine_fingerprint(threads=1), "runtime": runtime_info(platform)}
     return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
 
@@ -420,7 +420,7 @@ def measure_latency(net_or_onnx: Any, platform: str, runs: int = 30, repeats: in
     if isinstance(net_or_onnx, ValidationNet):
         model = net_or_onnx.to_onnx().SerializeToString()
     elif isinstance(net_or_onnx, Network):
-        from .bench.export import to_onnx
+        from ..bench.export import to_onnx
         model = to_onnx(net_or_onnx).SerializeToString()
     elif isinstance(net_or_onnx, (bytes, bytearray)):
         model = bytes(net_or_onnx)
@@ -740,7 +740,7 @@ def _fit(x: float, prec: int, sign: str = "") -> str:
 
 def load_variants(variants: Mapping[str, Any]) -> dict[str, Any]:
     """``{name: Platform or platform file path or shipped name}`` -> ``{name: Platform}``."""
-    from .platform import load_platform
+    from ..platform import load_platform
     return {str(k): load_platform(v) for k, v in variants.items()}
 
 
@@ -751,7 +751,7 @@ def compare(variants: Mapping[str, Any], nets: Sequence[ValidationNet],
     ``measured`` maps network names to a `Measurement` or a latency in ms; networks without a measurement
     are left out (logged).
     """
-    from .estimator import estimate_many
+    from ..estimator import estimate_many
     plats = load_variants(variants)
     if not plats:
         raise ValidationError("compare: no platform variants given")
@@ -785,8 +785,8 @@ def store_layer_points(db_path: str | os.PathLike, platform: str, bit_width: flo
     (time > 0, not an inserted toolchain node) gives one point with its own operations and bytes (inputs,
     outputs and weights at ``bit_width`` bits). At most ``limit`` points (a fixed random sample of all).
     """
-    from .bench.store import Store
-    from .bench.suites import SuiteError, get_suite
+    from ..bench.store import Store
+    from ..bench.suites import SuiteError, get_suite
     ops, byts, times, types = [], [], [], []
     nets: dict[tuple[str, str], tuple[Network, list[str]] | None] = {}
     want = set(suites) if suites is not None else None
