@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import onnx
 import onnxruntime as ort
@@ -153,7 +155,11 @@ def test_same_padding_recorded_as_zero_is_refitted():
     model = to_onnx(net)
     shapes = inferred_shapes(model)
     assert shapes["conv"] == (1, 16, 8, 8) and shapes["pool"] == (1, 16, 4, 4)
-    session(model)
+    attrs = {n.name: {a.name: onnx.helper.get_attribute_value(a) for a in n.attribute} for n in model.graph.node}
+    assert attrs["conv"]["pads"] == [1, 1, 1, 1]  # the smallest padding giving 8 from 15
+    assert attrs["pool"]["pads"] == [0, 0, 0, 0] and attrs["pool"]["ceil_mode"] == 1  # ceil mode before refitting
+    (out,) = session(model).run(None, feeds(model))
+    assert out.shape == (1, 16, 4, 4)
 
 
 def test_ceil_mode_pool():
@@ -162,7 +168,56 @@ def test_ceil_mode_pool():
     b.pool("pool", x, "max", 3, 2, ceil_mode=True)
     model = to_onnx(b.build())
     attrs = {a.name: onnx.helper.get_attribute_value(a) for a in model.graph.node[0].attribute}
-    assert attrs["ceil_mode"] == 1 and inferred_shapes(model)["pool"] == (1, 2, 5, 5)
+    assert attrs["ceil_mode"] == 1 and attrs["pads"] == [0, 0, 0, 0]
+    assert inferred_shapes(model)["pool"] == (1, 2, 5, 5)
+    (out,) = session(model).run(None, feeds(model))
+    assert out.shape == (1, 2, 5, 5)
+
+
+def helper_net():
+    """Layers that need helper nodes: merges of three inputs, a Gemm on a 4-D producer, a convolution on a
+    2-D tensor."""
+    b = NetworkBuilder("helpers")
+    x = b.input("x", (1, 4, 6, 6))
+    a = b.conv("a", x, 4, 3, 1, 1)
+    c = b.conv("c", x, 4, 1)
+    d = b.conv("d", x, 4, 1)
+    s = b.same(T.ADD, "sum3", [a, c, d])
+    m = b.same(T.MUL, "mul3", [s, c, d])
+    sub = b.same(T.SUB, "sub3", [m, a, c])
+    fc = b.linear("fc", b.global_pool("gap", sub), 8)
+    b.same(T.SIGMOID, "gate", b.conv("expand", fc, 4, 1))
+    return b.build()
+
+
+def test_helper_nodes_of_many_input_merges_and_rank_changes():
+    net = helper_net()
+    model = to_onnx(net)
+    onnx.checker.check_model(model, full_check=True)
+    ops = [(n.name, n.op_type) for n in model.graph.node]
+    assert ops == [("a", "Conv"), ("c", "Conv"), ("d", "Conv"), ("sum3", "Sum"), ("mul3/0", "Mul"), ("mul3", "Mul"),
+                   ("sub3/0", "Sub"), ("sub3", "Sub"), ("gap", "GlobalAveragePool"), ("fc/flatten", "Flatten"),
+                   ("fc", "Gemm"), ("expand/reshape", "Reshape"), ("expand", "Conv"), ("gate", "Sigmoid")]
+    helpers = {"mul3/0": "mul3", "sub3/0": "sub3", "fc/flatten": "fc", "expand/reshape": "expand"}
+    assert node_layers(model) == {**{n: n for n, _ in ops if "/" not in n}, **helpers}
+    assert json.loads({p.key: p.value for p in model.metadata_props}["annette:helpers"]) == helpers
+    assert list(model.graph.node[4].input) == ["sum3", "c"] and list(model.graph.node[5].input) == ["mul3/0", "d"]
+    shapes = inferred_shapes(model)
+    assert shapes["fc"] == (1, 8) and shapes["expand"] == (1, 4, 1, 1)
+    inputs = feeds(model)
+    (gate,) = session(model).run(None, inputs)
+    assert gate.shape == (1, 4, 1, 1) and ((gate > 0) & (gate < 1)).all()
+    a, c, d, sub3 = session(_with_outputs(model, ["a", "c", "d", "sub3"])).run(None, inputs)
+    np.testing.assert_allclose(sub3, (a + c + d) * c * d - a - c, rtol=1e-5, atol=1e-5)
+
+
+def _with_outputs(model: onnx.ModelProto, outputs: list[str]) -> onnx.ModelProto:
+    """``model`` with the tensors ``outputs`` (inner ones included) as its graph outputs."""
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    del m.graph.output[:]
+    m.graph.output.extend(onnx.helper.make_empty_tensor_value_info(o) for o in outputs)
+    return m
 
 
 # --------------------------------------------------------------------------------------------------
@@ -292,8 +347,29 @@ def test_unsupported_types_and_bad_opset():
         to_onnx(b.build())
 
 
+def test_layer_names_clashing_with_weight_names_are_rejected():
+    b = NetworkBuilder("clash")
+    x = b.input("x", (1, 4, 8, 8))
+    b.same(T.RELU, "conv/W", b.conv("conv", x, 4, 3, 1, 1))
+    with pytest.raises(ExportError, match="'conv/W' is used twice"):
+        to_onnx(b.build())
+
+
+def test_networks_over_the_protobuf_limit_are_rejected_before_any_weight_is_drawn():
+    b = NetworkBuilder("huge")
+    b.linear("fc", b.input("v", (1, 100_000)), 10_000)  # 4 GB of float32 weights
+    with pytest.raises(ExportError, match="exceed the 2 GB limit"):
+        to_onnx(b.build())
+
+
 def test_ir_version_loadable_by_older_runtimes(zoo):
-    assert to_onnx(zoo, opset=17).ir_version == 8
+    model = to_onnx(zoo, opset=17)
+    assert model.ir_version == 8
+    assert [(o.domain, o.version) for o in model.opset_import] == [("", 17)]
+    assert to_onnx(zoo, opset=20).ir_version == 9
+    props = {p.key: p.value for p in model.metadata_props}
+    assert props["annette:network"] == "zoo" and props["annette:seed"] == "0"
+    assert model.producer_name == "annette-torch" and model.producer_version == annette_torch.__version__
 
 
 # --------------------------------------------------------------------------------------------------
@@ -307,10 +383,50 @@ def test_module_matches_onnx_runtime(zoo):
     ref = dict(zip([o.name for o in model.graph.output], session(model).run(None, inputs)))
     mod = to_module(zoo, seed=3)
     assert mod.input_shapes == [(1, 3, 20, 18), (1, 6)]
+    assert not mod.training and mod.network_name == "zoo"
+    assert mod.layer_names["conv"] == "conv" and isinstance(mod.conv, torch.nn.Conv2d)
+    np.testing.assert_array_equal(mod.conv.weight.detach().numpy(), _weights(model)["conv/W"])
     with torch.no_grad():
         got = mod(*[torch.from_numpy(inputs[n]) for n in ("x", "v")])
+    assert len(got) == 3
     for name, y in zip(("softmax", "dropout", "deconv_act"), got):
         np.testing.assert_allclose(y.numpy(), ref[name], rtol=1e-4, atol=1e-5, err_msg=name)
+
+
+def test_module_helper_layers_match_onnx_runtime():
+    torch = pytest.importorskip("torch")
+    net = helper_net()
+    model = to_onnx(net, seed=2)
+    inputs = feeds(model)
+    (ref,) = session(model).run(None, inputs)
+    with torch.no_grad():
+        got = to_module(net, seed=2)(torch.from_numpy(inputs["x"]))
+    assert tuple(got.shape) == ref.shape
+    np.testing.assert_allclose(got.numpy(), ref, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.xfail(strict=True, reason="to_module merges a 2-D and a 4-D tensor by broadcasting, not reshaping")
+def test_module_merge_of_2d_and_4d_tensors_matches_onnx_runtime():
+    torch = pytest.importorskip("torch")
+    b = NetworkBuilder("mixed")
+    gp = b.global_pool("gap", b.input("x", (1, 4, 6, 6)))
+    b.same(T.ADD, "mix", [b.linear("fc", gp, 4), gp])
+    net = b.build()
+    model = to_onnx(net)
+    assert [n.name for n in model.graph.node] == ["gap", "fc/flatten", "fc", "mix/reshape0", "mix"]
+    inputs = feeds(model)
+    (ref,) = session(model).run(None, inputs)
+    with torch.no_grad():
+        got = to_module(net)(torch.from_numpy(inputs["x"]))
+    assert tuple(got.shape) == ref.shape
+
+
+def test_module_rejects_what_onnx_rejects():
+    pytest.importorskip("torch")
+    b = NetworkBuilder("bad")
+    b.add(T.MATMUL, "weird", [b.input("x", (1, 4, 8, 8))], (1, 4, 8, 8))
+    with pytest.raises(ExportError, match=r"'weird' \(" + T.MATMUL.label):
+        to_module(b.build())
 
 
 def _ops_by_type(net):

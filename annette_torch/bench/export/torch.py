@@ -1,0 +1,365 @@
+"""IR -> ``torch.nn.Module`` back end: `to_module` builds a module whose ``forward`` walks a layer `Network`'s
+graph with the weights `to_onnx` uses (same ``seed``), for users who export through torch (quantisers,
+``torch.onnx``); for supported layers it computes what the ONNX model does.
+
+torch is imported inside `to_module` only, so importing the export package (the benchmark hot path, which
+only needs `to_onnx`) does not load torch.
+"""
+
+from __future__ import annotations
+
+import keyword
+from typing import Any
+
+import numpy as np
+
+from ...ir import LayerType, Network
+from .geometry import conv_transpose_attrs, permutation, window_attrs
+from .plan import CONV, MERGE, ExportError, Plan, where
+from .weights import check_size, layer_params
+
+__all__ = ["to_module"]
+
+T = LayerType
+
+
+def to_module(net: Network, seed: int = 0):
+    """An ``nn.Module`` whose ``forward`` follows ``net``'s graph, with the weights `to_onnx` uses (same seed).
+
+    ``forward`` takes one tensor per ``Input`` layer, in the network's order, shaped as in the ONNX export
+    (``module.input_shapes``), and returns the output of the layer nobody consumes, or a tuple of them in
+    layer order. Layers with weights are submodules named after the layer (``.`` replaced by ``_``;
+    ``module.layer_names`` maps a submodule name back); the others are torch functions. The module is in
+    eval mode. Raises `ExportError` for the layer types `to_onnx` rejects.
+
+    Asymmetric padding (odd totals) is an explicit ``F.pad`` before the layer; for an average pool this
+    counts the padded zeros, where ONNX's ``AveragePool`` (``count_include_pad=0``) does not.
+    """
+    import torch  # lazily: the benchmark hot path (to_onnx) needs no torch
+    from torch import nn
+    import torch.nn.functional as F
+
+    plan = Plan(net)
+    check_size(net)
+    steps: list[tuple[int, list[int], Any]] = []
+    modules: dict[str, nn.Module] = {}
+    buffers: dict[str, np.ndarray] = {}
+    layer_names: dict[str, str] = {}
+
+    def tensor(a: np.ndarray):
+        return torch.from_numpy(np.ascontiguousarray(a))
+
+    def attr_name(i: int) -> str:
+        a = net.names[i].replace(".", "_") or f"layer{i}"
+        while a in modules or a in buffers or a in layer_names and layer_names[a] != net.names[i]:
+            a += "_"
+        layer_names[a] = net.names[i]
+        return a
+
+    for i in plan.order:
+        t = LayerType(int(net.types[i]))
+        if t == T.INPUT:
+            continue
+        ps = plan.parents[i]
+        params = layer_params(net, plan, i, seed)
+        to4 = plan.rank[i] == 4 and plan.rank[ps[0]] == 2 and t not in MERGE and t != T.CONCAT \
+            and t not in (T.FULLY_CONNECTED, T.FLATTEN, T.RESHAPE)
+        pre = tuple(net.out_shape(ps[0])) if to4 else None
+        src = plan.source_shape(i)
+        dst = plan.shape(i)
+        fn: Any
+        if t in CONV or t in (T.MAX_POOL, T.AVG_POOL):
+            a = window_attrs(net, i, allow_ceil=t not in CONV)
+            hb, wb, he, we = a["pads"]
+            sym = hb == he and wb == we
+            pad = (hb, wb) if sym else (0, 0)
+            if t in CONV:
+                m = nn.Conv2d(int(net.c_in[i]), int(net.c_out[i]), a["kernel"], a["strides"], pad, a["dilations"],
+                              max(int(net.groups[i]), 1), bias=True)
+                with torch.no_grad():
+                    m.weight.copy_(tensor(params["W"]))
+                    m.bias.copy_(tensor(params["B"]))
+                fill = 0.0
+            elif t == T.MAX_POOL:
+                m = nn.MaxPool2d(a["kernel"], a["strides"], pad, a["dilations"], ceil_mode=a["ceil"])
+                fill = float("-inf")
+            else:
+                m = nn.AvgPool2d(a["kernel"], a["strides"], pad, ceil_mode=a["ceil"], count_include_pad=False)
+                fill = 0.0
+            modules[attr_name(i)] = m
+            fn = _Call(m) if sym else _Padded(m, (wb, we, hb, he), fill)
+        elif t == T.CONV_TRANSPOSE:
+            kw = conv_transpose_attrs(net, i)
+            hb, wb, he, we = kw["pads"]
+            m = nn.ConvTranspose2d(int(net.c_in[i]), int(net.c_out[i]), kw["kernel_shape"], kw["strides"],
+                                   (hb, wb) if (hb, wb) == (he, we) else 0, kw.get("output_padding", 0),
+                                   kw["group"], True, kw["dilations"])
+            with torch.no_grad():
+                m.weight.copy_(tensor(params["W"]))
+                m.bias.copy_(tensor(params["B"]))
+            modules[attr_name(i)] = m
+            fn = _Call(m) if (hb, wb) == (he, we) else _Cropped(m, (hb, he, wb, we))
+        elif t == T.FULLY_CONNECTED:
+            m = nn.Linear(int(net.c_in[i]), int(net.c_out[i]))
+            with torch.no_grad():
+                m.weight.copy_(tensor(params["W"]))
+                m.bias.copy_(tensor(params["B"]))
+            modules[attr_name(i)] = m
+            fn = _Call(m) if plan.rank[ps[0]] == 2 else _Flattened(m, torch)
+        elif t == T.BATCH_NORM:
+            c = int(net.c_out[i])
+            m = nn.BatchNorm2d(c, eps=1e-5) if plan.rank[i] == 4 else nn.BatchNorm1d(c, eps=1e-5)
+            with torch.no_grad():
+                m.weight.copy_(tensor(params["scale"]))
+                m.bias.copy_(tensor(params["bias"]))
+                m.running_mean.copy_(tensor(params["mean"]))
+                m.running_var.copy_(tensor(params["var"]))
+            modules[attr_name(i)] = m
+            fn = _Call(m)
+        elif t == T.LAYER_NORM:
+            m = nn.LayerNorm(int(dst[-1]), eps=1e-5)
+            with torch.no_grad():
+                m.weight.copy_(tensor(params["scale"]))
+                m.bias.copy_(tensor(params["bias"]))
+            modules[attr_name(i)] = m
+            fn = _Call(m)
+        elif t in _TORCH_ACT:
+            m = _TORCH_ACT[t](nn, net, i)
+            modules[attr_name(i)] = m
+            fn = _Call(m)
+        elif t == T.GLOBAL_POOL:
+            m = nn.AdaptiveMaxPool2d(1) if str(net.attr("pool", i) or "avg") == "max" else nn.AdaptiveAvgPool2d(1)
+            modules[attr_name(i)] = m
+            fn = _Call(m)
+        elif t == T.CLIP:
+            lo, hi = net.attr("clip_min", i), net.attr("clip_max", i)
+            fn = _Fn(torch.clamp, min=None if lo is None else float(lo), max=None if hi is None else float(hi))
+        elif t in MERGE:
+            op = {T.ADD: torch.add, T.MUL: torch.mul, T.SUB: torch.sub, T.DIV: torch.div}[t]
+            if len(ps) == 1:
+                b = attr_name(i) + "_C"
+                buffers[b] = params["C"]
+                fn = _WithBuffer(op, b)
+            else:
+                fn = _Chain(op)
+        elif t == T.CONCAT:
+            fn = _Cat(torch)
+        elif t == T.FLATTEN:
+            fn = _Fn(torch.flatten, 1)
+        elif t == T.RESHAPE:
+            fn = _Method("reshape", tuple(int(v) for v in dst))
+        elif t == T.TRANSPOSE:
+            fn = _Method("permute", tuple(permutation(net, i, src, dst)))
+        elif t == T.RESIZE:
+            if src[:2] != dst[:2]:
+                raise ExportError(f"{where(net, i)}: to_module resizes spatial dimensions only")
+            fn = _Fn(F.interpolate, size=(int(dst[2]), int(dst[3])), mode="nearest")
+        elif t == T.PAD:
+            diff = [o - s_ for s_, o in zip(src, dst)]
+            flat: list[int] = []
+            for d in reversed(diff):
+                flat += [d // 2, d - d // 2]
+            fn = _Fn(F.pad, tuple(flat))
+        elif t == T.SLICE:
+            if len(src) != len(dst) or any(o > s_ for s_, o in zip(src, dst)):
+                raise ExportError(f"{where(net, i)}: output {list(net.out_shape(i))} is no slice of input "
+                                  f"{list(net.out_shape(ps[0]))}")
+            fn = _Slice(tuple(int(d) for d in dst))
+        elif t == T.REDUCE_MEAN:
+            axes = [a for a, (s_, o) in enumerate(zip(src, dst)) if o == 1 and s_ != 1]
+            if not axes:
+                raise ExportError(f"{where(net, i)}: output {list(net.out_shape(i))} is no mean over axes of "
+                                  f"input {list(net.out_shape(ps[0]))}")
+            fn = _Method("mean", tuple(axes), keepdim=True)
+        else:  # pragma: no cover - EXPORTABLE and the branches above agree
+            raise AssertionError(t)
+        steps.append((i, ps, (pre, fn)))
+
+    inputs = [i for i in plan.order if net.types[i] == T.INPUT]
+    cls = _module_class(nn, _arg_names([net.names[i] for i in inputs]))
+    return cls(net, plan, steps, modules, {k: tensor(v) for k, v in buffers.items()}, layer_names, inputs)
+
+
+# small picklable callables (closures would do, but these print readably in a debugger)
+class _Fn:
+    """A torch function of the first input, with fixed extra arguments."""
+
+    def __init__(self, f, *args, **kwargs) -> None:
+        self.f, self.args, self.kwargs = f, args, kwargs
+
+    def __call__(self, root, xs):
+        return self.f(xs[0], *self.args, **self.kwargs)
+
+
+class _Method:
+    """A tensor method of the first input, with fixed arguments."""
+
+    def __init__(self, name: str, *args, **kwargs) -> None:
+        self.name, self.args, self.kwargs = name, args, kwargs
+
+    def __call__(self, root, xs):
+        return getattr(xs[0], self.name)(*self.args, **self.kwargs)
+
+
+class _Slice:
+    """The leading ``dst`` entries of every axis of the first input."""
+
+    def __init__(self, dst: tuple[int, ...]) -> None:
+        self.dst = dst
+
+    def __call__(self, root, xs):
+        return xs[0][tuple(slice(0, d) for d in self.dst)]
+
+
+class _Chain:
+    """A binary op folded over all inputs, left to right."""
+
+    def __init__(self, op) -> None:
+        self.op = op
+
+    def __call__(self, root, xs):
+        acc = xs[0]
+        for x in xs[1:]:
+            acc = self.op(acc, x)
+        return acc
+
+
+class _WithBuffer:
+    """A binary op of the first input and a constant registered as a module buffer."""
+
+    def __init__(self, op, buffer: str) -> None:
+        self.op, self.buffer = op, buffer
+
+    def __call__(self, root, xs):
+        return self.op(xs[0], getattr(root, self.buffer))
+
+
+class _Cat:
+    """Concatenation of all inputs along the channels."""
+
+    def __init__(self, torch) -> None:
+        self.cat = torch.cat
+
+    def __call__(self, root, xs):
+        return self.cat(list(xs), 1)
+
+
+class _Call:
+    """A submodule applied to the first input."""
+
+    def __init__(self, m) -> None:
+        self.m = m
+
+    def __call__(self, root, xs):
+        return self.m(xs[0])
+
+
+class _Flattened(_Call):
+    """A submodule applied to the first input flattened to 2-D."""
+
+    def __init__(self, m, torch) -> None:
+        super().__init__(m)
+        self.flatten = torch.flatten
+
+    def __call__(self, root, xs):
+        return self.m(self.flatten(xs[0], 1))
+
+
+class _Padded(_Call):
+    """A submodule applied after an explicit (asymmetric) ``F.pad`` with ``fill``."""
+
+    def __init__(self, m, pads, fill: float) -> None:
+        super().__init__(m)
+        import torch.nn.functional as F
+        self.pad, self.pads, self.fill = F.pad, pads, fill
+
+    def __call__(self, root, xs):
+        return self.m(self.pad(xs[0], self.pads, value=self.fill))
+
+
+class _Cropped(_Call):
+    """A transposed convolution whose output is cropped by asymmetric padding."""
+
+    def __init__(self, m, pads) -> None:
+        super().__init__(m)
+        self.pads = pads
+
+    def __call__(self, root, xs):
+        hb, he, wb, we = self.pads
+        y = self.m(xs[0])
+        return y[:, :, hb:y.shape[2] - he, wb:y.shape[3] - we]
+
+
+def _act_factories() -> dict[LayerType, Any]:
+    """Parameter-free layers as ``nn`` submodule factories ``(nn, net, i) -> module``."""
+    return {
+        T.RELU: lambda nn, net, i: nn.ReLU(),
+        T.RELU6: lambda nn, net, i: nn.ReLU6(),
+        T.LEAKY_RELU: lambda nn, net, i: nn.LeakyReLU(float(net.attr("alpha", i) or 0.01)),
+        T.SIGMOID: lambda nn, net, i: nn.Sigmoid(),
+        T.SILU: lambda nn, net, i: nn.SiLU(),
+        T.HARDSWISH: lambda nn, net, i: nn.Hardswish(),
+        T.HARDSIGMOID: lambda nn, net, i: nn.Hardsigmoid(),
+        T.GELU: lambda nn, net, i: nn.GELU(),
+        T.TANH: lambda nn, net, i: nn.Tanh(),
+        T.SOFTPLUS: lambda nn, net, i: nn.Softplus(),
+        T.SOFTMAX: lambda nn, net, i: nn.Softmax(dim=1),
+        T.LRN: lambda nn, net, i: nn.LocalResponseNorm(int(net.attr("size", i) or 5)),
+        T.DROPOUT: lambda nn, net, i: nn.Dropout(),
+    }
+
+
+_TORCH_ACT = _act_factories()
+_MODULE_CLASSES: dict[tuple[str, ...], type] = {}
+
+
+def _arg_names(names: list[str]) -> tuple[str, ...]:
+    """``forward`` argument names: the input layers' names where they are identifiers, else ``x0``, ``x1``..."""
+    out: list[str] = []
+    for k, n in enumerate(names):
+        a = n if n.isidentifier() and not keyword.iskeyword(n) and n not in ("self",) else f"x{k}"
+        out.append(a if a not in out else f"x{k}")
+    return tuple(out) if len(set(out)) == len(out) else tuple(f"x{k}" for k in range(len(names)))
+
+
+def _module_class(nn, arg_names: tuple[str, ...]) -> type:
+    """The module class whose ``forward`` takes the named arguments ``arg_names`` (torch.fx needs named
+    arguments, not ``*args``)."""
+    cls = _MODULE_CLASSES.get(arg_names)
+    if cls is not None:
+        return cls
+
+    class NetworkModule(nn.Module):
+        """A `Network` as an ``nn.Module`` (built by `annette_torch.bench.export.to_module`)."""
+
+        def __init__(self, net, plan, steps, modules, buffers, layer_names, inputs) -> None:
+            super().__init__()
+            for k, m in modules.items():
+                self.add_module(k, m)
+            for k, b in buffers.items():
+                self.register_buffer(k, b)
+            self.network_name = net.name
+            self.layer_names = layer_names
+            self.input_shapes = [tuple(plan.shape(i)) for i in inputs]
+            self._inputs = inputs
+            self._steps = steps
+            self._outputs = plan.outputs
+            self.eval()
+
+        def _run(self, xs):
+            env = dict(zip(self._inputs, xs))
+            for i, ps, (pre, fn) in self._steps:
+                args = [env[p] for p in ps]
+                if pre is not None:
+                    args[0] = args[0].reshape(pre)
+                env[i] = fn(self, args)
+            outs = tuple(env[i] for i in self._outputs)
+            return outs[0] if len(outs) == 1 else outs
+
+    args = ", ".join(arg_names)
+    scope: dict[str, Any] = {}
+    exec(f"def forward(self, {args}):\n    return self._run(({args}{',' if len(arg_names) == 1 else ''}))\n",
+         scope)
+    NetworkModule.forward = scope["forward"]
+    _MODULE_CLASSES[arg_names] = NetworkModule
+    return NetworkModule
