@@ -12,7 +12,9 @@ import pytest
 
 from annette_torch.bench import samplers as S
 from annette_torch.bench.export import to_onnx
-from annette_torch.bench.suites import MAX_ACT_BYTES, MAX_OPS, MAX_WEIGHT_BYTES, SUITES, Suite, SuiteError, config_id, from_annette_template, list_suites, load_sweep_table, multi_kernel
+from annette_torch.bench.suites import (GROUPS, MAX_ACT_BYTES, MAX_OPS, MAX_WEIGHT_BYTES, PW_ACTIVATIONS, SUITES, Suite,
+                                        SuiteError, config_id, from_annette_template, get_suite, list_suites,
+                                        load_sweep_table, multi_kernel)
 from annette_torch.errors import AnnetteError
 from annette_torch.ir import LayerType as T
 
@@ -136,6 +138,24 @@ MULTI = ["conv_bn_relu", "conv_pool", "residual", "concat_branches", "dwsep", "c
          "se", "conv_mul", "stride_prop", "head", "gconv_bn_relu", "pw_act", "cold_weights"]
 
 
+#: the listing order of the suites (``annette bench --list``, calibration sweeps)
+ORDER = ["conv", "dwconv", "gconv", "gconv_same", "convtranspose", "maxpool", "avgpool", "fc", "add", "eltwise_const",
+         "concat", "slice", "act", "bn", "resize", "conv_bn_relu", "conv_pool", "residual", "concat_branches", "dwsep",
+         "conv_act", "pw_act", "conv_mul", "stride_prop", "dw_act", "stem", "shuffle", "se", "gconv_bn_relu", "head",
+         "cold_weights", "paper_conv"]
+
+
+def test_suite_names_order_and_lookup():
+    assert list(SUITES) == ORDER
+    assert set(MICRO + MULTI) | {"paper_conv"} == set(SUITES)
+    assert get_suite("se") is SUITES["se"]
+    with pytest.raises(SuiteError, match="unknown suite 'nope'; choose from conv, dwconv"):
+        get_suite("nope")
+    # the grouped-convolution suites sweep one list of group counts
+    assert SUITES["gconv"].space["g"] == SUITES["gconv_same"].space["g"] == SUITES["gconv_bn_relu"].space["g"] == GROUPS
+
+
+@pytest.mark.slow
 def test_suite_registry():
     assert set(MICRO + MULTI) | {"paper_conv"} == set(SUITES)
     assert all(SUITES[s].kind == "micro" for s in MICRO) and all(SUITES[s].kind == "multi" for s in MULTI)
@@ -146,7 +166,8 @@ def test_suite_registry():
         assert 0 < SUITES[name].count() <= S.space_size(SUITES[name].space)
 
 
-@pytest.mark.parametrize("name", MICRO + MULTI)
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n == "cold_weights" else n
+                                  for n in MICRO + MULTI])
 def test_suite_builds_exports_and_runs(name):
     suite = SUITES[name]
     cfgs = suite.configs(n=12, seed=0)
@@ -194,9 +215,23 @@ def test_layer_names_readable():
     assert g.type_labels()[1] == "GroupConv" and int(g.groups[1]) == 4
 
 
-def test_config_ids_stable_and_sampler_options():
+def test_config_ids_stable():
+    """Config ids and the sampled configs are part of stored data: they must never change."""
     assert config_id({"b": 2, "a": 1}) == config_id({"a": 1, "b": 2}) == config_id({"a": 1, "b": 2, "config_id": "x"})
-    assert config_id({"a": 1, "b": 2}) == "4acc71e054"  # part of stored data: must never change
+    assert config_id({"a": 1, "b": 2}) == "4acc71e054"
+    assert SUITES["conv"].configs(n=1, seed=0) == [{"h": 128, "w": 192, "c": 51, "f": 51, "k": 1, "s": 2,
+                                                    "config_id": "02ebe4314a"}]
+    ids = {name: [c["config_id"] for c in SUITES[name].configs(n=3, seed=0)] for name in ("conv", "gconv", "se")}
+    assert ids == {"conv": ["02ebe4314a", "0d93fee1ba", "38b9d1d787"], "gconv": ["3ee74d1be6", "03a6a50d0f",
+                   "10b3ed0ce8"], "se": ["941041cfd2", "1fb55777a3", "7add259970"]}
+    tailed = SUITES["conv_act"].configs(n=1, seed=0, options={"tail": "dw1"})
+    assert tailed == [{"hw": 1, "c": 43, "f": 171, "k": 5, "act": "hardswish", "tail": "dw1",
+                       "config_id": "a81d7b83da"}]
+    assert SUITES["conv_act"].build(tailed[0]).name == "conv_act-a81d7b83da"
+
+
+@pytest.mark.slow
+def test_sampler_options():
     conv = SUITES["conv"]
     grid = conv.configs(sampler="grid", n=10)
     assert len(grid) == 10 and grid[0]["config_id"] == config_id({k: v for k, v in grid[0].items()
@@ -349,7 +384,6 @@ def test_tail_option_puts_a_layer_behind_the_activation(name):
 
 def test_pw_act_sweeps_pointwise_convs_with_every_mobile_activation():
     """The pointwise suite: all 1x1 convs (stride 1), its activations spread evenly over the sample."""
-    from annette_torch.bench.suites import PW_ACTIVATIONS
     cfgs = SUITES["pw_act"].configs(n=40, seed=0)
     assert {c["k"] for c in cfgs} == {1}
     counts = {a: sum(c["act"] == a for c in cfgs) for a in PW_ACTIVATIONS}

@@ -1,0 +1,57 @@
+"""In-context suites: a measured layer placed where a network would leave it. ``cold_weights`` runs a weighted
+layer after a pool that streams a chosen amount of activations through the caches, so its weights are no
+longer cached (`annette_torch.models.cache`)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...ir import Network, NetworkBuilder
+from .base import SuiteError
+from .layers import add_conv
+
+__all__ = ["COLD_LAYERS", "build_cold_weights", "cost_cold_weights", "valid_cold_weights"]
+
+#: weighted layers of the cold_weights suite: kernel size (0 = fully connected)
+COLD_LAYERS = {"fc": 0, "conv1": 1, "conv3": 3}
+
+
+def _cold_input_side(c):
+    """Input side of a cold_weights config: ``s`` times the pool window that makes ~``flush`` MB of input."""
+    want = np.sqrt(np.asarray(c["flush"], float) * 2**20 / (4.0 * np.asarray(c["c"], float)))
+    r = np.maximum(1, np.round(want / np.asarray(c["s"], float))).astype(np.int64)
+    return np.where(np.asarray(c["flush"]) > 0, r, 1) * c["s"]
+
+
+def build_cold_weights(c: dict) -> Network:
+    k = COLD_LAYERS.get(str(c["layer"]))
+    if k is None:
+        raise SuiteError(f"layer must be one of {list(COLD_LAYERS)}, got {c['layer']!r}")
+    side = int(_cold_input_side(c))
+    b = NetworkBuilder("cold_weights")
+    x = b.input("x", (1, int(c["c"]), side, side))
+    if k == 0:
+        b.linear("w", b.global_pool("pool", x), int(c["f"]))
+    else:
+        if side > int(c["s"]):
+            x = b.pool("pool", x, "max", side // int(c["s"]))
+        add_conv(b, "w", x, int(c["f"]), k)
+    return b.build()
+
+
+def cost_cold_weights(c):
+    k = np.vectorize(lambda v: COLD_LAYERS.get(str(v), 0))(np.asarray(c["layer"], dtype=object)).astype(np.int64)
+    side = _cold_input_side(c)
+    s2 = np.asarray(c["s"]) ** 2
+    k2 = np.maximum(k, 1) ** 2
+    inp = c["c"] * side ** 2
+    pooled = (k == 0) | (side > c["s"])  # fc: always a global pool; conv: a pool unless the input is s x s
+    return (2 * s2 * c["c"] * c["f"] * k2 + np.where(pooled, 2 * inp, 0),  # pools: 2 ops per window element
+            inp + np.where(pooled, c["c"] * s2, 0) + c["f"] * s2, c["c"] * c["f"] * k2)
+
+
+def valid_cold_weights(c):
+    layer = np.asarray(c["layer"], dtype=object)
+    s = np.asarray(c["s"])
+    # fc: on the 1 x 1 pooled map; a 3x3 conv needs s >= 2 (on 1 x 1 only its centre tap reads weights)
+    return np.where(layer == "fc", s == 1, (np.asarray(c["c"]) <= 4096) & ((layer != "conv3") | (s >= 2)))
