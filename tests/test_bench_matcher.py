@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from annette_torch.bench.matcher import match, resolve_name
+from annette_torch.bench.matcher import GraphMatcher, match, resolve_name
 from annette_torch.bench.records import FUSED, INSERTED, NOT_FUSED, POSSIBLY_FUSED, NodeRecord
-from annette_torch.ir import LayerType as T, NetworkBuilder
+from annette_torch.ir import LayerType as T, Network, NetworkBuilder
 
 
 def N(node, typ, ms=1.0, layers=(), status="executed", **extra):
@@ -241,7 +241,6 @@ def test_layers_out_of_topological_order():
     """A Network whose rows are not in topological order (hand-built) matches the same way."""
     import numpy as np
 
-    from annette_torch.ir import Network
     net = chain_net()
     perm = [5, 3, 1, 0, 4, 2]                     # new row k holds old layer perm[k]
     new_of = {old: k for k, old in enumerate(perm)}
@@ -267,3 +266,41 @@ def test_not_run_layer_fed_only_by_inputs_is_optimised_out():
     assert r["x0"].fused == NOT_FUSED and r["x0"].node == "x0" and r["x0"].node_type == "Parameter"
     # without a NOT_RUN record nothing says what became of it
     assert by_layer(match(net, [], "openvino"))["cat"].fused == POSSIBLY_FUSED
+
+
+def test_ambiguous_walk_up_leaves_the_node_on_its_named_layer():
+    """``relu_nchwc`` (op Conv) has two convs at the same distance above it: neither is guessed as its head."""
+    b = NetworkBuilder("two")
+    x = b.input("x", (1, 8, 8, 8))
+    b.same(T.RELU, "relu", b.same(T.ADD, "add", [b.conv("conv_a", x, 8, 1), b.conv("conv_b", x, 8, 1)]))
+    recs = match(b.build(), [N("relu_nchwc", "Conv", 2)], "ort-cpu")
+    r = by_layer(recs)
+    assert (r["relu"].fused, r["relu"].time_ms, r["relu"].node, r["relu"].absorbed) == (NOT_FUSED, 2, "relu_nchwc", ())
+    assert all(r[n].fused_into != "relu" for n in ("conv_a", "conv_b", "add"))
+    assert sum(x.time_ms for x in recs) == 2
+
+
+def test_layer_without_producers_is_possibly_fused_into_nothing():
+    """A hand-built Network whose BN lost its input edge: nothing can have absorbed it or what follows it."""
+    import numpy as np
+
+    net = chain_net()
+    edges = np.array([e for e in np.asarray(net.edges).tolist() if net.names[e[1]] != "bn"])
+    cut = Network("cut", list(net.names), net.types, net.cols, edges)
+    r = by_layer(match(cut, [N("conv", "Conv", 2), N("conv2", "Conv", 1)], "x"))
+    for layer in ("bn", "relu", "pool"):
+        assert (r[layer].fused, r[layer].fused_into, r[layer].node) == (POSSIBLY_FUSED, "", "")
+    assert r["conv"].fused == NOT_FUSED and r["conv"].absorbed == ()
+
+
+def test_graph_matcher_runs_once_and_exposes_its_placements():
+    """`match` is `GraphMatcher(...).run()`; the records iterable is read once and the result is cached."""
+    net = chain_net()
+    nodes = [N("relu_nchwc", "Conv", 3), N("conv2", "Conv", 1)]
+    matcher = GraphMatcher(net, iter(nodes), "ort-cpu")
+    recs = matcher.run()
+    assert matcher.run() is recs and recs == match(net, nodes, "ort-cpu")
+    idx = {nm: i for i, nm in enumerate(net.names)}
+    assert {net.names[j]: net.names[h] for j, h in matcher.survivor_of.items()} == {
+        "x": "x", "conv": "conv", "bn": "conv", "relu": "conv", "pool": "conv", "conv2": "conv2"}
+    assert matcher.candidates == {} and sorted(matcher.head_records) == [idx["conv"], idx["conv2"]]

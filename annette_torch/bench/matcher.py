@@ -3,6 +3,7 @@
 ``match(net, nodes, runner)`` returns one `LayerRecord` per IR layer (in IR order), then one ``inserted``
 record per executed node the toolchain added (layout reorders, precision converts, nodes that map to no
 layer), so no measured time is dropped: the layer and inserted times add up to the executed nodes' times.
+`GraphMatcher` carries out one matching run, one method per rule below.
 
 How a node finds its layers. Each `NodeRecord` names candidate layers: its own name and ``layers`` (the
 runner fills these from what the toolchain reports: ONNX Runtime's optimised graph gives the original
@@ -53,9 +54,11 @@ residual-Add assignment agrees with OpenVINO's ``originalLayersNames``.
 
 from __future__ import annotations
 
+import enum
 import logging
 import re
 from collections import Counter, deque
+from dataclasses import dataclass
 from typing import Iterable, Sequence
 
 import numpy as np
@@ -63,7 +66,7 @@ import numpy as np
 from ..ir import CONV_TYPES, ELEMENTWISE_TYPES, MERGE_TYPES, POOL_TYPES, LayerType as T, Network, topological_order
 from .records import FUSED, INSERTED, NOT_FUSED, POSSIBLY_FUSED, LayerRecord, NodeRecord
 
-__all__ = ["match", "resolve_name", "INSERTED_TYPES"]
+__all__ = ["match", "GraphMatcher", "resolve_name", "INSERTED_TYPES"]
 
 log = logging.getLogger(__name__)
 
@@ -186,11 +189,426 @@ def _op_key(op: str) -> str:
     return "add" if op == "sum" else op
 
 
-def _node_stats(recs: Sequence[NodeRecord]) -> tuple[float, float, float]:
-    med = float(sum(r.median_ms for r in recs))
-    mn = float(sum(r.min_ms for r in recs))
-    std = float(np.sqrt(sum(r.std_ms ** 2 for r in recs)))
-    return med, mn, std
+def _can_head(node_type: str, layer_type: T) -> bool:
+    """Whether a node of ``node_type`` can run a layer of ``layer_type`` as its head layer."""
+    fits = _fits(node_type)
+    return fits is None or layer_type in fits
+
+
+class _EntryKind(enum.Enum):
+    """What a kept profile record is to the matcher."""
+
+    INSERTED = "inserted"    # a node type the toolchain adds (reorder, convert, copy)
+    EXECUTED = "executed"    # runs known layers (from its names, or placed by the data flow)
+    NAMELESS = "nameless"    # its names map to no layer (yet)
+
+
+@dataclass
+class _Entry:
+    """One executed profile record, in profile (= execution) order, with the layers its names resolve to."""
+
+    kind: _EntryKind
+    record: NodeRecord
+    layers: set[int]
+
+
+@dataclass(frozen=True)
+class _Placement:
+    """A head layer and the layers one node runs with it (the head included)."""
+
+    head: int
+    layers: set[int]
+
+
+@dataclass(frozen=True)
+class _Timing:
+    """Summed per-iteration times of the nodes that run one survivor, in ms (std added in quadrature)."""
+
+    median_ms: float = 0.0
+    min_ms: float = 0.0
+    std_ms: float = 0.0
+
+    @classmethod
+    def of(cls, recs: Sequence[NodeRecord]) -> "_Timing":
+        if not recs:
+            return cls()
+        return cls(median_ms=float(sum(r.median_ms for r in recs)), min_ms=float(sum(r.min_ms for r in recs)),
+                    std_ms=float(np.sqrt(sum(r.std_ms ** 2 for r in recs))))
+
+
+@dataclass(frozen=True)
+class _LayerGraph:
+    """Producers and consumers of each layer (duplicates dropped) and a topological rank for ordering."""
+
+    parents: list[list[int]]
+    children: list[list[int]]
+    topo: list[int]
+    rank: np.ndarray
+
+    @classmethod
+    def of(cls, net: Network) -> "_LayerGraph":
+        n = len(net)
+        parents: list[list[int]] = [[] for _ in range(n)]
+        children: list[list[int]] = [[] for _ in range(n)]
+        for s, d in net.edges:
+            s, d = int(s), int(d)
+            if s not in parents[d]:
+                parents[d].append(s)
+            if d not in children[s]:
+                children[s].append(d)
+        topo = _topological(parents)
+        rank = np.empty(n, np.int64)
+        rank[topo] = np.arange(n)
+        return cls(parents, children, topo, rank)
+
+    def rank_of(self, i: int) -> np.int64:
+        """Sort key: the layer's position in the topological order."""
+        return self.rank[i]
+
+
+class GraphMatcher:
+    """One matching run of a profile's node records against ``net`` (rules in the module docstring).
+
+    The phases run in `run` in rule order, each in its own method; the state they hand on lives on the
+    instance: the kept records (`_Entry`), each node's `_Placement`, and the survivor or candidates of
+    every layer.
+    """
+
+    def __init__(self, net: Network, nodes: Iterable[NodeRecord], runner: str = "") -> None:
+        self.net = net
+        self.nodes = nodes
+        self.runner = runner
+        self.names = net.names
+        self.types = net.types
+        self.index = {nm: i for i, nm in enumerate(self.names)}
+        self.by_length = sorted(self.index, key=len, reverse=True)
+        self.graph = _LayerGraph.of(net)
+        self.entries: list[_Entry] = []
+        self.idle: dict[int, NodeRecord] = {}              # layer -> its own NOT_RUN record
+        self.claimed: set[int] = set()                     # layers some executed record names
+        self.head_records: dict[int, list[NodeRecord]] = {}  # survivor -> the records that run it
+        self.placements: list[_Placement] = []             # one per placed record, in placing order
+        self.covered: set[int] = set()                     # layers some placed record runs
+        self.survivor_of: dict[int, int] = {}              # layer -> the survivor that runs it
+        self.candidates: dict[int, tuple[int, ...]] = {}   # possibly-fused layer -> candidate survivors
+        self.budget: dict[int, Counter[str]] = {}          # survivor -> ops its records say it absorbed
+        self._result: list[LayerRecord] | None = None
+
+    def run(self) -> list[LayerRecord]:
+        """Every IR layer's record in IR order, then the inserted records in profile order (computed once)."""
+        if self._result is None:
+            self.classify()
+            self.place_named()
+            self.place_by_data_flow()
+            self.assign_survivors()
+            self.place_uncovered()
+            self._result = self.layer_records() + self.inserted_records()
+        return self._result
+
+    # ------------------------------------------------------------------ rule 1: classify the records
+
+    def classify(self) -> None:
+        """Keep the records that are work, resolve their names to layers; note each layer's NOT_RUN record."""
+        for rec in self.nodes:
+            t = rec.node_type.lower()
+            if t in SKIP_TYPES:
+                continue
+            if t in INSERTED_TYPES:
+                if rec.status != "not-run":
+                    self.entries.append(_Entry(_EntryKind.INSERTED, rec, set()))
+                continue
+            if rec.status == "not-run":  # absorbed by another node, or optimised out: later rules place it
+                if (i := self._resolve(rec.node)) is not None:
+                    self.idle.setdefault(i, rec)
+                continue
+            layers = {i for nm in (rec.node, *rec.layers) if (i := self._resolve(nm)) is not None}
+            self.entries.append(_Entry(_EntryKind.EXECUTED if layers else _EntryKind.NAMELESS, rec, layers))
+        for entry in self.entries:
+            self.claimed |= entry.layers
+
+    def _resolve(self, name: str) -> int | None:
+        return resolve_name(name, self.index, self.by_length)
+
+    # ------------------------------------------------------------------ rule 2: survivors of named nodes
+
+    def place_named(self) -> None:
+        """Place every record whose names resolve to layers."""
+        for entry in self.entries:
+            if entry.kind is _EntryKind.EXECUTED:
+                self._place(entry.record, entry.layers)
+
+    def _place(self, rec: NodeRecord, layers: set[int]) -> None:
+        """Make the earliest layer the node can run its head (else walk up to one); the rest ride along."""
+        fits = _fits(rec.node_type)
+        heads = sorted((i for i in layers if fits is None or T(int(self.types[i])) in fits),
+                       key=self.graph.rank_of)
+        if heads:
+            head = heads[0]
+        else:
+            head = min(layers, key=self.graph.rank_of)
+            if (climb := self._walk_up(head, fits, layers)) is not None:
+                head, layers = climb.head, layers | climb.layers
+        self.head_records.setdefault(head, []).append(rec)
+        self.placements.append(_Placement(head, layers))
+        self.covered.update(layers)
+
+    def _walk_up(self, start: int, fits: tuple[T, ...] | None, own: set[int]) -> _Placement | None:
+        """The one nearest ancestor of ``start`` whose type fits, reached through layers with no node of their
+        own (or of this node), and the layers on the way (head included); None if none or several."""
+        if fits is None:
+            return None
+        parents, types = self.graph.parents, self.types
+        seen = {start: -1}   # layer -> the layer it was reached from
+        frontier = deque([start])
+        found: list[int] = []
+        while frontier and not found:
+            nxt: deque[int] = deque()
+            for u in frontier:
+                for p in parents[u]:
+                    if p in seen or types[p] == T.INPUT or (p in self.claimed and p not in own):
+                        continue
+                    seen[p] = u
+                    if T(int(types[p])) in fits:
+                        found.append(p)
+                    nxt.append(p)
+            frontier = nxt
+        if len(found) != 1:
+            return None
+        head = u = found[0]
+        path = {head}
+        while u != start:
+            u = seen[u]
+            path.add(u)
+        return _Placement(head, path)
+
+    # ------------------------------------------------------------------ rule 3: data flow
+
+    def place_by_data_flow(self) -> None:
+        """Place nameless records through the tensors they read and write, then as executed records."""
+        guessed = self._guess_from_inputs()
+        self._guess_from_readers(guessed)
+        for k, layer in guessed.items():
+            entry = self.entries[k]
+            entry.kind, entry.layers = _EntryKind.EXECUTED, {layer}
+            self.claimed.add(layer)
+            self._place(entry.record, {layer})
+
+    def _guess_from_inputs(self) -> dict[int, int]:
+        """Entry position -> layer, for nameless records that read what exactly one uncovered layer consumes
+        (or, reading no such layer, continue a layer guessed before); in profile order."""
+        tensor_layer: dict[str, int] = {}   # tensor -> the layer that writes it
+        for entry in self.entries:
+            if entry.kind is _EntryKind.EXECUTED:
+                for tname in entry.record.extra.get("outputs", ()):
+                    tensor_layer[tname] = max(entry.layers, key=self.graph.rank_of)
+        guessed: dict[int, int] = {}
+        for k, entry in enumerate(self.entries):
+            if entry.kind is _EntryKind.EXECUTED:
+                continue
+            reads = self._layers_read(entry.record, tensor_layer)
+            outs = entry.record.extra.get("outputs", ())
+            if entry.kind is _EntryKind.INSERTED:   # a reorder passes its input's layer on
+                for tname in outs:
+                    if reads:
+                        tensor_layer.setdefault(tname, reads[0])
+                continue
+            if not reads:
+                continue
+            read = set(reads)
+            cand = {c for r in read for c in self.graph.children[r] if c not in self.covered and c not in read}
+            done = read & set(guessed.values())
+            if len(cand) == 1:
+                layer = cand.pop()
+            elif not cand and done:
+                layer = max(done, key=self.graph.rank_of)
+            else:
+                continue
+            guessed[k] = layer
+            self.covered.add(layer)
+            for tname in outs:
+                tensor_layer[tname] = layer
+        return guessed
+
+    def _layers_read(self, rec: NodeRecord, tensor_layer: dict[str, int]) -> list[int]:
+        """The layers whose tensors ``rec`` reads (written by a placed record, or a network input)."""
+        reads = []
+        for tname in rec.extra.get("inputs", ()):
+            if tname in tensor_layer:
+                reads.append(tensor_layer[tname])
+            elif (j := self.index.get(tname)) is not None and self.types[j] == T.INPUT:
+                reads.append(j)
+        return reads
+
+    def _guess_from_readers(self, guessed: dict[int, int]) -> None:
+        """Add to ``guessed`` the nameless records all of whose readers run one layer (last record first)."""
+        readers: dict[str, list[int]] = {}   # tensor -> positions of the entries that read it
+        for k, entry in enumerate(self.entries):
+            for tname in entry.record.extra.get("inputs", ()):
+                readers.setdefault(tname, []).append(k)
+        for k in range(len(self.entries) - 1, -1, -1):
+            entry = self.entries[k]
+            if entry.kind is not _EntryKind.NAMELESS or k in guessed:
+                continue
+            got: set[int | None] = set()
+            for tname in entry.record.extra.get("outputs", ()):
+                for r in readers.get(tname, ()):
+                    got.add(guessed[r] if r in guessed else self._last_layer(self.entries[r]))
+            if len(got) == 1 and None not in got:
+                guessed[k] = got.pop()
+
+    def _last_layer(self, entry: _Entry) -> int | None:
+        """The latest layer an executed record runs; None for other records."""
+        return max(entry.layers, key=self.graph.rank_of) if entry.kind is _EntryKind.EXECUTED else None
+
+    # ------------------------------------------------------------------ survivors
+
+    def assign_survivors(self) -> None:
+        """Each head is its own survivor, a placed record's other layers go to its head (first placed wins);
+        a head's records are ordered so the one that describes the layer comes first."""
+        for head, recs in self.head_records.items():
+            self.survivor_of[head] = head
+            t = T(int(self.types[head]))
+            recs.sort(key=lambda r: (not _can_head(r.node_type, t), r.node != self.names[head]))
+        for placement in self.placements:
+            for j in sorted(placement.layers):
+                self.survivor_of.setdefault(j, placement.head)
+        # what each survivor's records say they absorbed, as a budget: one residual Add per ``Add`` listed
+        self.budget = {h: Counter(_op_key(op) for r in recs for op in r.extra.get("fused_ops", ()))
+                       for h, recs in self.head_records.items()}
+
+    # ------------------------------------------------------------------ rule 4: layers no node covers
+
+    def place_uncovered(self) -> None:
+        """Place the layers without a survivor in topological order, once their producers are placed."""
+        for i in self.graph.topo:
+            if i in self.survivor_of:
+                continue
+            self._place_layer(i)
+            # a layer listed NOT_RUN under its own name that no real layer can have absorbed (only network
+            # inputs feed it: OpenVINO's in-place Concat of inputs, a Reshape of an input) was optimised
+            # out: it is its own survivor, with time 0
+            if i in self.idle and self._only_inputs_hold(i):
+                self.candidates.pop(i, None)
+                self.survivor_of[i] = i
+
+    def _only_inputs_hold(self, i: int) -> bool:
+        """Whether layer ``i`` went to a network input, or is possibly fused into network inputs only."""
+        if i in self.survivor_of and self.types[self.survivor_of[i]] == T.INPUT:
+            return True
+        return i in self.candidates and all(self.types[c] == T.INPUT for c in self.candidates[i])
+
+    def _place_layer(self, i: int) -> None:
+        """Give layer ``i`` (no executed node) a survivor or its candidate survivors."""
+        if self.types[i] == T.INPUT:
+            self.survivor_of[i] = i
+            return
+        ps = self.graph.parents[i]
+        if (survivor := self._diamond_survivor(i)) is not None:
+            self.survivor_of[i] = survivor
+        elif len(ps) == 1:
+            p = ps[0]
+            if p in self.survivor_of:
+                self.survivor_of[i] = self.survivor_of[p]
+            else:
+                self.candidates[i] = self.candidates.get(p, ())
+        elif not ps:
+            self.candidates[i] = ()
+        else:
+            self._place_merge(i)
+
+    def _diamond_survivor(self, i: int) -> int | None:
+        """The survivor of ``g`` when ``i`` is the side branch ``f`` of ``x -> f -> g(x, f)`` and ``g`` ran."""
+        ps, cs = self.graph.parents[i], self.graph.children[i]
+        if len(ps) != 1 or len(cs) != 1:
+            return None
+        c = cs[0]
+        if ps[0] in self.graph.parents[c] and c in self.survivor_of and self.survivor_of[c] in self.head_records:
+            return self.survivor_of[c]
+        return None
+
+    def _place_merge(self, i: int) -> None:
+        """A multi-input layer: the one candidate survivor of its producers, else the one that says it took
+        such an op (and, among several, has an output that feeds only this layer), else possibly-fused."""
+        via: dict[int, list[int]] = {}   # candidate survivor -> the producers leading to it
+        for p in self.graph.parents[i]:
+            for c in ((self.survivor_of[p],) if p in self.survivor_of else self.candidates.get(p, ())):
+                via.setdefault(c, []).append(p)
+        real = {c: v for c, v in via.items() if self.types[c] != T.INPUT}
+        via = real or via
+        opk = _op_key(T(int(self.types[i])).label)
+        said = [c for c in via if self._budget_left(c, opk)]
+        if len(said) > 1:  # only a producer whose output feeds nothing else can take the op in
+            said = [c for c in said if any(self.graph.children[p] == [i] for p in via[c])]
+        if len(via) == 1:
+            survivor = next(iter(via))
+        elif len(said) == 1:
+            survivor = said[0]
+        else:
+            self.candidates[i] = tuple(sorted(via, key=self.graph.rank_of))
+            return
+        self.survivor_of[i] = survivor
+        if self._budget_left(survivor, opk):
+            self.budget[survivor][opk] -= 1
+
+    def _budget_left(self, survivor: int, op: str) -> bool:
+        return self.budget.get(survivor, {}).get(op, 0) > 0
+
+    # ------------------------------------------------------------------ rule 5: records
+
+    def layer_records(self) -> list[LayerRecord]:
+        """One record per IR layer, in IR order."""
+        absorbed: dict[int, list[int]] = {}   # survivor -> the layers fused into it
+        for j, h in self.survivor_of.items():
+            if j != h:
+                absorbed.setdefault(h, []).append(j)
+        labels = self.net.type_labels()
+        return [self._layer_record(i, labels[i], absorbed.get(i, ())) for i in range(len(self.net))]
+
+    def _layer_record(self, i: int, label: str, absorbed: Sequence[int]) -> LayerRecord:
+        names = self.names
+        if i in self.candidates:
+            return LayerRecord(layer=names[i], layer_type=label, fused=POSSIBLY_FUSED,
+                               fused_into="|".join(names[c] for c in self.candidates[i]))
+        h = self.survivor_of[i]
+        recs = self.head_records.get(h, [])
+        shown = recs or ([self.idle[h]] if h in self.idle else [])
+        node = "+".join(r.node for r in shown)
+        ntype = shown[0].node_type if shown else ""
+        kind = shown[0].exec_kind if shown else ""
+        if h != i:
+            return LayerRecord(layer=names[i], layer_type=label, fused=FUSED, fused_into=names[h], node=node,
+                               node_type=ntype, exec_kind=kind)
+        timing = _Timing.of(recs)
+        taken = sorted(absorbed, key=self.graph.rank_of)
+        return LayerRecord(layer=names[i], layer_type=label, fused=NOT_FUSED, node=node, node_type=ntype,
+                           exec_kind=kind, time_ms=timing.median_ms, min_ms=timing.min_ms, std_ms=timing.std_ms,
+                           absorbed=tuple(names[j] for j in taken), params=self._absorbed_params(taken))
+
+    def _absorbed_params(self, taken: Sequence[int]) -> dict:
+        """Parameters of the absorbed layers by role; a repeated role gets ``<role>_2``, ``<role>_3``..."""
+        params: dict = {}
+        for j in taken:
+            role, p = _layer_params(self.net, j)
+            key, k = role, 2
+            while key in params:
+                key, k = f"{role}_{k}", k + 1
+            params[key] = p
+        return params
+
+    def inserted_records(self) -> list[LayerRecord]:
+        """The records placed on no layer, as ``inserted`` rows in profile order."""
+        out = []
+        for entry in self.entries:
+            if entry.kind is _EntryKind.EXECUTED:
+                continue
+            r = entry.record
+            if entry.kind is _EntryKind.NAMELESS:
+                log.debug("%s: node %r (%s) maps to no layer; recorded as inserted", self.runner, r.node,
+                          r.node_type)
+            out.append(LayerRecord(layer=r.node, layer_type=r.node_type, fused=INSERTED, node=r.node,
+                                   node_type=r.node_type, exec_kind=r.exec_kind, time_ms=r.median_ms,
+                                   min_ms=r.min_ms, std_ms=r.std_ms))
+        return out
 
 
 def match(net: Network, nodes: Iterable[NodeRecord], runner: str = "") -> list[LayerRecord]:
@@ -200,240 +618,7 @@ def match(net: Network, nodes: Iterable[NodeRecord], runner: str = "") -> list[L
     rules above cover ``ort-cpu`` and ``openvino``). Returns every IR layer exactly once, in IR order,
     followed by the inserted nodes in profile order.
     """
-    n = len(net)
-    names = net.names
-    types = net.types
-    index = {nm: i for i, nm in enumerate(names)}
-    by_length = sorted(index, key=len, reverse=True)
-    parents: list[list[int]] = [[] for _ in range(n)]
-    children: list[list[int]] = [[] for _ in range(n)]
-    for s, d in net.edges:
-        s, d = int(s), int(d)
-        if s not in parents[d]:
-            parents[d].append(s)
-        if d not in children[s]:
-            children[s].append(d)
-    topo = _topological(parents)
-    rank = np.empty(n, np.int64)
-    rank[topo] = np.arange(n)
-    by_rank = rank.__getitem__
-
-    # 1. classify the records, resolve their names to layers (kept in profile = execution order)
-    order: list[list] = []   # [kind, record, layers]; kind "ins" (inserted type), "exe", "unk" (no layer)
-    idle: dict[int, NodeRecord] = {}   # layer -> its own NOT_RUN node
-    for rec in nodes:
-        t = rec.node_type.lower()
-        if t in SKIP_TYPES:
-            continue
-        if t in INSERTED_TYPES:
-            if rec.status != "not-run":
-                order.append(["ins", rec, set()])
-            continue
-        if rec.status == "not-run":  # absorbed by another node, or optimised out: the rules below place it
-            if (i := resolve_name(rec.node, index, by_length)) is not None:
-                idle.setdefault(i, rec)
-            continue
-        layers = {i for nm in (rec.node, *rec.layers) if (i := resolve_name(nm, index, by_length)) is not None}
-        order.append(["exe" if layers else "unk", rec, layers])
-    claimed: set[int] = set()
-    for kind, _, layers in order:
-        claimed |= layers
-
-    # 2. survivors: the head layer of each executed node, its other layers absorbed
-    head_nodes: dict[int, list[NodeRecord]] = {}
-    members: list[tuple[int, set[int]]] = []
-    covered: set[int] = set()
-
-    def place(rec: NodeRecord, layers: set[int]) -> None:
-        fits = _fits(rec.node_type)
-        ok = sorted((i for i in layers if fits is None or T(int(types[i])) in fits), key=by_rank)
-        if ok:
-            head = ok[0]
-        else:
-            head, path = _walk_up(min(layers, key=by_rank), fits, parents, types, claimed, layers)
-            layers = layers | path
-        head_nodes.setdefault(head, []).append(rec)
-        members.append((head, layers))
-        covered.update(layers)
-
-    for entry in order:
-        if entry[0] == "exe":
-            place(entry[1], entry[2])
-
-    # 2b. data flow, for nodes whose name maps to no layer (ONNX Runtime's fused ``Gelu``, the
-    # ``HardSigmoid_<n>`` + ``Mul_<n>`` a HardSwish expands to), when the records carry their tensors
-    # (``extra["inputs"/"outputs"]``): such a node runs the one layer without a node that consumes what
-    # it reads; else it continues a layer guessed before that it reads (second half of an expanded op);
-    # else it belongs to the layer all its consumers run
-    tensor_layer: dict[str, int] = {}
-    for kind, rec, layers in order:
-        if kind == "exe":
-            for tname in rec.extra.get("outputs", ()):
-                tensor_layer[tname] = max(layers, key=by_rank)
-    guessed: dict[int, int] = {}   # position in order -> layer
-    for k, (kind, rec, _) in enumerate(order):
-        reads = []
-        for tname in rec.extra.get("inputs", ()):
-            if tname in tensor_layer:
-                reads.append(tensor_layer[tname])
-            elif (j := index.get(tname)) is not None and types[j] == T.INPUT:
-                reads.append(j)
-        outs = rec.extra.get("outputs", ())
-        if kind == "ins":
-            for tname in outs:
-                if reads:
-                    tensor_layer.setdefault(tname, reads[0])
-            continue
-        if kind != "unk" or not reads:
-            continue
-        rs = set(reads)
-        cand = {c for r in rs for c in children[r] if c not in covered and c not in rs}
-        done = rs & set(guessed.values())
-        if len(cand) == 1:
-            layer = cand.pop()
-        elif not cand and done:
-            layer = max(done, key=by_rank)
-        else:
-            continue
-        guessed[k] = layer
-        covered.add(layer)
-        for tname in outs:
-            tensor_layer[tname] = layer
-    readers: dict[str, list[int]] = {}
-    for k, (_, rec, _) in enumerate(order):
-        for tname in rec.extra.get("inputs", ()):
-            readers.setdefault(tname, []).append(k)
-    for k in range(len(order) - 1, -1, -1):
-        kind, rec, _ = order[k]
-        if kind != "unk" or k in guessed:
-            continue
-        got = set()
-        for tname in rec.extra.get("outputs", ()):
-            for r in readers.get(tname, ()):
-                got.add(guessed.get(r, max(order[r][2], key=by_rank) if order[r][0] == "exe" else None))
-        if len(got) == 1 and None not in got:
-            guessed[k] = got.pop()
-    for k, layer in guessed.items():
-        order[k][0], order[k][2] = "exe", {layer}
-        claimed.add(layer)
-        place(order[k][1], {layer})
-    inserted: list[NodeRecord] = []
-    for kind, rec, _ in order:
-        if kind != "exe":
-            if kind == "unk":
-                log.debug("%s: node %r (%s) maps to no layer; recorded as inserted", runner, rec.node,
-                          rec.node_type)
-            inserted.append(rec)
-
-    owner: dict[int, int] = {}          # layer -> survivor (head) layer
-    for head, recs in head_nodes.items():
-        owner[head] = head
-        # the node that fits the layer's type (then the one named exactly after it) describes the layer
-        t = T(int(types[head]))
-        recs.sort(key=lambda r: (not (_fits(r.node_type) is None or t in _fits(r.node_type)),
-                                 r.node != names[head]))
-    for head, layers in members:
-        for j in sorted(layers):
-            owner.setdefault(j, head)
-
-    # 3. layers without an executed node, in topological order
-    cands: dict[int, tuple[int, ...]] = {}   # possibly-fused layer -> candidate survivors
-    # what each survivor's node says it absorbed, as a budget: one residual Add per ``Add`` listed
-    budget = {h: Counter(_op_key(op) for r in recs for op in r.extra.get("fused_ops", ()))
-              for h, recs in head_nodes.items()}
-    def decide(i: int) -> None:
-        """Place layer ``i`` (no executed node) once its producers are placed."""
-        if types[i] == T.INPUT:
-            owner[i] = i
-            return
-        ps = parents[i]
-        if len(ps) == 1 and len(children[i]) == 1:  # element-wise diamond: x -> f -> g(x, f)
-            c = children[i][0]
-            if ps[0] in parents[c] and c in owner and owner[c] in head_nodes:
-                owner[i] = owner[c]
-                return
-        if len(ps) == 1:
-            p = ps[0]
-            if p in owner:
-                owner[i] = owner[p]
-            else:
-                cands[i] = cands.get(p, ())
-            return
-        if not ps:
-            cands[i] = ()
-            return
-        via: dict[int, list[int]] = {}   # candidate survivor -> the producers leading to it
-        for p in ps:
-            for c in ((owner[p],) if p in owner else cands.get(p, ())):
-                via.setdefault(c, []).append(p)
-        real = {c: v for c, v in via.items() if types[c] != T.INPUT}
-        via = real or via
-        opk = _op_key(T(int(types[i])).label)
-        said = [c for c in via if budget.get(c, {}).get(opk, 0) > 0]
-        if len(said) > 1:  # only a producer whose output feeds nothing else can take the op in
-            said = [c for c in said if any(children[p] == [i] for p in via[c])]
-        if len(via) == 1:
-            owner[i] = next(iter(via))
-        elif len(said) == 1:
-            owner[i] = said[0]
-        else:
-            cands[i] = tuple(sorted(via, key=by_rank))
-            return
-        if budget.get(owner[i], {}).get(opk, 0) > 0:
-            budget[owner[i]][opk] -= 1
-
-
-    for i in topo:
-        if i in owner:
-            continue
-        decide(i)
-        # a layer listed NOT_RUN under its own name that no real layer can have absorbed (only network
-        # inputs feed it: OpenVINO's in-place Concat of inputs, a Reshape of an input) was optimised out:
-        # it is its own survivor, with time 0
-        if i in idle and (i in owner and types[owner[i]] == T.INPUT
-                          or i in cands and all(types[c] == T.INPUT for c in cands[i])):
-            cands.pop(i, None)
-            owner[i] = i
-
-    # 4. records
-    absorbed: dict[int, list[int]] = {}
-    for j, h in owner.items():
-        if j != h:
-            absorbed.setdefault(h, []).append(j)
-    labels = net.type_labels()
-    out: list[LayerRecord] = []
-    for i in range(n):
-        if i in cands:
-            out.append(LayerRecord(layer=names[i], layer_type=labels[i], fused=POSSIBLY_FUSED,
-                                   fused_into="|".join(names[c] for c in cands[i])))
-            continue
-        h = owner[i]
-        recs = head_nodes.get(h, [])
-        shown = recs or ([idle[h]] if h in idle else [])
-        node = "+".join(r.node for r in shown)
-        ntype = shown[0].node_type if shown else ""
-        kind = shown[0].exec_kind if shown else ""
-        if h != i:
-            out.append(LayerRecord(layer=names[i], layer_type=labels[i], fused=FUSED, fused_into=names[h],
-                                   node=node, node_type=ntype, exec_kind=kind))
-            continue
-        med, mn, std = _node_stats(recs) if recs else (0.0, 0.0, 0.0)
-        params: dict = {}
-        taken = sorted(absorbed.get(i, ()), key=by_rank)
-        for j in taken:
-            role, p = _layer_params(net, j)
-            key, k = role, 2
-            while key in params:
-                key, k = f"{role}_{k}", k + 1
-            params[key] = p
-        out.append(LayerRecord(layer=names[i], layer_type=labels[i], fused=NOT_FUSED, node=node,
-                               node_type=ntype, exec_kind=kind, time_ms=med, min_ms=mn, std_ms=std,
-                               absorbed=tuple(names[j] for j in taken), params=params))
-    for r in inserted:
-        out.append(LayerRecord(layer=r.node, layer_type=r.node_type, fused=INSERTED, node=r.node,
-                               node_type=r.node_type, exec_kind=r.exec_kind, time_ms=r.median_ms,
-                               min_ms=r.min_ms, std_ms=r.std_ms))
-    return out
+    return GraphMatcher(net, nodes, runner).run()
 
 
 def _topological(parents: list[list[int]]) -> list[int]:
@@ -444,35 +629,3 @@ def _topological(parents: list[list[int]]) -> list[int]:
     out = topological_order(parents)
     seen = set(out)
     return out + [i for i in range(n) if i not in seen]  # a cycle (not a valid network): keep every layer
-
-
-def _walk_up(start: int, fits: tuple[T, ...] | None, parents: list[list[int]], types: np.ndarray,
-             claimed: set[int], own: set[int]) -> tuple[int, set[int]]:
-    """Nearest ancestor of ``start`` whose type fits, reached through layers without a node of their own
-    (or of this node); returns (head, layers on the way incl. the head), or (start, {}) if none / ambiguous."""
-    if fits is None:
-        return start, set()
-    seen = {start: -1}
-    frontier = deque([start])
-    found: list[int] = []
-    while frontier and not found:
-        nxt: deque[int] = deque()
-        for u in frontier:
-            for p in parents[u]:
-                if p in seen or types[p] == T.INPUT or (p in claimed and p not in own):
-                    continue
-                seen[p] = u
-                if T(int(types[p])) in fits:
-                    found.append(p)
-                nxt.append(p)
-        frontier = nxt
-    if len(found) != 1:
-        return start, set()
-    head = found[0]
-    path = {head}
-    u = head
-    # walk back down the recorded links to start
-    while u != start:
-        u = seen[u]
-        path.add(u)
-    return head, path
