@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 import sqlite3
 
 import numpy as np
@@ -87,6 +88,45 @@ def test_cache_rejects_foreign_file(tmp_path):
         V.MeasurementCache(p)
 
 
+def test_cache_written_before_the_busy_column_is_upgraded(tmp_path):
+    p = tmp_path / "old.sqlite"
+    with sqlite3.connect(p) as db:
+        db.execute("CREATE TABLE measurements (platform TEXT NOT NULL, network TEXT NOT NULL, fingerprint TEXT NOT "
+                   "NULL, machine TEXT NOT NULL, median_ms REAL NOT NULL, spread REAL NOT NULL, repeat_medians TEXT "
+                   "NOT NULL, min_ms REAL, runs INTEGER NOT NULL, repeats INTEGER NOT NULL, warmup INTEGER NOT NULL, "
+                   "seconds REAL, info TEXT, created REAL NOT NULL, "
+                   "PRIMARY KEY (platform, network, fingerprint, machine))")
+        db.execute("INSERT INTO measurements VALUES ('ort-cpu', 'n', 'f', 'k', 2.0, 0.1, '[2.0, 2.2]', 1.9, 30, 2, 5, "
+                   "1.0, '{}', 0)")
+    with V.MeasurementCache(p) as c:
+        m = c.get("ort-cpu", "n", "f", "k")
+        assert (m.median_ms, m.repeat_medians, m.runs, m.repeats) == (2.0, (2.0, 2.2), 30, 2) and math.isnan(m.busy)
+        c.put("ort-cpu", "n", "f", "k", V.Measurement(1.0, 0.0, busy=0.5))
+        assert c.get("ort-cpu", "n", "f", "k").busy == 0.5 and len(c) == 1  # replaced, not added
+
+
+def test_store_layer_points_rebuilds_each_configuration(tmp_path):
+    from annette_torch.bench.records import INSERTED, LayerRecord
+    from annette_torch.bench.store import ConfigResult, Store
+    from annette_torch.bench.suites import SUITES
+    suite = SUITES["conv_bn_relu"]
+    params = suite.configs(n=1, seed=1)[0]
+    net = suite.build(params)
+    with Store(tmp_path / "s.sqlite") as st:
+        run = st.start_run("ort-cpu", "ort-cpu", {}, {})
+        layers = [LayerRecord(n, t, "no", time_ms=0.01 * i) for i, (n, t) in
+                  enumerate(zip(net.names, net.type_labels()))]  # the input layer: time 0, no point
+        layers.append(LayerRecord("reorder", "Reorder", INSERTED, time_ms=0.5))  # no original layer: no point
+        st.add(run, "ort-cpu", ConfigResult(suite.name, params["config_id"], params, "ok", layers))
+    pts = V.store_layer_points(tmp_path / "s.sqlite", "ort-cpu")
+    assert list(pts["type"]) == ["Conv", "BatchNorm", "Relu"]
+    assert pts["ops"].tolist() == [float(net.ops[net.index(n)]) for n in ("conv1", "bn1", "relu1")]
+    i = net.index("conv1")
+    assert pts["bytes"][0] == (net.in_elems[i] + net.out_elems[i] + net.weights[i]) * 4
+    assert pts["time_ms"].tolist() == pytest.approx([0.01, 0.02, 0.03])
+    assert V.store_layer_points(tmp_path / "s.sqlite", "ort-cpu", suites=["other"])["ops"].size == 0
+
+
 def test_measure_all_resumes_after_interruption(tmp_path):
     nets = [vnet(f"nb101/{i}", width=8 * (i + 1)) for i in range(4)]
     calls = []
@@ -145,13 +185,65 @@ def test_measure_all_records_failures(tmp_path):
 
 
 # ------------------------------------------------------------------------------------------------ measuring
-def test_measure_latency_tiny_network_ort():
+def test_measure_latency_tiny_network_ort(monkeypatch):
     pytest.importorskip("onnxruntime")
+    monkeypatch.setattr(os, "getloadavg", lambda: (3.25, 0.0, 0.0))  # this process plus 2.25 others
     m = V.measure_latency(tiny_net(), "ort-cpu", runs=5, repeats=2, warmup=1)
-    assert m.median_ms > 0 and m.spread >= 0
-    assert len(m.repeat_medians) == 2 and m.median_ms == min(m.repeat_medians)
-    assert m.runs == 5 and m.repeats == 2 and m.min_ms <= m.median_ms
-    assert math.isnan(m.busy) or m.busy >= 0
+    assert m.median_ms > 0 and len(m.repeat_medians) == 2 and m.median_ms == min(m.repeat_medians)
+    assert m.spread == pytest.approx((max(m.repeat_medians) - m.median_ms) / m.median_ms)
+    assert m.runs == 5 and m.repeats == 2 and m.warmup == 1 and 0 < m.min_ms <= m.median_ms
+    assert m.seconds > 0 and m.busy == pytest.approx(2.25)
+
+
+def test_busy_is_the_load_of_other_processes(monkeypatch):
+    from annette_torch.validate import measure as M
+    monkeypatch.setattr(os, "getloadavg", lambda: (0.4, 0.0, 0.0))
+    assert M._busy() == 0.0  # only this process: clamped at zero, never negative
+
+    def no_load_average():
+        raise OSError("no load average")
+    monkeypatch.setattr(os, "getloadavg", no_load_average)
+    assert math.isnan(M._busy())
+
+
+def test_measurement_sessions_use_the_runners_settings(monkeypatch):
+    """measure_latency times with the benchmark runners' session settings (no profiler), and the cache key's
+    runtime description is exactly what older caches were written under."""
+    ort = pytest.importorskip("onnxruntime")
+    options = []
+    real = ort.InferenceSession
+
+    def session(model, so, **kw):
+        options.append((so, kw))
+        return real(model, so, **kw)
+    monkeypatch.setattr(ort, "InferenceSession", session)
+    V.measure_latency(tiny_net(), "ort-cpu", runs=1, repeats=1, warmup=0)
+    (so, kw), = options
+    assert kw == {"providers": ["CPUExecutionProvider"]} and not so.enable_profiling
+    assert (so.intra_op_num_threads, so.inter_op_num_threads) == (1, 1)
+    assert so.execution_mode == ort.ExecutionMode.ORT_SEQUENTIAL
+    assert so.graph_optimization_level == ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    assert V.runtime_info("ort-cpu") == {"runtime": "onnxruntime", "version": ort.__version__,
+                                         "provider": "CPUExecutionProvider", "threads": 1, "opt_level": "all"}
+    assert V.machine_key("ort-cpu") == V.machine_key("ort-cpu") != V.machine_key("openvino-cpu")
+
+
+def test_openvino_measurement_uses_the_runners_settings(monkeypatch):
+    ov = pytest.importorskip("openvino")
+    configs = []
+    real = ov.Core.compile_model
+
+    def compile_model(self, model, device, config):
+        configs.append((device, dict(config)))
+        return real(self, model, device, config)
+    monkeypatch.setattr(ov.Core, "compile_model", compile_model)
+    m = V.measure_latency(tiny_net(), "openvino-cpu", runs=2, repeats=1, warmup=0)
+    assert m.median_ms > 0 and m.runs == 2
+    assert configs == [("CPU", {"PERFORMANCE_HINT": "LATENCY", "INFERENCE_NUM_THREADS": "1",
+                                "INFERENCE_PRECISION_HINT": "f32"})]  # the runner's, without PERF_COUNT
+    info = V.runtime_info("openvino-cpu")
+    assert {k: v for k, v in info.items() if k != "version"} == {
+        "runtime": "openvino", "device": "CPU", "threads": 1, "performance_hint": "LATENCY", "precision": "f32"}
 
 
 def test_measure_latency_rejects_bad_arguments():
@@ -201,6 +293,7 @@ def _png(p):
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5000
 
 
+@pytest.mark.slow
 def test_plot_roofline_with_and_without_layers(tmp_path):
     from annette_torch.plots import plot_roofline
     p = Platform("p", {"Base": Roofline(op_s=1e11, bandwidth=1e10, bit_act=32, bit_weights=32),
@@ -220,6 +313,7 @@ def test_plot_roofline_with_and_without_layers(tmp_path):
         plot_roofline(p, (ops, byts[:3], t), tmp_path / "bad.png")
 
 
+@pytest.mark.slow
 def test_plot_pred_vs_measured(tmp_path):
     from annette_torch.plots import plot_pred_vs_measured
     rng = np.random.default_rng(1)
@@ -234,6 +328,7 @@ def test_plot_pred_vs_measured(tmp_path):
 
 
 # ------------------------------------------------------------------------------------------ validation set
+@pytest.mark.slow
 def test_validation_networks_zoo_deterministic():
     a = V.validation_networks(kinds=("zoo",), check_export=False)
     b = V.validation_networks(kinds=("zoo",), check_export=False)
@@ -308,6 +403,7 @@ def test_exploding_variant_is_reported_and_plotted(tmp_path):
     assert "e+" in line and len(line) < 140
 
 
+@pytest.mark.slow
 def test_accuracy_benchmark_interleaves_calibration_networks_evenly():
     """The accuracy benchmark measures calibration and validation networks in the same passes, spread
     evenly, so a drift of the machine's speed during the run cannot bias the calibration against them."""

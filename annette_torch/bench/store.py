@@ -10,13 +10,13 @@ from __future__ import annotations
 import csv
 import json
 import os
-import sqlite3
 import time
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator, Sequence
 
 from ..errors import AnnetteError
 from .records import LayerRecord
+from .sqlite import SQLiteFile
 
 __all__ = ["Store", "StoreError", "ConfigResult", "EXPORT_COLUMNS"]
 
@@ -87,43 +87,21 @@ class ConfigResult:
     seconds: float | None = None
 
 
-class Store:
+class Store(SQLiteFile):
     """An SQLite measurement database (created on first use)."""
 
-    def __init__(self, path: str | os.PathLike) -> None:
-        self.path = os.fspath(path)
-        d = os.path.dirname(os.path.abspath(self.path))
-        if not os.path.isdir(d):
-            raise StoreError(f"{self.path}: folder {d} does not exist")
-        try:
-            self.db = sqlite3.connect(self.path, timeout=30)
-            self.db.execute("PRAGMA journal_mode=WAL")
-            self.db.execute("PRAGMA synchronous=NORMAL")
-            self.db.execute("PRAGMA foreign_keys=ON")
-            self.db.executescript(_SCHEMA)
-            row = self.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
-            if row is None:
-                with self.db:
-                    self.db.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
-            elif int(row[0]) > SCHEMA_VERSION:
-                raise StoreError(f"{self.path}: store schema {row[0]} is newer than this annette-torch ({SCHEMA_VERSION})")
-        except sqlite3.DatabaseError as e:
-            raise StoreError(f"{self.path}: not a measurement database ({e})") from None
-
-    def close(self) -> None:
-        self.db.close()
-
-    def __enter__(self) -> "Store":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    schema = _SCHEMA
+    pragmas = ("journal_mode=WAL", "synchronous=NORMAL", "foreign_keys=ON")
+    error = StoreError
+    description = "measurement database"
+    kind = "store"
+    schema_version = SCHEMA_VERSION
 
     # ------------------------------------------------------------------------------------------------
     def start_run(self, platform: str, runner: str, toolchain: dict[str, Any], fingerprint: dict[str, Any]) -> int:
         """Record the start of a sweep; returns the run id the configurations refer to."""
         from .. import __version__
-        with self.db:
+        with self.transaction():
             cur = self.db.execute(
                 "INSERT INTO runs (platform, runner, toolchain, fingerprint, started, annette_version) "
                 "VALUES (?, ?, ?, ?, ?, ?)",
@@ -144,7 +122,7 @@ class Store:
         A failed configuration that is stored again (``--retry-failed``) replaces the failed row.
         """
         r = result
-        with self.db:  # one transaction
+        with self.transaction():
             self.db.execute("DELETE FROM layers WHERE config IN (SELECT id FROM configs WHERE platform=? AND "
                             "suite=? AND config_id=? AND status='failed')", (platform, r.suite, r.config_id))
             self.db.execute("DELETE FROM configs WHERE platform=? AND suite=? AND config_id=? AND status='failed'",

@@ -12,7 +12,6 @@ fingerprint.
 from __future__ import annotations
 
 import logging
-import os
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
@@ -20,6 +19,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ..errors import AnnetteError, check_writable
+from ..validate.networks import VALIDATION_SEED
 
 __all__ = ["PLANS", "calibration_networks", "run_calibration", "calibrate_network_level", "suite_options"]
 
@@ -45,7 +45,7 @@ LEAD = {"ort-cpu": ("dwconv", "maxpool", "avgpool", "slice"),
 #: always; as a benchmark's graph output never: a separate node of 0.013 ms behind a 0.114 ms conv, where the
 #: fused one adds 0.007 ms)
 TAIL = {"ort-cpu": ("conv_act", "pw_act", "dw_act", "stem"), "openvino-cpu": ()}
-#: NB101 seed of the calibration cells (the accuracy benchmark's validation cells use another seed)
+#: NB101 seed of the calibration cells (the validation cells use `VALIDATION_SEED`)
 CALIBRATION_SEED = 777
 #: rounds over the calibration networks (each network's latency: the fastest round's median of 30 runs; the
 #: accuracy benchmark measures its validation networks the same way)
@@ -99,7 +99,7 @@ def calibration_networks(n: int, seed: int = CALIBRATION_SEED, exclude_hashes: s
     return out
 
 
-def _validation_hashes(n: int = 200, seed: int = 12345) -> set[str]:
+def _validation_hashes(n: int = 200, seed: int = VALIDATION_SEED) -> set[str]:
     """Hashes of the NB101 cells the accuracy benchmark validates on (kept out of calibration)."""
     from ..search.spaces import nb101
     return {nb101.spec_hash(s.matrix, s.ops) for s in nb101.sample(n, np.random.default_rng(seed))}

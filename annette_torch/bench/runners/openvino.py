@@ -30,7 +30,7 @@ import os
 import tempfile
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import onnx
@@ -75,6 +75,35 @@ def _status(s: Any) -> str:
     return "not-run" if "NOT_RUN" in str(s) or "OPTIMIZED_OUT" in str(s) else "executed"
 
 
+def _compile(core: Any, model_bytes: bytes, device: str, config: dict[str, str]) -> Any:
+    """``core.compile_model`` of a serialized ONNX model (read from a temporary file, removed at once)."""
+    fd, path = tempfile.mkstemp(prefix="annette-ov-", suffix=".onnx")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(model_bytes)
+        return core.compile_model(core.read_model(path), device, config)
+    finally:
+        os.remove(path)
+
+
+def _set_random_inputs(ov: Any, compiled: Any, request: Any) -> dict[str, list[int]]:
+    """Deterministic random inputs (seed 0; floats in [0, 1), integers 0 or 1) set on ``request``; returns
+    each input's shape."""
+    rng = np.random.default_rng(0)
+    shapes = {}
+    for port in compiled.inputs:
+        ps = port.get_partial_shape()
+        if ps.is_dynamic:
+            raise AnnetteError(f"openvino: input {port.get_any_name()!r} has a dynamic shape {ps}; "
+                               "export with static shapes")
+        shape = [int(d) for d in port.get_shape()]
+        dt = port.get_element_type().to_dtype()
+        data = (rng.random(shape) if np.issubdtype(dt, np.floating) else rng.integers(0, 2, shape)).astype(dt)
+        request.set_tensor(port, ov.Tensor(data))
+        shapes[port.get_any_name()] = shape
+    return shapes
+
+
 @dataclass
 class OvPrepared:
     """A compiled model, its infer request with inputs set, and the runtime graph's per-node info."""
@@ -103,9 +132,10 @@ class OpenVinoRunner(Runner):
         self.threads = int(threads)
         self.precision = precision
 
-    def config(self) -> dict[str, str]:
-        """The compile-time properties passed to ``compile_model``."""
-        cfg = {"PERF_COUNT": "YES", "PERFORMANCE_HINT": "LATENCY"}
+    def config(self, profiling: bool = True) -> dict[str, str]:
+        """The compile-time properties passed to ``compile_model`` (``PERF_COUNT`` only with ``profiling``)."""
+        cfg = {"PERF_COUNT": "YES"} if profiling else {}
+        cfg["PERFORMANCE_HINT"] = "LATENCY"
         if self.device == "CPU":
             cfg["INFERENCE_NUM_THREADS"] = str(self.threads)
             if self.precision:
@@ -121,34 +151,28 @@ class OpenVinoRunner(Runner):
         return out
 
     # ----------------------------------------------------------------------------------------------
+    def inference(self, model_bytes: bytes) -> Callable[[], None]:
+        """The model (serialized ONNX) compiled with this runner's properties but without performance
+        counters, its inputs set as in `prepare`; returns a callable that runs one inference (for
+        end-to-end timing). Errors of OpenVINO while compiling are raised as they are."""
+        ov = _ov()
+        compiled = _compile(ov.Core(), model_bytes, self.device, self.config(profiling=False))
+        request = compiled.create_infer_request()
+        _set_random_inputs(ov, compiled, request)
+
+        def run() -> None:
+            request.infer()
+        return run
+
     def prepare(self, model: onnx.ModelProto) -> OvPrepared:
         ov = _ov()
-        core = ov.Core()
-        fd, path = tempfile.mkstemp(prefix="annette-ov-", suffix=".onnx")
         try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(model.SerializeToString())
-            try:
-                m = core.read_model(path)
-                compiled = core.compile_model(m, self.device, self.config())
-            except Exception as e:  # OpenVINO raises RuntimeError with multi-line messages
-                raise AnnetteError(f"openvino ({self.device}): cannot compile the model: "
-                                   f"{str(e).strip().splitlines()[0] if str(e).strip() else e}") from None
-        finally:
-            os.remove(path)
+            compiled = _compile(ov.Core(), model.SerializeToString(), self.device, self.config())
+        except Exception as e:  # OpenVINO raises RuntimeError with multi-line messages
+            raise AnnetteError(f"openvino ({self.device}): cannot compile the model: "
+                               f"{str(e).strip().splitlines()[0] if str(e).strip() else e}") from None
         request = compiled.create_infer_request()
-        rng = np.random.default_rng(0)
-        shapes = {}
-        for port in compiled.inputs:
-            ps = port.get_partial_shape()
-            if ps.is_dynamic:
-                raise AnnetteError(f"openvino: input {port.get_any_name()!r} has a dynamic shape {ps}; "
-                                   "export with static shapes")
-            shape = [int(d) for d in port.get_shape()]
-            dt = port.get_element_type().to_dtype()
-            data = (rng.random(shape) if np.issubdtype(dt, np.floating) else rng.integers(0, 2, shape)).astype(dt)
-            request.set_tensor(port, ov.Tensor(data))
-            shapes[port.get_any_name()] = shape
+        shapes = _set_random_inputs(ov, compiled, request)
         runtime = {}
         try:
             for op in compiled.get_runtime_model().get_ordered_ops():

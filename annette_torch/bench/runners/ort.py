@@ -32,7 +32,7 @@ import re
 import tempfile
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import onnx
@@ -98,10 +98,13 @@ class OrtRunner(Runner):
                 "threads": self.threads, "opt_level": self.opt_level}
 
     # ----------------------------------------------------------------------------------------------
-    def _session(self, model_bytes: bytes) -> tuple[Any, dict[str, dict[str, Any]], str]:
+    def session_options(self, profiling: bool = False) -> Any:
+        """The ``SessionOptions`` of every session this runner loads: threads, sequential execution, the
+        graph optimisation level; with ``profiling`` the per-node profiler on."""
         ort = _ort()
         so = ort.SessionOptions()
-        so.enable_profiling = True
+        if profiling:
+            so.enable_profiling = True
         so.intra_op_num_threads = self.threads
         so.inter_op_num_threads = 1
         so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
@@ -112,6 +115,24 @@ class OrtRunner(Runner):
             "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
         }[self.opt_level]
         so.log_severity_level = 3  # saving an NCHWc-optimised model warns on every session
+        return so
+
+    def inference(self, model_bytes: bytes) -> Callable[[], None]:
+        """An unprofiled session of a serialized ONNX model with this runner's settings and `prepare`'s
+        random inputs; returns a callable that runs one inference (for end-to-end timing).
+
+        Errors of ONNX Runtime while loading the model are raised as they are.
+        """
+        sess = _ort().InferenceSession(model_bytes, self.session_options(), providers=["CPUExecutionProvider"])
+        feeds = _random_feeds(sess)
+
+        def run() -> None:
+            sess.run(None, feeds)
+        return run
+
+    def _session(self, model_bytes: bytes) -> tuple[Any, dict[str, dict[str, Any]], str]:
+        ort = _ort()
+        so = self.session_options(profiling=True)
         tag = f"annette-ort-{os.getpid()}-{uuid.uuid4().hex[:12]}"
         prefix = os.path.join(tempfile.gettempdir(), tag)
         opt_path = prefix + "-optimized.onnx"
@@ -135,18 +156,7 @@ class OrtRunner(Runner):
     def prepare(self, model: onnx.ModelProto) -> OrtPrepared:
         data = model.SerializeToString()
         sess, graph, prefix = self._session(data)
-        rng = np.random.default_rng(0)
-        feeds = {}
-        for inp in sess.get_inputs():
-            shape = inp.shape
-            if any(not isinstance(d, int) or d <= 0 for d in shape):
-                raise AnnetteError(f"ort-cpu: input {inp.name!r} has a dynamic shape {shape}; "
-                                   "export with static shapes")
-            dt = _DTYPES.get(inp.type)
-            if dt is None:
-                raise AnnetteError(f"ort-cpu: input {inp.name!r} has unsupported type {inp.type}")
-            feeds[inp.name] = (rng.random(shape) if np.issubdtype(dt, np.floating)
-                               else rng.integers(0, 2, shape)).astype(dt)
+        feeds = _random_feeds(sess)
         return OrtPrepared(sess, feeds, graph, data, prefix,
                            meta={"inputs": {k: list(v.shape) for k, v in feeds.items()}})
 
@@ -206,6 +216,23 @@ class OrtRunner(Runner):
             r.extra = {"domain": info["domain"], "op_type": info["op_type"], "inputs": info["inputs"],
                        "outputs": info["outputs"], "fused_ops": info["fused_ops"]}
         return recs
+
+
+def _random_feeds(sess: Any) -> dict[str, np.ndarray]:
+    """Deterministic random inputs (seed 0) for every input of a session: floats in [0, 1), integers 0 or 1."""
+    rng = np.random.default_rng(0)
+    feeds = {}
+    for inp in sess.get_inputs():
+        shape = inp.shape
+        if any(not isinstance(d, int) or d <= 0 for d in shape):
+            raise AnnetteError(f"ort-cpu: input {inp.name!r} has a dynamic shape {shape}; "
+                               "export with static shapes")
+        dt = _DTYPES.get(inp.type)
+        if dt is None:
+            raise AnnetteError(f"ort-cpu: input {inp.name!r} has unsupported type {inp.type}")
+        feeds[inp.name] = (rng.random(shape) if np.issubdtype(dt, np.floating)
+                           else rng.integers(0, 2, shape)).astype(dt)
+    return feeds
 
 
 def _graph_info(model: onnx.ModelProto) -> dict[str, dict[str, Any]]:
