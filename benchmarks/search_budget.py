@@ -22,7 +22,8 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # `search`
 
 import annette_torch as at  # noqa: E402
 from annette_torch.validate import measure_latency  # noqa: E402
-from annette_torch.search.optuna_search import best_feasible, get_space, latency_constrained_search  # noqa: E402
+from annette_torch.search.optuna_search import best_feasible, latency_constrained_search  # noqa: E402
+from annette_torch.search.spaces.registry import get_space  # noqa: E402
 
 
 def main() -> int:

@@ -29,6 +29,12 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..errors import AnnetteError, check_writable
+from ..estimator import estimate_many
+from ..ir import Network
+from ..platform import load_platform
+from .objectives import read_accuracy_csv, text_key
+from .spaces import nb101, nb201
+from .spaces.registry import NB101Space, get_space
 
 __all__ = ["SpaceTable", "nb201_latencies", "nb201_costs", "nb101_latencies", "space_table", "pareto_front",
            "attach_accuracy", "fronts", "plot_pareto", "write_front_csv", "pareto_report"]
@@ -54,17 +60,10 @@ class SpaceTable:
         return len(self.archs)
 
 
-def _load(platform: Any):
-    from ..platform import load_platform
-    return load_platform(platform)
-
-
 def _estimate_chunks(nets_of: Any, n: int, platforms: Sequence[Any], costs: bool = True
                      ) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
     """Build networks ``nets_of(start, stop)`` chunk by chunk and estimate each chunk on every platform;
     with ``costs``, also each network's weights and ops (from the chunk stacked into one network)."""
-    from ..estimator import estimate_many
-    from ..ir import Network
     lat = {p.name: np.empty(n) for p in platforms}
     params = np.full(n, np.nan)
     ops = np.full(n, np.nan)
@@ -81,7 +80,6 @@ def _estimate_chunks(nets_of: Any, n: int, platforms: Sequence[Any], costs: bool
 
 
 def _nb201_table(platforms: Sequence[Any], costs: bool = True) -> SpaceTable:
-    from .spaces import nb201
     archs = nb201.all_arch_strings()
     first: dict[Any, int] = {}
     which = np.empty(len(archs), np.int64)
@@ -93,37 +91,24 @@ def _nb201_table(platforms: Sequence[Any], costs: bool = True) -> SpaceTable:
             j = first[k] = len(reps)
             reps.append(a)
         which[i] = j
-    build = getattr(nb201, "build_networks", None)
-    if build is None:
-        def nets_of(s: int, e: int) -> list:
-            return [nb201.build_network(a) for a in reps[s:e]]
-    else:
-        def nets_of(s: int, e: int) -> list:
-            return build(reps[s:e])
-    lat, params, ops = _estimate_chunks(nets_of, len(reps), platforms, costs)
+    lat, params, ops = _estimate_chunks(lambda s, e: nb201.build_networks(reps[s:e]), len(reps), platforms, costs)
     return SpaceTable("nb201", archs, params[which], ops[which], {k: v[which] for k, v in lat.items()})
 
 
 def _nb101_table(platforms: Sequence[Any], n: int, seed: int) -> SpaceTable:
-    from .spaces import nb101
     if n < 1:
         raise AnnetteError(f"number of NB101 samples must be >= 1, got {n}")
     specs = nb101.sample(int(n), np.random.default_rng(seed))
-    sp = _nb101_adapter()
+    sp = NB101Space()
     lat, params, ops = _estimate_chunks(lambda s, e: [sp.network(x) for x in specs[s:e]], len(specs), platforms)
     return SpaceTable("nb101", [sp.encode(x) for x in specs], params, ops, lat)
-
-
-def _nb101_adapter():
-    from .optuna_search import NB101Space
-    return NB101Space()
 
 
 def space_table(space: str, platforms: Sequence[Any], samples: int = 5000, seed: int = 0,
                 costs: bool = True) -> SpaceTable:
     """IR costs and predicted latency on each platform of all NB201 cells (``space='nb201'``) or of
     ``samples`` sampled NB101 cells (``space='nb101'``). ``costs=False`` skips parameters/ops (NaN)."""
-    plats = [_load(p) for p in platforms]
+    plats = [load_platform(p) for p in platforms]
     if space == "nb201":
         return _nb201_table(plats, costs)
     if space == "nb101":
@@ -178,10 +163,9 @@ def pareto_front(latency: Sequence[float], accuracy: Sequence[float]) -> np.ndar
 
 def attach_accuracy(table: SpaceTable, path: str | os.PathLike) -> int:
     """Read an ``arch,accuracy`` CSV into ``table.accuracy`` (NaN where missing); returns how many matched."""
-    from .optuna_search import _text_key, get_space, read_accuracy_csv
     sp = get_space(table.space)
     acc = read_accuracy_csv(path, sp)
-    keys = table.archs if sp.name == "nb201" else [_text_key(sp, a) for a in table.archs]
+    keys = table.archs if sp.name == "nb201" else [text_key(sp, a) for a in table.archs]
     values = np.array([acc.get(k, np.nan) for k in keys], dtype=float)
     matched = int(np.count_nonzero(~np.isnan(values)))
     if matched == 0:

@@ -12,7 +12,8 @@ from annette_torch import estimate
 from annette_torch.cli.app import main
 from annette_torch.errors import AnnetteError
 from annette_torch.search import pareto
-from annette_torch.search.spaces import nb201
+from annette_torch.search.spaces import nb101, nb201
+from annette_torch.search.spaces.registry import get_space
 
 
 def _brute_force_front(lat: np.ndarray, acc: np.ndarray) -> set[int]:
@@ -55,6 +56,7 @@ def test_pareto_front_matches_brute_force_on_random_points_with_ties():
         assert np.all(np.diff(lat[idx]) >= 0)
 
 
+@pytest.mark.slow
 def test_nb201_latencies_cover_all_cells_fast_and_match_estimate():
     estimate(nb201.build_network(nb201.index_to_arch(1)), "zcu102")  # load the platform file
     t0 = time.perf_counter()
@@ -68,6 +70,7 @@ def test_nb201_latencies_cover_all_cells_fast_and_match_estimate():
         assert lat[i] == pytest.approx(estimate(nb201.build_network(archs[i]), "zcu102").total_ms, rel=1e-9)
 
 
+@pytest.mark.slow
 def test_space_table_costs_and_several_platforms():
     t = pareto.space_table("nb201", ["zcu102", "ncs2"])
     assert set(t.latency_ms) == {"zcu102", "ncs2"}
@@ -78,8 +81,6 @@ def test_space_table_costs_and_several_platforms():
 
 
 def test_nb101_latencies_sampled_cells():
-    from annette_torch.search.optuna_search import get_space
-
     archs, lat = pareto.nb101_latencies("zcu102", n=40, seed=1)
     assert len(archs) == len(set(archs)) == 40 and lat.shape == (40,)
     sp = get_space("nb101")
@@ -97,15 +98,25 @@ def test_attach_accuracy_partial_and_unmatched(tmp_path):
     assert pareto.attach_accuracy(t, path) == 10
     assert np.isnan(t.accuracy[10:]).all() and t.accuracy[0] == 90
     front = pareto.fronts(t)["zcu102"]
-    assert set(front.tolist()) <= set(range(10))
-    other = tmp_path / "other.csv"
-    other.write_text("arch,accuracy\n01/00|input;output,50\n")
+    assert front.size and set(front.tolist()) <= set(range(10))
+    assert set(front.tolist()) == _brute_force_front(t.latency_ms["zcu102"], t.accuracy)
+    # NB101 rows may name a cell by its spec hash instead of its encoding
+    sp = get_space("nb101")
+    hashed = tmp_path / "hashed.csv"
+    hashed.write_text("arch,accuracy\n" + "".join(f"{sp.key(sp.decode(a))},{50 + i}\n" for i, a in enumerate(t.archs)))
+    assert pareto.attach_accuracy(t, hashed) == len(t)
+    assert t.accuracy.tolist() == [50.0 + i for i in range(len(t))]
+    # a table that matches none of the cells is an error
+    chain = sp.encode(nb101.validate(np.eye(7, k=1, dtype=int), (nb101.INPUT,) + (nb101.OPS[0],) * 5 + (nb101.OUTPUT,)))
     t2 = pareto.space_table("nb101", ["zcu102"], samples=5, seed=3)
-    if "01/00|input;output" not in t2.archs:
-        with pytest.raises(AnnetteError, match="none of its"):
-            pareto.attach_accuracy(t2, other)
+    assert chain not in t2.archs
+    other = tmp_path / "other.csv"
+    other.write_text(f"arch,accuracy\n{chain},50\n")
+    with pytest.raises(AnnetteError, match="none of its 1 architectures"):
+        pareto.attach_accuracy(t2, other)
 
 
+@pytest.mark.slow
 def test_cli_pareto_nb201_with_accuracy_writes_png_and_front_csv(tmp_path, capsys):
     acc = tmp_path / "acc.csv"
     rng = np.random.default_rng(0)
@@ -139,6 +150,13 @@ def test_cli_pareto_nb101_without_accuracy(tmp_path, capsys):
     assert out.is_file() and front_csv.is_file()
     rows = list(csv.DictReader(front_csv.open()))
     assert rows and all(r["accuracy"] == "" for r in rows)
+    assert {r["platform"] for r in rows} == {"zcu102", "ncs2"}
+    # without accuracy each front holds the cells with the most ops per latency: ops rise with latency
+    for p in ("zcu102", "ncs2"):
+        sub = [r for r in rows if r["platform"] == p]
+        lat = [float(r["latency_ms"]) for r in sub]
+        ops = [int(r["ops"]) for r in sub]
+        assert lat == sorted(lat) and ops == sorted(ops)
 
 
 @pytest.mark.parametrize("argv,code,needle", [

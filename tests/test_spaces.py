@@ -4,20 +4,15 @@ from __future__ import annotations
 
 import collections
 import itertools
-import pathlib
-import sys
 
 import numpy as np
 import pytest
 
-try:
-    import annette_torch.search  # noqa: F401
-except ImportError:  # `search` sits beside annette_torch in a source checkout
-    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
-
 from annette_torch import trace
+from annette_torch.errors import AnnetteError
 from annette_torch.ir import INT_COLUMNS, Network
 from annette_torch.search.spaces import mbv2, nb101, nb201
+from annette_torch.search.spaces.registry import SPACES, MBV2Space, NB101Space, NB201Space, Space, get_space
 
 
 def layer_multiset(net: Network) -> list[tuple]:
@@ -335,3 +330,54 @@ def test_mbv2_block_network():
         mbv2.block_network(0, "zero")
     with pytest.raises(ValueError, match="block index"):
         mbv2.block_network(21, "mb3_e3")
+
+
+# ------------------------------------------------------------------------------------------------------
+# registry: the adapters the Optuna searches use
+
+
+def test_get_space_by_name_and_passes_custom_spaces_through():
+    assert set(SPACES) == {"nb201", "nb101", "mbv2"}
+    for name, cls in (("nb201", NB201Space), ("NB101", NB101Space), ("mbv2", MBV2Space)):
+        sp = get_space(name)
+        assert type(sp) is cls and sp.name == name.lower() and isinstance(sp, Space)
+
+    class Chain:
+        name = "chain"
+
+        def suggest(self, trial):
+            return 1
+
+        def network(self, arch):
+            return nb201.build_network(nb201.index_to_arch(arch))
+
+        def encode(self, arch):
+            return str(arch)
+
+        def decode(self, text):
+            return int(text)
+
+    custom = Chain()
+    assert get_space(custom) is custom
+    with pytest.raises(AnnetteError, match="is not a search space: it lacks suggest, network, encode"):
+        get_space(object())
+    with pytest.raises(AnnetteError, match="unknown search space 'nb999'"):
+        get_space("nb999")
+
+
+def test_adapter_keys():
+    sp201 = get_space("nb201")
+    # cells with equal live edges share one latency-cache key; the table key is the canonical arch string
+    assert sp201.latency_key(NB201_CASES[7]) == sp201.latency_key(
+        "|nor_conv_3x3~0|+|nor_conv_1x1~0|none~1|+|nor_conv_1x1~0|none~1|none~2|")
+    swapped = "|nor_conv_3x3~0|+|avg_pool_3x3~1|nor_conv_3x3~0|+|skip_connect~2|nor_conv_3x3~1|skip_connect~0|"
+    assert sp201.text_key(swapped) == NB201_CASES[0]
+    sp101 = get_space("nb101")
+    spec = nb101.validate(README_MATRIX, README_OPS)
+    h = nb101.spec_hash(README_MATRIX, README_OPS)
+    assert sp101.key(spec) == h == sp101.text_key(sp101.encode(spec)) == sp101.text_key(h.upper())
+    assert sp101.decode(sp101.encode(spec).replace(";", ",")).ops == spec.ops
+    with pytest.raises(ValueError, match="expected 'matrix rows\\|ops'"):
+        sp101.decode("0110")
+    spm = get_space("mbv2")
+    assert spm.decode(spm.encode(MBV2_CASES[2])) == tuple(MBV2_CASES[2])

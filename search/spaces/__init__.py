@@ -2,5 +2,5 @@
 
 ``nb201`` (NAS-Bench-201 cells), ``nb101`` (NAS-Bench-101 cells) and ``mbv2`` (MobileNetV2 / ProxylessNAS
 blocks); each module has ``build_network`` (IR, no torch) and ``build_module`` (``nn.Module``), which trace
-to the same IR.
+to the same IR. ``registry`` adapts them to the Optuna searches (``get_space``).
 """

@@ -1,0 +1,278 @@
+"""Search spaces as the Optuna searches see them: the `Space` protocol, one adapter per space, `get_space`.
+
+An adapter samples an architecture from an Optuna trial, builds its IR for the latency estimate and encodes
+it as a string (the key of studies, caches and accuracy tables); the IR builders live in `nb201`, `nb101`
+and `mbv2` beside this module.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Protocol, Sequence, runtime_checkable
+
+import numpy as np
+
+from ...errors import AnnetteError
+from ...ir import INT_COLUMNS, Network
+from . import mbv2, nb101, nb201
+
+__all__ = ["Space", "NB201Space", "NB101Space", "MBV2Space", "SPACES", "get_space", "same_network"]
+
+log = logging.getLogger(__name__)
+
+#: a stitched piece of an MBV2 network: types, int-column matrix, local edges (-1 = the piece's input),
+#: names, index of its output layer, number of residual adds
+_Piece = tuple[np.ndarray, np.ndarray, np.ndarray, list[str], int, int]
+
+
+@runtime_checkable
+class Space(Protocol):
+    """What a search needs from a search space: sample an architecture, build its IR, name it."""
+
+    name: str
+
+    def suggest(self, trial: Any) -> Any:
+        """Draw an architecture with ``trial.suggest_*``; raise ``optuna.TrialPruned`` for an invalid one."""
+
+    def network(self, arch: Any) -> Network:
+        """The architecture's IR (for the latency estimate)."""
+
+    def encode(self, arch: Any) -> str:
+        """A string that identifies the architecture (stored in the study, the key of caches and CSVs)."""
+
+    def decode(self, text: str) -> Any:
+        """Inverse of `encode`; raises ValueError for a malformed string."""
+
+
+class _SpaceBase:
+    """Defaults of the optional adapter methods (cache and table keys) in terms of `encode` / `decode`."""
+
+    name = "space"
+
+    def latency_key(self, arch: Any) -> Any:
+        """Key of the latency cache: architectures with equal keys have equal networks (default: encoding)."""
+        return self.encode(arch)  # type: ignore[attr-defined]
+
+    def key(self, arch: Any) -> str:
+        """Key of an architecture in accuracy tables (default: its encoding)."""
+        return self.encode(arch)  # type: ignore[attr-defined]
+
+    def text_key(self, text: str) -> str:
+        """Key of a table entry written as text (default: the normalised encoding); ValueError if malformed."""
+        return self.encode(self.decode(text))  # type: ignore[attr-defined]
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
+
+
+class NB201Space(_SpaceBase):
+    """NAS-Bench-201 cells: 6 categorical edges over ``none / skip / conv1x1 / conv3x3 / avgpool3x3``.
+
+    An architecture is the benchmark's arch string (``|nor_conv_3x3~0|+|...|``); its network is the
+    benchmark's CIFAR skeleton (C=16, N=5, input 1x3x32x32) built directly as IR.
+    """
+
+    name = "nb201"
+
+    def __init__(self, C: int = 16, N: int = 5, num_classes: int = 10) -> None:
+        self._m = nb201
+        self.C, self.N, self.num_classes = C, N, num_classes
+        self._params = [(f"edge {d}<-{s}", e) for e, (s, d) in enumerate(nb201.EDGES)]
+
+    def suggest(self, trial: Any) -> str:
+        return self._m.arch_string([trial.suggest_categorical(p, self._m.OPS) for p, _ in self._params])
+
+    def network(self, arch: str) -> Network:
+        return self._m.build_network(arch, self.C, self.N, self.num_classes)
+
+    def networks(self, archs: Sequence[str]) -> list[Network]:
+        """The IR of each architecture, built as one batch."""
+        return self._m.build_networks(list(archs), self.C, self.N, self.num_classes)
+
+    def encode(self, arch: str) -> str:
+        return arch
+
+    def decode(self, text: str) -> str:
+        text = text.strip()
+        return self._m.arch_string([op for op, _, _ in self._m.parse(text)])
+
+    def latency_key(self, arch: str) -> Any:
+        return self._m.live_edges(arch)  # equal live edges -> identical networks
+
+    def params_of(self, arch: str) -> dict[str, Any]:
+        """Optuna parameters that select ``arch`` (for ``study.enqueue_trial``)."""
+        ops = [op for op, _, _ in self._m.parse(arch)]
+        return {p: ops[e] for p, e in self._params}
+
+
+class NB101Space(_SpaceBase):
+    """NAS-Bench-101 cells: the upper-triangular 7x7 adjacency (21 binary parameters) + 5 interior ops.
+
+    A sampled cell is validated and pruned as the benchmark does (`annette_torch.search.spaces.nb101.validate`);
+    an invalid one (output unreachable, > 9 edges after pruning) prunes its trial (``TrialPruned``, reason in
+    ``user_attrs["invalid"]``), and the samplers steer away from such cells. An architecture is the pruned
+    ``Spec``; its encoding is ``rows/of/the/matrix|op;op;...`` (e.g. ``011/001/000|input;conv3x3-bn-relu;
+    output``; ``,`` is accepted too when decoding). Accuracy tables are matched by the benchmark's
+    isomorphism-invariant hash (`key`), so a CSV may hold either the 32-hex ``spec_hash`` or the encoding.
+    """
+
+    name = "nb101"
+
+    def __init__(self) -> None:
+        self._m = nb101
+        n = nb101.MAX_VERTICES
+        self._bits = [(i, j) for i in range(n) for j in range(i + 1, n)]
+
+    def suggest(self, trial: Any) -> Any:
+        import optuna
+        m = self._m
+        n = m.MAX_VERTICES
+        matrix = np.zeros((n, n), dtype=np.int64)
+        for i, j in self._bits:
+            matrix[i, j] = trial.suggest_categorical(f"edge {i}->{j}", (0, 1))
+        ops = (m.INPUT, *(trial.suggest_categorical(f"op {v}", m.OPS) for v in range(1, n - 1)), m.OUTPUT)
+        try:
+            return m.validate(matrix, ops)
+        except ValueError as e:
+            trial.set_user_attr("invalid", str(e))
+            raise optuna.TrialPruned(f"invalid NB101 cell: {e}") from None
+
+    def network(self, arch: Any) -> Network:
+        return self._m.build_network(arch.matrix, arch.ops)
+
+    def encode(self, arch: Any) -> str:
+        rows = "/".join("".join(str(int(v)) for v in row) for row in np.asarray(arch.matrix))
+        return f"{rows}|{';'.join(arch.ops)}"
+
+    def decode(self, text: str) -> Any:
+        rows, sep, ops = text.strip().partition("|")
+        if not sep:
+            raise ValueError(f"NB101 encoding {text!r}: expected 'matrix rows|ops', e.g. '01/00|input;output'")
+        bits = rows.split("/")
+        if any(len(r) != len(bits) or set(r) - {"0", "1"} for r in bits):
+            raise ValueError(f"NB101 encoding {text!r}: matrix rows must be {len(bits)} binary digits each")
+        matrix = np.array([[int(c) for c in r] for r in bits], dtype=np.int64)
+        return self._m.validate(matrix, tuple(o.strip() for o in ops.replace(",", ";").split(";")))
+
+    def latency_key(self, arch: Any) -> Any:
+        return self.encode(arch)
+
+    def key(self, arch: Any) -> str:
+        return self._m.spec_hash(arch.matrix, arch.ops)
+
+    def text_key(self, text: str) -> str:
+        t = text.strip().lower()
+        if len(t) == 32 and all(c in "0123456789abcdef" for c in t):
+            return t
+        return self.key(self.decode(text))
+
+
+class MBV2Space(_SpaceBase):
+    """MobileNetV2 / ProxylessNAS block space: per searchable block a categorical over its candidates
+    (``mb{3,5,7}_e{3,6}``, plus ``zero`` = skip where the block is residual). An architecture is the tuple
+    of ops; its encoding joins them with ``-``. Input 1x3x224x224 (``resolution`` to change it).
+
+    `network` stitches cached per-block pieces (``mbv2.stem_network`` / ``block_network`` / ``head_network``,
+    built once per candidate) instead of building every layer again: the same IR as ``mbv2.build_network``
+    (names, types, shapes, edges; checked against it on first use, falling back to it on any difference)
+    in a fraction of the time.
+    """
+
+    name = "mbv2"
+
+    def __init__(self, num_classes: int = 1000, resolution: int = 224) -> None:
+        self._m = mbv2
+        self.num_classes, self.resolution = num_classes, resolution
+        self._pieces: dict[Any, _Piece] = {}
+        self._fast: bool | None = None  # None: not checked yet
+
+    def suggest(self, trial: Any) -> tuple[str, ...]:
+        return tuple(trial.suggest_categorical(f"block {i:02d}", blk.ops) for i, blk in enumerate(self._m.BLOCKS))
+
+    def network(self, arch: Sequence[str]) -> Network:
+        if self._fast is False:
+            return self._m.build_network(arch, self.num_classes, self.resolution)
+        arch = tuple(arch)
+        if self._fast is None:
+            ref = self._m.build_network(arch, self.num_classes, self.resolution)
+            try:
+                net = self._stitch(arch)
+                self._fast = same_network(net, ref)
+            except Exception:  # noqa: BLE001 - the space module changed shape: use its builder
+                self._fast = False
+            if not self._fast:
+                log.info("mbv2: stitched IR differs from mbv2.build_network; using the builder")
+            return ref
+        return self._stitch(arch)
+
+    def _piece(self, key: Any) -> _Piece:
+        """(types, int-column matrix, local edges (-1 = the piece's input), names, output, adds) of a part,
+        its own Input layer dropped (kept for the stem: the network's input)."""
+        p = self._pieces.get(key)
+        if p is None:
+            m = self._m
+            if key == "stem":
+                net, first = m.stem_network(self.resolution), 0
+            elif key == "head":
+                net, first = m.head_network(self.num_classes, self.resolution), 1
+            else:
+                net, first = m.block_network(key[0], key[1], self.resolution), 1
+            types = net.types[first:]
+            mat = np.vstack([net.cols[c][first:] for c in INT_COLUMNS]) if len(types) else \
+                np.zeros((len(INT_COLUMNS), 0), np.int64)
+            edges = net.edges - first
+            names = list(net.names[first:])
+            adds = sum(1 for n in names if n == "add" or n.startswith("add_"))
+            p = (types, mat, edges, names, len(types) - 1, adds)
+            self._pieces[key] = p
+        return p
+
+    def _stitch(self, arch: tuple[str, ...]) -> Network:
+        self._m.validate(arch)
+        parts = [self._piece("stem")] + [self._piece((i, op)) for i, op in enumerate(arch)] + [self._piece("head")]
+        types, mats, edges, names = [], [], [], []
+        at, out, n_add = 0, -1, 0
+        for t, mat, e, nm, o, adds in parts:
+            if len(e):
+                edges.append(np.where(e < 0, out, e + at))
+            if adds:
+                nm = [(f"add_{n_add}" if n_add else "add") if (n == "add" or n.startswith("add_")) else n for n in nm]
+                n_add += adds
+            if len(t):
+                types.append(t)
+                mats.append(mat)
+                names.extend(nm)
+                out = at + o
+                at += len(t)
+        mat = np.hstack(mats)
+        e = np.concatenate(edges) if edges else np.zeros((0, 2), np.int64)
+        return Network.from_matrix("mbv2", names, np.concatenate(types), mat, e)
+
+    def encode(self, arch: Sequence[str]) -> str:
+        return "-".join(arch)
+
+    def decode(self, text: str) -> tuple[str, ...]:
+        return tuple(self._m.validate([op.strip() for op in text.strip().split("-")]))
+
+
+def same_network(a: Network, b: Network) -> bool:
+    """Same layers (names, types, integer columns) and edges."""
+    return (a.names == b.names and np.array_equal(a.types, b.types) and np.array_equal(a.edges, b.edges)
+            and all(np.array_equal(a.cols[c], b.cols[c]) for c in INT_COLUMNS))
+
+
+#: search-space name -> adapter class
+SPACES: dict[str, type] = {"nb201": NB201Space, "nb101": NB101Space, "mbv2": MBV2Space}
+
+
+def get_space(space: str | Space) -> Space:
+    """An adapter by name (``nb201``, ``nb101``, ``mbv2``), or ``space`` itself when it is one."""
+    if not isinstance(space, str):
+        missing = [m for m in ("suggest", "network", "encode") if not callable(getattr(space, m, None))]
+        if missing:
+            raise AnnetteError(f"{type(space).__name__} is not a search space: it lacks {', '.join(missing)}()")
+        return space
+    cls = SPACES.get(space.lower())
+    if cls is None:
+        raise AnnetteError(f"unknown search space {space!r} (known: {', '.join(SPACES)})")
+    return cls()
