@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 TORCH := torch==2.13.0
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test setup bench clean
+.PHONY: demo test test-fast setup bench clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -24,6 +24,9 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest
+
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -m "not slow"
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/estimator_speed.py

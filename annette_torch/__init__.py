@@ -3,36 +3,49 @@
 Implements the ANNETTE stacked-model method (Wess et al., IEEE Access 2021): a mapping model reproduces
 the fusions of a platform's toolchain, layer models (roofline, refined roofline, statistical, mixed)
 predict each remaining layer, and the network's time is their sum.
+
+Every name in `__all__` is importable from here; all but the errors and the IR load on first use, so that
+importing the package pulls in neither torch nor onnx (a NAS loop on IR networks needs neither).
 """
 
 from __future__ import annotations
+
+from importlib import import_module
+from typing import Any
 
 from .errors import AnnetteError, ModelLoadError, PlatformError
 from .ir import LayerType, Network, NetworkBuilder
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "AnnetteError", "ModelLoadError", "PlatformError", "LayerType", "Network", "NetworkBuilder",
-    "trace", "from_onnx", "from_annette_json", "estimate", "estimate_many", "load_platform", "list_platforms",
-]
+#: public name -> the module that defines it (imported on first access)
+_LAZY = {
+    "trace": ".frontends.fx",
+    "from_onnx": ".frontends.onnx",
+    "from_annette_json": ".frontends.annette_json",
+    "to_network": ".estimator",
+    "estimate": ".estimator",
+    "estimate_many": ".estimator",
+    "Estimate": ".estimator",
+    "Platform": ".platform",
+    "load_platform": ".platform",
+    "list_platforms": ".platform",
+    "layer_costs": ".lookup",
+    "LatencyTable": ".lookup",
+}
+
+__all__ = ["AnnetteError", "ModelLoadError", "PlatformError", "LayerType", "Network", "NetworkBuilder",
+           *_LAZY, "__version__"]
 
 
-def __getattr__(name: str):
-    # lazy: importing the package must not import torch or onnx (a NAS loop may need neither)
-    if name == "trace":
-        from .frontends.fx import trace
-        return trace
-    if name == "from_onnx":
-        from .frontends.onnx import from_onnx
-        return from_onnx
-    if name == "from_annette_json":
-        from .frontends.annette_json import from_annette_json
-        return from_annette_json
-    if name in ("estimate", "estimate_many", "Estimate"):
-        from . import estimator as _e
-        return getattr(_e, name)
-    if name in ("load_platform", "list_platforms", "Platform"):
-        from . import platform as _p
-        return getattr(_p, name)
-    raise AttributeError(f"module 'annette_torch' has no attribute {name!r}")
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'annette_torch' has no attribute {name!r}")
+    value = getattr(import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -15,6 +15,40 @@ class PlatformError(AnnetteError):
     """A platform name is unknown or a platform file is malformed; the message names the field."""
 
 
+class MissingExtraError(AnnetteError, ModuleNotFoundError):
+    """An optional dependency is not installed; the message names the pip extra that brings it."""
+
+
+#: optional dependency (import name) -> (its pip package, the annette-torch extra that installs it)
+EXTRAS: dict[str, tuple[str, str]] = {
+    "sklearn": ("scikit-learn", "fit"), "scipy": ("scipy", "fit"), "optuna": ("optuna", "search"),
+    "onnxruntime": ("onnxruntime", "runtimes"), "openvino": ("openvino", "runtimes"),
+}
+
+
+def missing_extra(err: ImportError, what: str) -> MissingExtraError | None:
+    """The one-line error for ``what`` when ``err`` is a missing optional dependency, else None."""
+    root = (getattr(err, "name", None) or "").split(".")[0]
+    if root not in EXTRAS:
+        return None
+    package, extra = EXTRAS[root]
+    return MissingExtraError(f'{what} needs {package}, which is not installed: pip install "annette-torch[{extra}]"')
+
+
+def require(what: str, *modules: str) -> None:
+    """Raise `MissingExtraError` naming the extra to install unless every optional module imports."""
+    import importlib
+
+    for m in modules:
+        try:
+            importlib.import_module(m)
+        except ImportError as e:
+            err = missing_extra(ModuleNotFoundError(f"No module named {m!r}", name=m), what)
+            if err is None:
+                raise
+            raise err from e
+
+
 def read_json_file(path: str, error: type[AnnetteError] = AnnetteError, what: str = "file") -> object:
     """Parse a JSON file; a missing, unreadable or malformed file raises ``error`` with one clear line."""
     import json

@@ -180,7 +180,8 @@ class Estimate:
 
 def estimate(model: Any, platform: str | os.PathLike | Platform = "zcu102",
              input_shape: Sequence[int] | None = None) -> Estimate:
-    """Predict the execution time of ``model`` on ``platform`` (a shipped name or a platform file)."""
+    """Predict the execution time of ``model`` on ``platform`` (a shipped name or a platform file; default
+    ``zcu102``); ``input_shape`` is needed for an nn.Module (and may override an ONNX model's)."""
     plat = load_platform(platform)
     plat.check_machine()
     net = to_network(model, input_shape)
@@ -191,7 +192,8 @@ def estimate(model: Any, platform: str | os.PathLike | Platform = "zcu102",
 
 def estimate_many(networks: Sequence[Network], platform: str | os.PathLike | Platform = "zcu102",
                   chunk_layers: int = 200_000) -> np.ndarray:
-    """Total predicted time (ms) of each network, scored in vectorised passes over stacks of networks.
+    """Total predicted time (ms) of each network on ``platform`` (default ``zcu102``), scored in vectorised
+    passes over stacks of networks.
 
     Networks are stacked ``chunk_layers`` layers at a time: large enough that numpy's per-call overhead
     vanishes, small enough that the working set stays in cache and memory is reused between chunks.

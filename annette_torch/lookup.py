@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import warnings
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
@@ -44,15 +45,21 @@ TABLE_SCHEMA_VERSION = 1
 # per-layer cost lookup
 
 
-def layer_costs(model: Any, input_shape: Sequence[int] | None = None,
-                platform: str | os.PathLike | Platform = "zcu102", by: str = "module",
+def layer_costs(model: Any, platform: str | os.PathLike | Platform = "zcu102",
+                input_shape: Sequence[int] | None = None, by: str = "module",
                 depth: int | None = None) -> dict[str, float]:
     """Predicted ms per submodule qualified name (``by="module"``, root ``""``) or per IR layer (``"layer"``).
 
-    A fused group's time goes to the module of the layer that executes it; functional layers count for the
-    module whose ``forward`` calls them. ``depth`` truncates module names to their first components
-    (``depth=1``: per top-level child). Values sum to ``estimate(model, platform, input_shape).total_ms``.
+    Arguments in `estimate`'s order; ``platform`` defaults to ``zcu102``. A fused group's time goes to the
+    module of the layer that executes it; functional layers count for the module whose ``forward`` calls
+    them. ``depth`` truncates module names to their first components (``depth=1``: per top-level child).
+    Values sum to ``estimate(model, platform, input_shape).total_ms``. The order of earlier releases,
+    ``(model, input_shape, platform)``, still works with a `DeprecationWarning`.
     """
+    if _looks_like_shape(platform) and not _looks_like_shape(input_shape):
+        warnings.warn("layer_costs(model, input_shape, platform) is deprecated: use layer_costs(model, platform, "
+                      "input_shape), the order of estimate()", DeprecationWarning, stacklevel=2)
+        platform, input_shape = (input_shape if input_shape is not None else "zcu102"), platform  # type: ignore[assignment]
     from .estimator import estimate
 
     est = estimate(model, platform, input_shape)
@@ -61,6 +68,11 @@ def layer_costs(model: Any, input_shape: Sequence[int] | None = None,
         log.warning("layer_costs(%s): the traced network carries no module names (ONNX fallback?); keys are "
                     "IR layer names", est.network.name)
     return costs_from_estimate(est, by=by, depth=depth)
+
+
+def _looks_like_shape(x: Any) -> bool:
+    """A tuple or list of ints (an input shape), as opposed to a platform name, path or `Platform`."""
+    return isinstance(x, (tuple, list)) and all(isinstance(v, (int, np.integer)) for v in x)
 
 
 def costs_from_estimate(est: "Estimate", by: str = "module", depth: int | None = None) -> dict[str, float]:

@@ -33,7 +33,6 @@ import pathlib
 import sys
 import time
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # `search` from a source checkout
 
 import annette_torch as at
 from annette_torch import validate as V  # noqa: E402

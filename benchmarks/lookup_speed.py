@@ -12,14 +12,10 @@ architecture, and (d) building the table. Absolute times drift on shared machine
 from __future__ import annotations
 
 import argparse
-import sys
-from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout: `search` beside the package
 
-from annette_torch.lookup import LatencyTable  # noqa: E402
 from annette_torch.search.spaces import mbv2  # noqa: E402
 
 from timing import best_of  # noqa: E402  (benchmarks/timing.py)

@@ -12,13 +12,11 @@ figure.
 from __future__ import annotations
 
 import argparse
-import pathlib
 import sys
 import time
 
 import numpy as np
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # `search` from a source checkout
 
 from annette_torch import estimate_many  # noqa: E402
 from annette_torch.platform import load_platform  # noqa: E402

@@ -13,12 +13,10 @@ the budget, with each architecture's predicted and measured latency.
 from __future__ import annotations
 
 import argparse
-import pathlib
 import sys
 
 import numpy as np
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # `search` from a source checkout
 
 import annette_torch as at  # noqa: E402
 from annette_torch.validate import measure_latency  # noqa: E402

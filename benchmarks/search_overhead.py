@@ -16,12 +16,10 @@ Times drift on shared machines: rerun, the best round is the stable figure.
 from __future__ import annotations
 
 import argparse
-import pathlib
 import statistics
 import sys
 import time
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # `search` from a source checkout
 
 import optuna  # noqa: E402
 

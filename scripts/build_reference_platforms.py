@@ -10,7 +10,6 @@ import sys
 from pathlib import Path
 
 from annette_torch.platform.annette_compat import layers_from_annette, mapping_from_annette
-from annette_torch.mapping import FusionRule, MappingModel
 from annette_torch.platform import Platform
 
 REF = Path(sys.argv[1] if len(sys.argv) > 1 else "../shared/annette-reference")

@@ -48,6 +48,7 @@ def _layer_rows(db):
     raise AssertionError("measurement database stayed locked")
 
 
+@pytest.mark.slow
 def test_failures_are_recorded_and_the_sweep_goes_on(tmp_path):
     cfgs = _configs(6)
     ids = [c["config_id"] for c in cfgs]
@@ -67,6 +68,7 @@ def test_failures_are_recorded_and_the_sweep_goes_on(tmp_path):
         assert st.counts()[("fake", "fc")] == {"ok": 6, "failed": 0}
 
 
+@pytest.mark.slow
 def test_killed_sweep_resumes_without_loss_or_duplicates(tmp_path):
     db = tmp_path / "m.sqlite"
     n = 30
@@ -128,6 +130,7 @@ def test_cli_bench_real_ort_and_export(tmp_path, capsys):
     assert "0 measured, 0 failed, 3 already stored" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_cli_bench_errors(tmp_path, capsys):
     from annette_torch.cli.app import main
     assert main(["bench", "--platform", "tpu", "--suite", "conv", "--db", str(tmp_path / "x.db")]) == 1

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import annette_torch as at
-from annette_torch.models.calibration import Calibration, network_terms
+from annette_torch.models.calibration import Calibration
 from annette_torch.fit.calibrate_network import fit_calibration, leave_one_out, loo_report
 from annette_torch.errors import PlatformError
 

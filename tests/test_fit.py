@@ -173,6 +173,7 @@ def measured_store(tmp_path, monkeypatch):
     sys.path.remove(str(HERE))
 
 
+@pytest.mark.slow
 def test_fitted_platform_round_trips(measured_store, tmp_path):
     from annette_torch import estimate
     from annette_torch.fit.generator import fit_platform
@@ -188,6 +189,7 @@ def test_fitted_platform_round_trips(measured_store, tmp_path):
     assert estimate(net, plat).total_ms == estimate(net, again).total_ms
 
 
+@pytest.mark.slow
 def test_stride_probes_inform_the_mapping_model_only(measured_store):
     """The ``stride_prop`` probe decides the mapping model's stride propagation (the fake toolchain runs
     both paths alike: none) and stays out of the layer models' data."""
@@ -211,6 +213,7 @@ def test_fitting_empty_or_tiny_store_says_what_is_missing(tmp_path):
         fit_platform(str(tmp_path / "e.sqlite"), "ort-cpu")
 
 
+@pytest.mark.slow
 def test_tiny_store_reports_missing_fusion_data(measured_store):
     from annette_torch.fit.generator import fit_platform
     with pytest.raises(FitDataError, match="multi-layer suites"):
@@ -230,6 +233,7 @@ def test_newer_or_truncated_platform_files_fail_clearly(tmp_path):
         Platform.load(tmp_path / "cut.json")
 
 
+@pytest.mark.slow
 def test_in_context_suite_feeds_the_cache_model_not_the_layer_models(measured_store):
     """cold_weights configurations are left out of the layer models and fitted into a cache model."""
     from annette_torch.bench.sweep import run_sweep
@@ -246,6 +250,7 @@ def test_in_context_suite_feeds_the_cache_model_not_the_layer_models(measured_st
         assert plats[v].cache is not None and "cache" in plats[v].to_dict()
 
 
+@pytest.mark.slow
 def test_lead_measurements_replace_those_without(measured_store):
     """maxpool measured behind a 1x1 depthwise conv (the in-network layout) replaces maxpool fed by the input."""
     from annette_torch.bench.suites import config_id
@@ -264,6 +269,7 @@ def test_lead_measurements_replace_those_without(measured_store):
     assert rep["configurations"] == 85 + 10
 
 
+@pytest.mark.slow
 def test_grouped_convolutions_get_the_per_group_features(measured_store):
     """Only the GroupConv model sees the channels of one group (`statistical.GROUP_FEATURES`)."""
     from annette_torch.bench.sweep import run_sweep

@@ -26,26 +26,34 @@ def test_layer_costs_sum_to_the_total_and_name_submodules(platform):
     model = TinyResNet()
     shape = (1, 3, 64, 64)
     total = at.estimate(model, platform, shape).total_ms
-    by_module = layer_costs(model, shape, platform)
+    by_module = layer_costs(model, platform, shape)
     assert sum(by_module.values()) == pytest.approx(total, rel=1e-12)
     names = {n for n, _ in model.named_modules()}
     assert set(by_module) <= names  # root "" is a module name too
     assert {"conv1", "layer1.0.conv1", "layer2.0.downsample.0", "fc"} <= set(by_module)
     assert by_module["layer1.0.conv1"] > 0 and by_module["fc"] > 0
     assert "layer1.0" in by_module  # the functional `out += identity` counts for the block calling it
-    by_layer = layer_costs(model, shape, platform, by="layer")
+    by_layer = layer_costs(model, platform, shape, by="layer")
     assert sum(by_layer.values()) == pytest.approx(total, rel=1e-12)
     assert len(by_layer) == len(at.trace(model, shape))
-    top = layer_costs(model, shape, platform, depth=1)
+    top = layer_costs(model, platform, shape, depth=1)
     assert sum(top.values()) == pytest.approx(total, rel=1e-12)
     assert {"conv1", "layer1", "layer2", "fc"} <= set(top) and "layer1.0" not in top
     with pytest.raises(ValueError, match="by must be"):
-        layer_costs(model, shape, platform, by="type")
+        layer_costs(model, platform, shape, by="type")
+
+
+def test_the_old_argument_order_still_works_with_a_deprecation_warning():
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU())
+    new = layer_costs(model, "ncs2", (1, 3, 32, 32))
+    with pytest.warns(DeprecationWarning, match="layer_costs\\(model, platform, input_shape\\)"):
+        old = layer_costs(model, (1, 3, 32, 32), "ncs2")
+    assert old == new and layer_costs(model, input_shape=(1, 3, 32, 32), platform="ncs2") == new
 
 
 def test_fused_layers_cost_nothing_and_their_time_sits_on_the_executing_module():
     model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8), torch.nn.ReLU())
-    costs = layer_costs(model, (1, 3, 32, 32), "zcu102")
+    costs = layer_costs(model, "zcu102", (1, 3, 32, 32))
     e = at.estimate(model, "zcu102", (1, 3, 32, 32))
     assert costs["1"] == 0.0 and costs["2"] == 0.0  # BN and ReLU fused into the convolution on DNNDK
     assert costs["0"] == pytest.approx(e.total_ms - costs[""], rel=1e-12)

@@ -261,3 +261,18 @@ def test_folds_round_trip_and_bad_folds_fail_clearly():
         MappingModel.from_dict({"rules": [], "folds": ["gelu"]})
     with pytest.raises(PlatformError, match="folds: expected a list"):
         MappingModel.from_dict({"rules": [], "folds": "swish"})
+
+
+def test_a_pass_cut_short_by_the_round_limit_warns(monkeypatch, caplog):
+    """Each round adds one link to a chain: conv-bn-relu needs two, so a limit of one leaves the relu unfused
+    and says so; the full limit fuses all and stays quiet."""
+    import logging
+
+    from annette_torch.mapping import model
+    net = _chain(pool_kernel=3)
+    with caplog.at_level(logging.WARNING, logger="annette_torch.mapping"):
+        assert RULES.apply(net).network.names == ["x", "conv", "pool", "conv2"]
+        assert not caplog.records
+        monkeypatch.setattr(model, "MAX_FUSION_ROUNDS", 1)
+        assert RULES.apply(net).network.names == ["x", "conv", "relu", "pool", "conv2"]
+    assert "stopped after 1 fusion rounds" in caplog.text

@@ -55,6 +55,7 @@ def test_latency_term_pulls_expected_latency_toward_the_target(table, factor):
     assert abs(float(s.expected_ms().detach()) - s.target_ms) < before
 
 
+@pytest.mark.slow
 def test_search_on_digits_lowers_latency_toward_the_target(table):
     target = 0.6 * table.extremes()[1]  # 60% of the slowest architecture's latency
     res = search("zcu102", target_ms=target, epochs=4, lam=1.0, seed=0, table=table, width_mult=0.125)

@@ -8,7 +8,6 @@ differences are listed here with their cause and checked to stay what they are.
 
 from __future__ import annotations
 
-import pytest
 
 from annette_torch.platform.annette_compat import compat_platform, layers_from_annette, mapping_from_annette
 from annette_torch.frontends.annette_json import from_annette_json

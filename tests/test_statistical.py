@@ -202,6 +202,7 @@ def conv_data():
 BOUNDS = {"gbm": 15, "rf": 20, "hgb": 15, "poly": 100, "poly3": 10, "lmt": 10}
 
 
+@pytest.mark.slow
 @needs_sklearn
 def test_statistical_candidates_fit_synthetic_layers(conv_data):
     X, y = conv_data
@@ -214,6 +215,7 @@ def test_statistical_candidates_fit_synthetic_layers(conv_data):
     assert set(rep["extrapolation_mape"]) == set(BOUNDS)
 
 
+@pytest.mark.slow
 @needs_sklearn
 def test_huber_gbm_is_sklearns_huber_boosting_and_leans_less_on_a_slow_tail():
     """``gbm-huber`` is scikit-learn's GBM with a Huber loss, exported exactly; with a slow tail the features
@@ -278,6 +280,7 @@ def grouped_convs(n: int, rng: np.random.Generator) -> tuple[LayerFeatures, np.n
     return X, (X.ops / 1e8 / eff + 0.002) * np.exp(rng.normal(0.0, 0.03, n))
 
 
+@pytest.mark.slow
 @needs_sklearn
 def test_group_features_help_grouped_convolutions():
     X, y = grouped_convs(600, np.random.default_rng(3))
@@ -324,6 +327,7 @@ def test_mixed_with_zero_correction_is_the_base(method):
         assert np.array_equal(roundtrip(m).predict(Xq), BASE.predict(Xq))
 
 
+@pytest.mark.slow
 @needs_sklearn
 def test_mixed_extrapolates_no_worse_than_its_base():
     rng = np.random.default_rng(3)
@@ -347,6 +351,7 @@ def test_larger_gbm_must_earn_its_size():
     assert _best({"gbm-large": 3.0}) == "gbm-large"
 
 
+@pytest.mark.slow
 @needs_sklearn
 def test_larger_gbm_competes_only_on_large_types(monkeypatch):
     import annette_torch.fit.statistical_fit as SF

@@ -110,7 +110,7 @@ def _worker_main(conn, runner_name: str, runner_kwargs: dict[str, Any], mem_limi
             resource.setrlimit(resource.RLIMIT_AS, (lim, lim))
         except (ImportError, ValueError, OSError):
             pass
-    from .runners.base import get_runner
+    from .runners import get_runner
     runner = get_runner(runner_name, **runner_kwargs)
     conn.send(("ready", runner.toolchain()))
     while True:

@@ -19,7 +19,7 @@ import sys
 from typing import Any, Iterator, Sequence
 
 from .. import __version__
-from ..errors import AnnetteError, ModelLoadError
+from ..errors import AnnetteError, ModelLoadError, missing_extra
 from .common import platform_names
 
 __all__ = ["main", "build_parser", "parse_input_shape"]
@@ -371,6 +371,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _cmd_platforms(args)
     except AnnetteError as e:
         sys.stderr.write(f"{PROG}: error: {_one_line(str(e))}\n")
+        return 1
+    except ImportError as e:  # an optional dependency the command needs: name the extra, not a traceback
+        extra = missing_extra(e, f"'{PROG} {args.command}'")
+        if extra is None:
+            raise
+        sys.stderr.write(f"{PROG}: error: {extra}\n")
         return 1
     except KeyboardInterrupt:
         sys.stderr.write(f"{PROG}: interrupted\n")

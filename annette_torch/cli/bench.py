@@ -7,7 +7,10 @@ import os
 import sys
 from typing import Any
 
-from ..errors import AnnetteError
+from ..errors import AnnetteError, require
+
+#: the Python module each built-in hardware module measures with (an optional dependency)
+RUNNER_MODULES = {"ort-cpu": "onnxruntime", "openvino": "openvino"}
 
 __all__ = ["add_parser", "add_calibrate_parser", "run", "run_calibrate", "PLATFORM_RUNNERS", "DEFAULT_DB"]
 
@@ -127,6 +130,8 @@ def _run_suites(args: argparse.Namespace) -> int:
     runner, kw = _runner_for(args)
     if runner == "vitis":
         return _write_jobs(args)
+    if runner in RUNNER_MODULES:  # checked here: the sweep's worker process would only say it failed to start
+        require(f"'annette bench --platform {args.platform}'", RUNNER_MODULES[runner])
     status = 0
     with Store(args.db) as st:
         for suite in args.suite:
@@ -152,7 +157,7 @@ def _write_jobs(args: argparse.Namespace) -> int:
     import json
 
     from ..bench.export import to_onnx
-    from ..bench.runners.base import get_runner
+    from ..bench.runners import get_runner
     from ..bench.runners.vitis import write_run_params
     from ..bench.suites import SUITES
 

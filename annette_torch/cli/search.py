@@ -8,11 +8,10 @@ import contextlib
 import csv
 import math
 import os
-import sys
 from pathlib import Path
 from typing import Any, Iterator
 
-from ..errors import AnnetteError, check_writable
+from ..errors import AnnetteError, check_writable, require
 from .common import platform_names
 
 __all__ = ["add_parser", "run"]
@@ -85,22 +84,6 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--csv", metavar="FILE", help="front CSV (default: <plot name>_front.csv)")
 
 
-def _import_search() -> None:
-    """Make the top-level ``search`` package importable from a source checkout that predates its install."""
-    try:
-        import annette_torch.search  # noqa: F401
-    except ImportError:
-        root = Path(__file__).resolve().parents[1]
-        if (root / "search" / "__init__.py").is_file():
-            sys.path.insert(0, str(root))
-        else:
-            raise AnnetteError("the 'search' package is not installed (reinstall annette-torch)") from None
-    try:
-        import optuna  # noqa: F401
-    except ImportError:
-        raise AnnetteError("optuna is not installed: pip install 'annette-torch[search]'") from None
-
-
 @contextlib.contextmanager
 def _optuna_quiet(verbose: bool) -> Iterator[None]:
     import optuna
@@ -114,11 +97,11 @@ def _optuna_quiet(verbose: bool) -> Iterator[None]:
 
 def run(args: argparse.Namespace) -> int:
     """Execute ``annette search`` or ``annette pareto``; returns the exit code."""
-    _import_search()
-    with _optuna_quiet(bool(getattr(args, "verbose", False))):
-        if args.command == "search":
-            return _search(args)
+    if args.command == "pareto":
         return _pareto(args)
+    require("'annette search'", "optuna")
+    with _optuna_quiet(bool(getattr(args, "verbose", False))):
+        return _search(args)
 
 
 def _dashboard_hint(storage: str) -> str:

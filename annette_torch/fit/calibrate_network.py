@@ -29,7 +29,6 @@ from __future__ import annotations
 import csv
 import logging
 import os
-from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 import numpy as np

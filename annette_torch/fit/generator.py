@@ -29,7 +29,7 @@ from ..platform.machine import machine_fingerprint
 from ..ir import LayerType, Network
 from ..mapping import MappingModel
 from ..mapping.costs import MappingCosts
-from ..models import LayerFeatures, LayerModel, RefinedRoofline, Roofline
+from ..models import LayerFeatures, LayerModel, Roofline
 from ..platform import Platform
 from .data import FitDataError, LayerSamples, fusion_examples, layer_samples, learned_folds, learned_strides, load_measured
 from .cache_fit import CONTEXT_SUITES, fit_cache

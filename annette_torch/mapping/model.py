@@ -18,6 +18,7 @@ toolchain computes only the pixels a strided 1x1 convolution reads, which change
 from __future__ import annotations
 
 import itertools
+import logging
 import operator
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
@@ -33,6 +34,11 @@ from .strides import propagate_strides
 __all__ = ["FusionRule", "Condition", "MappingModel", "MappedNetwork", "expand_types", "FOLDS", "swish_diamonds",
            "hardswish_groups", "apply_folds"]
 
+log = logging.getLogger(__name__)
+
+#: Fusion rounds of one mapping pass: each round extends every fusion chain by one link, and a toolchain's
+#: chains are a few layers long; a pass that still finds fusions after this many warns.
+MAX_FUSION_ROUNDS = 64
 #: Group names usable in rules besides the type labels.
 TYPE_GROUPS: dict[str, tuple[LayerType, ...]] = {
     "Pool": (LayerType.MAX_POOL, LayerType.AVG_POOL, LayerType.GLOBAL_POOL),
@@ -314,7 +320,7 @@ class MappingModel:
             out_deg = np.bincount(src, minlength=n)
             in_deg = np.bincount(dst, minlength=n)
             act = None  # edges to examine this round (None: all)
-            for _ in range(64):  # each round extends every chain by one link; chains are short
+            for _ in range(MAX_FUSION_ROUNDS):
                 s_, d_ = (src, dst) if act is None else (src[act], dst[act])
                 r = self._match(net, s_, d_, types, out_deg, in_deg, pinned)
                 cand = r >= 0
@@ -361,6 +367,9 @@ class MappingModel:
                 touched = np.zeros(n, dtype=bool)
                 touched[p] = True
                 act = np.flatnonzero(touched[src])
+            else:
+                log.warning("mapping of %r stopped after %d fusion rounds with fusions left: chains longer than "
+                            "that stay partly unfused", net.name, MAX_FUSION_ROUNDS)
         # resolve chains of absorption to the surviving layer
         root = absorber
         while True:

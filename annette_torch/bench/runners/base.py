@@ -11,7 +11,7 @@ import onnx
 
 from ..records import NodeRecord
 
-__all__ = ["Runner", "Profile", "RUNNERS", "register_runner", "get_runner"]
+__all__ = ["Runner", "Profile", "RUNNERS", "register_runner"]
 
 
 @dataclass
@@ -65,20 +65,3 @@ def register_runner(cls: type[Runner]) -> type[Runner]:
     """Class decorator: make a runner available by its ``name``."""
     RUNNERS[cls.name] = cls
     return cls
-
-
-def get_runner(name: str, **kwargs: Any) -> Runner:
-    """Instantiate a registered runner by name, or a user's runner given as ``package.module:ClassName``."""
-    from ...errors import AnnetteError
-    if ":" in name:
-        import importlib
-        mod, _, cls = name.partition(":")
-        try:
-            return getattr(importlib.import_module(mod), cls)(**kwargs)
-        except (ImportError, AttributeError) as e:
-            raise AnnetteError(f"cannot load hardware module {name!r}: {e}") from None
-    if not RUNNERS:
-        from . import ort, openvino, vitis  # noqa: F401  (register themselves)
-    if name not in RUNNERS:
-        raise AnnetteError(f"unknown hardware module {name!r} (known: {', '.join(sorted(RUNNERS))})")
-    return RUNNERS[name](**kwargs)
