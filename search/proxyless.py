@@ -400,7 +400,8 @@ class ProxylessSearch:
 def search(platform: str | os.PathLike | Platform = "zcu102", target_ms: float = 1.0, epochs: int = 10,
            lam: float = 1.0, data: Data | None = None, seed: int = 0, batch_size: int = 128,
            **kwargs: Any) -> SearchResult:
-    """Latency-targeted ProxylessNAS-style search; returns the derived architecture and history.
+    """Latency-targeted ProxylessNAS-style search on ``platform`` (default ``zcu102``); returns the derived
+    architecture and history.
 
     ``data``: ``None`` (scikit-learn digits in batches of ``batch_size``), one ``DataLoader`` (weights and
     architecture both train on it) or a ``(train, val)`` pair; the input channels are read from the first

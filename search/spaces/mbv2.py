@@ -289,9 +289,9 @@ def _torch() -> dict[str, type]:
 
 def latency_table(platform: "str | os.PathLike | Platform" = "zcu102", resolution: int = 224,
                   num_classes: int = 1000, blocks: Sequence[Any] | None = None) -> LatencyTable:
-    """The `LatencyTable` of this block space, full size: rows are `BLOCKS` (or ``blocks``), columns each
-    block's ``ops``; ``fixed_ms`` is the stem (with the network input) plus the head (feature-mix conv,
-    pooling, classifier)."""
+    """The `LatencyTable` of this block space on ``platform`` (default ``zcu102``), full size: rows are
+    `BLOCKS` (or ``blocks``), columns each block's ``ops``; ``fixed_ms`` is the stem (with the network
+    input) plus the head (feature-mix conv, pooling, classifier)."""
     plat = load_platform(platform)
     specs = list(BLOCKS if blocks is None else blocks)
     ops = [list(blk.ops) for blk in specs]

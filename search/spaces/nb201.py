@@ -467,7 +467,8 @@ def build_networks(archs: Sequence[str], C: int = 16, N: int = 5, num_classes: i
 
 
 def estimate_all(platform: Any = "zcu102", C: int = 16, N: int = 5, num_classes: int = 10) -> np.ndarray:
-    """Predicted latency (ms) of every cell, indexed by `arch_to_index` (shape ``(NUM_ARCHS,)``).
+    """Predicted latency (ms) of every cell on ``platform`` (default ``zcu102``), indexed by `arch_to_index`
+    (shape ``(NUM_ARCHS,)``).
 
     Cells with equal `live_edges` have identical networks, so only the distinct ones (9,445) are estimated.
     """
