@@ -32,6 +32,7 @@ _LAZY = {
     "list_platforms": ".platform",
     "layer_costs": ".lookup",
     "LatencyTable": ".lookup",
+    "adapt": ".fit.adapt",
 }
 
 __all__ = ["AnnetteError", "ModelLoadError", "PlatformError", "LayerType", "Network", "NetworkBuilder",

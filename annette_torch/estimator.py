@@ -19,12 +19,26 @@ import numpy as np
 from .errors import ModelLoadError
 from .ir import LayerType, Network
 from .mapping import MappedNetwork
+from .models.calibration import network_terms, network_terms_many
 from .platform import Platform, load_platform
 
-__all__ = ["Estimate", "estimate", "estimate_many", "to_network"]
+__all__ = ["Estimate", "estimate", "estimate_many", "to_network", "latency_definition", "LATENCY_KINDS"]
+
+#: what `estimate_many` and the tools built on it return: ``latency`` (`Estimate.latency_ms`) or ``device``
+#: (`Estimate.device_ms`, the layer sum)
+LATENCY_KINDS = ("latency", "device")
 
 TABLE_COLUMNS = ("name", "type", "input_shape", "output_shape", "ops", "bytes", "fused_into", "absorbed",
                  "time_ms", "model")
+
+
+def latency_definition(platform: Platform, kind: str = "latency") -> str:
+    """What a latency of ``kind`` (`LATENCY_KINDS`) means on ``platform``, in words (for headers, axes, JSON)."""
+    if kind not in LATENCY_KINDS:
+        raise ValueError(f"latency kind must be one of {', '.join(LATENCY_KINDS)}, got {kind!r}")
+    if kind == "latency" and platform.end_to_end is not None:
+        return platform.end_to_end.predicts.split(";")[0].strip() or "end-to-end latency"
+    return "sum of the executed layers' times (device time)"
 
 
 def to_network(model: Any, input_shape: Sequence[int] | None = None) -> Network:
@@ -73,9 +87,26 @@ class Estimate:
     mapped_model: np.ndarray
 
     @property
-    def total_ms(self) -> float:
-        """Predicted execution time of the whole network in milliseconds."""
+    def device_ms(self) -> float:
+        """The layer models' sum in ms: the accelerator's (or CPU runtime's) execution time of the layers."""
         return float(self.mapped_time_ms.sum())
+
+    @property
+    def total_ms(self) -> float:
+        """Alias of `device_ms` (the layer sum), kept for code written before `latency_ms` existed."""
+        return self.device_ms
+
+    @property
+    def latency_ms(self) -> float:
+        """The latency the platform's users measure, in ms (see `latency_definition`): end to end where the
+        platform has a network-level model (the ZCU102's whole-application latency), else the layer sum."""
+        e2e = self.e2e_ms
+        return self.device_ms if e2e is None else e2e
+
+    @property
+    def latency_definition(self) -> str:
+        """What `latency_ms` is on this platform, in words."""
+        return latency_definition(self.platform)
 
     @cached_property
     def e2e_ms(self) -> float | None:
@@ -86,7 +117,6 @@ class Estimate:
         cal = self.platform.end_to_end
         if cal is None:
             return None
-        from .models.calibration import network_terms
         return cal.predict(network_terms(self))
 
     @cached_property
@@ -149,8 +179,11 @@ class Estimate:
         return rows
 
     def to_dict(self, per_layer: bool = True) -> dict[str, Any]:
-        """JSON-ready summary: network, platform, total_ms, time by type, unknown layers, layers."""
+        """JSON-ready summary: network, platform (and its file), latency_ms with its definition, device_ms
+        (``total_ms`` is its alias), time by type, unknown layers, layers."""
         d: dict[str, Any] = {"network": self.network.name, "platform": self.platform.name,
+                             "platform_file": self.platform.source, "latency_ms": self.latency_ms,
+                             "latency_definition": self.latency_definition, "device_ms": self.device_ms,
                              "total_ms": self.total_ms, "layers_in": len(self.network),
                              "layers_executed": len(self.mapped.kept), "by_type_ms": self.by_type(),
                              "unknown_layers": self.unknown_layers}
@@ -174,7 +207,7 @@ class Estimate:
         return text
 
     def __repr__(self) -> str:
-        return (f"Estimate({self.network.name!r} on {self.platform.name}: {self.total_ms:.4f} ms, "
+        return (f"Estimate({self.network.name!r} on {self.platform.name}: {self.latency_ms:.4f} ms, "
                 f"{len(self.network)} layers -> {len(self.mapped.kept)} executed)")
 
 
@@ -191,14 +224,18 @@ def estimate(model: Any, platform: str | os.PathLike | Platform = "zcu102",
 
 
 def estimate_many(networks: Sequence[Network], platform: str | os.PathLike | Platform = "zcu102",
-                  chunk_layers: int = 200_000) -> np.ndarray:
-    """Total predicted time (ms) of each network on ``platform`` (default ``zcu102``), scored in vectorised
-    passes over stacks of networks.
+                  chunk_layers: int = 200_000, latency: str = "latency") -> np.ndarray:
+    """Predicted latency (ms) of each network on ``platform`` (default ``zcu102``), scored in vectorised
+    passes over stacks of networks: `Estimate.latency_ms` by default, `Estimate.device_ms` (the layer sum)
+    with ``latency="device"``.
 
     Networks are stacked ``chunk_layers`` layers at a time: large enough that numpy's per-call overhead
     vanishes, small enough that the working set stays in cache and memory is reused between chunks.
     """
+    if latency not in LATENCY_KINDS:
+        raise ValueError(f"estimate_many: latency must be one of {', '.join(LATENCY_KINDS)}, got {latency!r}")
     plat = load_platform(platform)
+    end_to_end = plat.end_to_end if latency == "latency" else None
     nets = [n if isinstance(n, Network) else to_network(n) for n in networks]
     out = np.zeros(len(nets))
     start = 0
@@ -209,7 +246,12 @@ def estimate_many(networks: Sequence[Network], platform: str | os.PathLike | Pla
             stop += 1
         big, seg = Network.concat(nets[start:stop], keep_names=False)
         mapped = plat.mapping.apply(big, light=True)
-        t, _ = plat.predict(mapped.network, segments=seg[mapped.kept])
-        out[start:stop] = np.bincount(seg[mapped.kept], weights=t, minlength=stop - start)
+        mseg = seg[mapped.kept]
+        t, _ = plat.predict(mapped.network, segments=mseg)
+        if end_to_end is None:
+            out[start:stop] = np.bincount(mseg, weights=t, minlength=stop - start)
+        else:
+            terms = network_terms_many(big, seg, mapped.network.types, mseg, t, stop - start)
+            out[start:stop] = end_to_end.predict_many(terms)
         start = stop
     return out

@@ -3,6 +3,7 @@
 Usage:
   python benchmarks/accuracy.py --platform ort-cpu|openvino-cpu [--db measurements.sqlite]
          [--cache accuracy-cache.sqlite] [--variants-dir DIR] [--quick] [--plots DIR] [--per-network]
+  python benchmarks/accuracy.py --platform ort-cpu|openvino-cpu --adapt [--with-calibrate quick,full]
   python benchmarks/accuracy.py --platform zcu102
 
 ort-cpu / openvino-cpu: builds the validation set (zoo architectures, the ANNETTE reference graphs that
@@ -18,6 +19,10 @@ real architectures, on NAS cells and overall, plus the measurement noise floor (
 medians). Variants: the platform files ``<variant>.json`` in --variants-dir, else
 ``annette_torch.fit.generator.fit_variants(--db, platform)`` (flops, roofline, refined, statistical, mixed,
 mixed+mapping). --quick: networks up to 4 GOPs, 10 NAS cells, 20 runs per repeat.
+
+--adapt: the learning curve of ``annette adapt`` on the validation networks: the shipped file adapted from
+N = 0, 1, 3, 5, 10 calibration networks measured here, with the wall time of each (``--with-calibrate
+quick,full`` adds ``annette calibrate`` runs beside it).
 
 zcu102: the leave-one-out report of the network-level calibration against the published end-to-end
 latencies (``annette_torch.fit.calibrate_network.loo_report``).
@@ -130,6 +135,11 @@ def main() -> int:
                          "calibration: scale, per-layer dispatch, constant, fitted on calibration networks that are "
                          "not in the validation set)")
     ap.add_argument("--shipped", metavar="FILE", help="also compare this (already calibrated) platform file")
+    ap.add_argument("--adapt", action="store_true",
+                    help="learning curve of 'annette adapt': the shipped file (--shipped, default the platform's "
+                         "shipped default file) adapted from N = 0, 1, 3, 5, 10 networks measured here")
+    ap.add_argument("--with-calibrate", default="", metavar="PLANS",
+                    help="with --adapt: also run 'annette calibrate' with these plans (quick,full) and score them")
     ap.add_argument("-v", "--verbose", action="store_true", help="log which networks are skipped and why")
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
@@ -147,7 +157,7 @@ def main() -> int:
     kinds = tuple(k.strip() for k in args.kinds.split(",") if k.strip())
 
     try:
-        variants = get_variants(args)
+        variants = {} if args.adapt else get_variants(args)
         t = time.perf_counter()
         nets = V.validation_networks(kinds, n_nb101=n_nb101, seed=args.seed, max_gops=max_gops)
         t_build = time.perf_counter() - t
@@ -161,7 +171,7 @@ def main() -> int:
         stats: dict[str, int] = {}
         # calibration networks interleaved with the validation networks in every round: a drift of the
         # machine's speed during the run then moves both alike instead of biasing the calibration
-        cal = [] if args.no_calibrate else calibration_set()
+        cal = [] if args.no_calibrate or args.adapt else calibration_set()
         bar = tqdm(total=len(nets) + len(cal), unit="net", file=sys.stderr, dynamic_ncols=True,
                    desc=f"measuring on {args.platform}")
 
@@ -199,7 +209,10 @@ def main() -> int:
                   "stretch (a new --cache).")
 
         cal_meas = {c.name: measured.pop(c.name) for c in cal if c.name in measured}
-        if not args.no_calibrate:
+        walls: dict[str, float] = {}
+        if args.adapt:
+            variants, walls = adapt_curve(args)
+        elif not args.no_calibrate:
             variants = calibrate_variants(variants, cal, cal_meas)
         if args.shipped:
             variants["shipped"] = at.load_platform(args.shipped)
@@ -212,6 +225,9 @@ def main() -> int:
     print(f"{args.platform}: predicted vs measured whole-network latency "
           f"(real = zoo + ANNETTE reference graphs, nb101 = NAS-Bench-101 cells)")
     print(cmp.format())
+    if walls:
+        print("\nwall time to produce each file on this machine: "
+              + ", ".join(f"{k} {v:.0f} s" for k, v in walls.items()))
     if args.per_network:
         print()
         cols = list(cmp.predicted)
@@ -229,6 +245,37 @@ def main() -> int:
     if args.plots:
         write_plots(args, cmp, variants)
     return 0
+
+
+#: calibration networks measured by each point of the ``--adapt`` learning curve (0: the file as shipped)
+ADAPT_CURVE = (0, 1, 3, 5, 10)
+
+
+def adapt_curve(args) -> tuple[dict, dict]:
+    """The shipped file adapted from N measured calibration networks for each N of `ADAPT_CURVE` (each point
+    measures afresh, so its wall time is what a user waits), and optionally ``annette calibrate`` runs."""
+    import tempfile
+
+    from annette_torch.fit.adapt import adapt
+    from annette_torch.platform import platform_dir
+
+    shipped = args.shipped or str(platform_dir() / f"{args.platform}.json")
+    variants, walls = {"shipped (N=0)": at.load_platform(shipped)}, {"shipped (N=0)": 0.0}
+    for n in ADAPT_CURVE[1:]:
+        res = adapt(shipped, networks=n, save=False)
+        key = f"adapt N={n}"
+        variants[key], walls[key] = res.platform, res.seconds
+        print(f"  {key}: {res.seconds:.1f} s, in-sample MAPE {res.mape_after:.1%}, terms {', '.join(res.terms)}")
+    for plan in [p.strip() for p in args.with_calibrate.split(",") if p.strip()]:
+        from annette_torch.fit.calibrate import run_calibration
+
+        with tempfile.TemporaryDirectory() as tmp:
+            t = time.perf_counter()
+            rep = run_calibration(args.platform, quick=plan == "quick", out=os.path.join(tmp, "p.json"),
+                                  db=os.path.join(tmp, "m.sqlite"))
+            key = f"calibrate {plan}"
+            variants[key], walls[key] = at.load_platform(rep["out"]), time.perf_counter() - t
+    return variants, walls
 
 
 def calibration_set() -> list:

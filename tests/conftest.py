@@ -14,3 +14,9 @@ def ref_dir() -> Path:
     if not REF.is_dir():
         pytest.skip("../shared/annette-reference not present")
     return REF
+
+
+@pytest.fixture(autouse=True)
+def _own_platform_folder(tmp_path_factory, monkeypatch):
+    """Every test sees an empty user platform folder of its own (never the developer's ~/.local/share)."""
+    monkeypatch.setenv("ANNETTE_HOME", str(tmp_path_factory.mktemp("annette-home")))

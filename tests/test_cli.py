@@ -99,8 +99,10 @@ def test_estimate_annette_graph_summary(capsys):
     code, out, err = run(capsys, "estimate", RESNET50_JSON, "--platform", "zcu102")
     assert code == 0, err
     assert "cf_resnet50" in out and "zcu102" in out
-    total_line = next(line for line in out.splitlines() if line.startswith("total"))
-    assert float(total_line.split()[1]) > 0
+    line = {ln.split()[0]: ln for ln in out.splitlines() if ln.strip() and not ln.startswith(" ")}
+    latency, device = float(line["latency"].split()[1]), float(line["device"].split()[1])
+    assert latency > device > 0  # whole-application latency: the DPU's time plus the host's
+    assert "whole-application latency" in line["latency"] and line["file"].endswith("zcu102.json")
     assert "by type" in out and "Conv" in out
     assert err == ""
 
@@ -175,9 +177,33 @@ def test_library_warning_shown_once_as_annette_warning(capsys, user_models):
 def test_platforms(capsys):
     code, out, err = run(capsys, "platforms")
     assert code == 0, err
-    names = [line.split()[0] for line in out.splitlines()]
+    heads = [line for line in out.splitlines() if line and not line.startswith(" ") and not line.startswith("->")]
+    names = [line.split()[0] for line in heads]
     assert "zcu102" in names and "ncs2" in names
-    assert all(len(line.split(None, 1)) == 2 for line in out.splitlines())  # each has a description
+    assert all(len(line.split(None, 1)) == 2 for line in heads)  # each has a description
+    picked = [line.split()[1] for line in out.splitlines() if line.strip().startswith("-> /")]
+    assert len(picked) == len(names) and all(p.endswith(".json") for p in picked)  # one file loaded per name
+
+
+def test_platforms_lists_user_files_first_and_the_name_loads_them(capsys, monkeypatch, tmp_path):
+    import annette_torch as at
+
+    monkeypatch.setenv("ANNETTE_HOME", str(tmp_path))
+    (tmp_path / "platforms").mkdir()
+    d = at.load_platform("ncs2").to_dict()
+    d["description"] = "my own stick"
+    (tmp_path / "platforms" / "ncs2.json").write_text(json.dumps(d))
+    code, out, err = run(capsys, "platforms")
+    assert code == 0, err
+    assert f"-> {tmp_path / 'platforms' / 'ncs2.json'} (user;" in out and "ncs2          my own stick" in out
+    est = at.estimate(at.from_annette_json(RESNET50_JSON), "ncs2") if os.path.exists(RESNET50_JSON) else None
+    assert at.load_platform("ncs2").source == str(tmp_path / "platforms" / "ncs2.json")
+    if est is not None:
+        assert est.to_dict(per_layer=False)["platform_file"] == str(tmp_path / "platforms" / "ncs2.json")
+    code, out, err = run(capsys, "platforms", "--json")
+    files = json.loads(out)["files"]
+    assert [f["origin"] for f in files if f["name"] == "ncs2"] == ["user", "shipped"]
+    assert [f["selected"] for f in files if f["name"] == "ncs2"] == [True, False]
 
 
 @pytest.mark.parametrize("argv, fragment, code", [

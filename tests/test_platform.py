@@ -247,12 +247,65 @@ def test_shipped_machine_files_picked_by_this_cpu(tmp_path, monkeypatch, capsys)
     assert p.meta["fingerprint"]["cpu"] == "Intel(R) Xeon(R) CPU B" and p.check_machine() is None
     assert list_platforms() == {"meas": "measured on CPU B"}
     assert main(["platforms"]) == 0
-    assert "also shipped for: intel-r-xeon-r-cpu-b-2c" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert f"-> {tmp_path / 'machines' / 'meas' / (slug + '.json')} (shipped for {slug}; measured on this machine)" in out
 
     here.update(cpu="CPU A")  # a machine with no file of its own gets the default, which warns when it differs
     assert load_platform("meas").meta["fingerprint"]["cpu"] == "CPU A"
     here.update(cpu="CPU C", cores=4)
     p = load_platform("meas")
-    assert p.meta["fingerprint"]["cpu"] == "CPU A" and "measured on CPU A" in p.check_machine()
+    assert p.meta["fingerprint"]["cpu"] == "CPU A" and "measured on another machine (CPU A" in p.check_machine()
     with pytest.raises(PlatformError, match="unknown platform 'tpu9'.*meas"):
         load_platform("tpu9")
+
+
+HERE = {"cpu": "AMD EPYC 9B14", "vendor": "AuthenticAMD", "family": 25, "model": 17, "stepping": 1,
+        "isa": ["avx2", "fma", "avx512f", "avx512_bf16", "avx512_vnni"], "physical_cores": 1, "cores": 2}
+
+
+@pytest.mark.parametrize("change, warned", [
+    ({}, None),
+    ({"cpu": "AMD EPYC 7B13"}, "differs in cpu"),  # another model name
+    ({"isa": ["avx2", "fma"]}, "differs in isa"),  # the same name without AVX-512
+    ({"stepping": 0}, "differs in stepping"),
+    ({"isa": None}, "does not record the instruction set"),  # a file of an older release: cannot be verified
+])
+def test_machine_identity_warns_on_every_difference(monkeypatch, change, warned):
+    from annette_torch.platform import machine
+
+    monkeypatch.setattr(machine, "machine_fingerprint", lambda threads=None: dict(HERE, threads=threads))
+    fp = {k: v for k, v in {**HERE, **change}.items() if v is not None}
+    msg = machine.mismatch("ort-cpu", fp)
+    if warned is None:
+        assert msg is None
+    else:
+        assert warned in msg and "annette calibrate --platform ort-cpu" in msg and "\n" not in msg
+
+
+def test_a_machine_file_of_the_same_name_but_another_instruction_set_is_not_picked(tmp_path, monkeypatch):
+    from annette_torch.platform import machine, registry
+
+    d = load_platform("ncs2").to_dict()
+    d["fingerprint"] = dict(HERE, isa=["avx2", "fma"])  # a near miss: same CPU name and cores
+    (tmp_path / "meas.json").write_text(json.dumps({**d, "description": "default"}))
+    (tmp_path / "machines" / "meas").mkdir(parents=True)
+    near = tmp_path / "machines" / "meas" / f"{machine.machine_slug(HERE)}.json"
+    near.write_text(json.dumps({**d, "description": "near miss"}))
+    monkeypatch.setattr(registry, "platform_dir", lambda: tmp_path)
+    monkeypatch.setattr(machine, "machine_fingerprint", lambda threads=None: dict(HERE, threads=threads))
+    monkeypatch.setattr(machine, "this_machine_slug", lambda: machine.machine_slug(HERE))
+    assert registry.resolve_platform("meas") == str(tmp_path / "meas.json")
+    d["fingerprint"] = HERE
+    near.write_text(json.dumps({**d, "description": "exact"}))
+    assert registry.resolve_platform("meas") == str(near)
+
+
+def test_the_mismatch_warning_is_logged_once_per_process(caplog):
+    import logging
+
+    d = load_platform("ncs2").to_dict()
+    d["fingerprint"] = {"cpu": "Imaginary CPU 9001", "cores": 4096}
+    with caplog.at_level(logging.WARNING, logger="annette_torch"):
+        first, second = Platform.from_dict(d, "a"), Platform.from_dict(d, "b")
+        assert "Imaginary CPU 9001" in first.check_machine() and "Imaginary CPU 9001" in second.check_machine()
+    assert caplog.text.count("Imaginary CPU 9001") == 1

@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import csv
-import importlib
 import json
 import logging
 import os
@@ -19,7 +18,8 @@ import sys
 from typing import Any, Iterator, Sequence
 
 from .. import __version__
-from ..errors import AnnetteError, ModelLoadError, missing_extra
+from ..errors import AnnetteError, missing_extra
+from ..frontends.spec import load_model
 from .common import platform_names
 
 __all__ = ["main", "build_parser", "parse_input_shape"]
@@ -84,12 +84,16 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--csv", metavar="FILE", help="write the per-layer table as CSV")
     e.add_argument("--plot", metavar="FILE", help="write a per-layer breakdown chart (PNG)")
 
-    pl = sub.add_parser("platforms", help="list the shipped platforms", description="List the shipped platforms.")
-    pl.add_argument("--json", action="store_true", help="print {name: description} as JSON")
+    pl = sub.add_parser("platforms", help="list your own and the shipped platform files",
+                        description="List the platform names, the files each can load (yours first) and whether "
+                                    "a measured file matches this machine.")
+    pl.add_argument("--json", action="store_true", help="print the same as JSON")
 
     from .bench import add_calibrate_parser, add_parser as add_bench
     add_bench(sub)
     add_calibrate_parser(sub)
+    from .adapt import add_parser as add_adapt
+    add_adapt(sub)
     from .search import add_parser as add_search
     add_search(sub)
     return p
@@ -141,78 +145,6 @@ def _warn(msg: str) -> None:
 # model resolution
 
 
-def _load_model(spec: str, input_shape: Any):
-    """MODEL argument -> `Network`."""
-    low = spec.lower()
-    if low.endswith((".onnx", ".json")) or os.path.exists(spec):
-        if not os.path.exists(spec):
-            raise ModelLoadError(f"{spec}: no such file")
-        if os.path.isdir(spec):
-            raise ModelLoadError(f"{spec}: is a directory, expected an .onnx file or an ANNETTE .json graph")
-        if low.endswith(".json") and input_shape is not None:
-            _warn("--input-shape is ignored for ANNETTE .json graphs (their shapes are fixed)")
-        from ..estimator import to_network
-        if low.endswith(".json"):
-            return to_network(spec)
-        if isinstance(input_shape, list):
-            raise ModelLoadError("an ONNX file takes one --input-shape (for its first input)")
-        return to_network(spec, input_shape)
-    if ":" in spec:
-        return _from_callable(spec, input_shape)
-    zoo = _zoo()
-    if spec in zoo.ZOO:
-        from ..frontends.fx import trace
-        shape = input_shape if input_shape is not None else zoo.INPUT_SHAPES[spec]
-        return trace(zoo.get(spec), shape, name=spec)
-    raise ModelLoadError(f"unknown model {spec!r}: not a file, not a zoo model ({', '.join(sorted(zoo.ZOO))}) "
-                         "and not package.module:callable")
-
-
-def _zoo():
-    from .. import zoo
-    return zoo
-
-
-def _from_callable(spec: str, input_shape: Any):
-    mod_name, _, attr = spec.partition(":")
-    if not mod_name or not attr or not all(p.isidentifier() for p in mod_name.split(".") + attr.split(".")):
-        raise ModelLoadError(f"{spec!r}: expected package.module:callable (e.g. torchvision.models:resnet18)")
-    added = False
-    if os.getcwd() not in sys.path and "" not in sys.path:  # the console script does not see the cwd
-        sys.path.insert(0, os.getcwd())
-        added = True
-    try:
-        module = importlib.import_module(mod_name)
-    except Exception as e:  # noqa: BLE001 - the user's module: any failure is a user error
-        raise ModelLoadError(f"cannot import module {mod_name!r}: {type(e).__name__}: {e}") from None
-    finally:
-        if added:
-            sys.path.remove(os.getcwd())
-    obj: Any = module
-    for part in attr.split("."):
-        try:
-            obj = getattr(obj, part)
-        except AttributeError:
-            raise ModelLoadError(f"module {mod_name!r} has no attribute {attr!r}") from None
-    if not callable(obj):
-        raise ModelLoadError(f"{spec}: {attr} is a {type(obj).__name__}, not a callable")
-    try:
-        model = obj()
-    except Exception as e:  # noqa: BLE001
-        raise ModelLoadError(f"calling {spec}() failed: {type(e).__name__}: {e}") from None
-    import torch
-    if not isinstance(model, torch.nn.Module):
-        raise ModelLoadError(f"{spec}() returned a {type(model).__name__}, expected a torch.nn.Module")
-    name = attr.split(".")[-1]
-    if input_shape is None:
-        shapes = getattr(_zoo(), "INPUT_SHAPES", {})
-        if name not in shapes:
-            raise ModelLoadError(f"{spec}: give the input shape, e.g. --input-shape 1,3,224,224")
-        input_shape = shapes[name]
-    from ..frontends.fx import trace
-    return trace(model, input_shape, name=name)
-
-
 # ------------------------------------------------------------------------------------------------------
 # output
 
@@ -232,10 +164,13 @@ def _short(name: str, width: int = NAME_WIDTH) -> str:
 def _summary(est) -> str:
     net, plat = est.network, est.platform
     desc = plat.description.split(": ")[0]
-    total = est.total_ms
+    total = est.device_ms
     lines = [f"network   {net.name} ({len(net)} layers, {len(est.mapped.kept)} executed after fusion)",
              f"platform  {plat.name}" + (f" ({desc})" if desc else ""),
-             f"total     {total:.4f} ms"]
+             f"file      {plat.source or '(built in memory)'}",
+             f"latency   {est.latency_ms:.4f} ms  ({est.latency_definition})"]
+    if est.e2e_ms is not None:
+        lines.append(f"device    {total:.4f} ms  (sum of the executed layers' times)")
     items = list(est.by_type().items())
     w = max((len(k) for k, _ in items[:5]), default=0)
     for i, (label, t) in enumerate(items[:5]):
@@ -290,7 +225,7 @@ def _cmd_estimate(args: argparse.Namespace) -> int:
     from ..platform import load_platform
 
     platforms = [load_platform(p) for p in platform_names(args.platform)]  # fail fast, before tracing
-    net = _load_model(args.model, args.input_shape)
+    net = load_model(args.model, args.input_shape)
     estimates = [estimate(net, p) for p in platforms]
 
     if args.csv:
@@ -318,8 +253,8 @@ def _cmd_estimate(args: argparse.Namespace) -> int:
         blocks.append((_per_layer(est) + "\n\n" if args.per_layer else "") + _summary(est))
     print("\n\n".join(blocks))
     if len(estimates) > 1:
-        ranked = sorted(estimates, key=lambda e: e.total_ms)
-        print("\nfastest   " + ", ".join(f"{e.platform.name} {e.total_ms:.4f} ms" for e in ranked))
+        ranked = sorted(estimates, key=lambda e: e.latency_ms)
+        print("\nfastest   " + ", ".join(f"{e.platform.name} {e.latency_ms:.4f} ms" for e in ranked))
     if args.csv:
         print(f"\nper-layer CSV written to {args.csv}")
     if args.plot:
@@ -327,20 +262,33 @@ def _cmd_estimate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _machine_note(f) -> str:
+    if f.machine is None:
+        return "no machine recorded"
+    if not f.machine:
+        return "measured on this machine"
+    return "measured on another machine" if "another machine" in f.machine else "may not be this machine"
+
+
 def _cmd_platforms(args: argparse.Namespace) -> int:
-    from ..platform import list_platforms, shipped_machines
+    from ..platform import list_platforms, platform_files, user_platform_dir
 
     plats = list_platforms()
+    files = platform_files()
     if args.json:
-        print(json.dumps(plats, indent=2))
+        print(json.dumps({"user_folder": str(user_platform_dir()), "platforms": plats,
+                          "files": [{"name": f.name, "path": f.path, "origin": f.origin, "selected": f.selected,
+                                     "description": f.description, "machine": _machine_note(f),
+                                     "machine_warning": f.machine or None} for f in files]}, indent=2))
         return 0
     w = max((len(n) for n in plats), default=0)
     for name, desc in plats.items():
         print(f"{name:<{w}}  {desc}")
-        machines = shipped_machines(name)
-        if machines:
-            print(f"{'':<{w}}  (also shipped for: {', '.join(machines)}; the file of this machine's "
-                  "CPU is used, else the default file)")
+        for f in (f for f in files if f.name == name):
+            mark = "->" if f.selected else "  "
+            print(f"{'':<{w}}  {mark} {f.path} ({f.origin}; {_machine_note(f)})")
+    print(f"\n-> the file a name loads; your own files go in {user_platform_dir()} "
+          "(annette calibrate / annette adapt write there) and come before the shipped ones")
     return 0
 
 
@@ -359,6 +307,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         with _library_logging(level):
             if args.command == "estimate":
                 return _cmd_estimate(args)
+            if args.command == "adapt":
+                from .adapt import run as run_adapt
+                return run_adapt(args)
             if args.command == "calibrate":
                 from .bench import run_calibrate
                 return run_calibrate(args)

@@ -192,7 +192,8 @@ def add_calibrate_parser(sub: Any) -> None:
                                    "calibrate end to end on calibration networks, and write a platform file.")
     c.add_argument("-p", "--platform", required=True, help="ort-cpu or openvino-cpu")
     c.add_argument("--quick", action="store_true", help="a smaller plan (<= 10 minutes on 2 cores)")
-    c.add_argument("--out", help="platform file to write (default: <platform>.json)")
+    c.add_argument("--out", help="platform file to write (default: <platform>.json in your platform folder, "
+                                 "which the platform's name then loads; see 'annette platforms')")
     c.add_argument("--db", help="measurement database (default: annette-calibrate-<platform>.sqlite; resumable)")
     c.add_argument("--budget", help="time limit for the benchmark suites, e.g. 30m")
 

@@ -54,7 +54,7 @@ def find_reference_graphs() -> Path | None:
 def step_estimate(ctx: DemoContext) -> None:
     """Convert each network once, estimate it on every platform, print the table."""
     from .. import zoo
-    from ..estimator import estimate
+    from ..estimator import estimate, latency_definition
     from ..frontends.annette_json import from_annette_json
     from ..frontends.fx import trace
 
@@ -86,7 +86,7 @@ def step_estimate(ctx: DemoContext) -> None:
     rows = []
     for name, r in ctx.results.items():
         rows.append([name, r["source"], str(r["layers"]),
-                     *(f"{r['estimates'][p].total_ms:.3f}" for p in plat_names),
+                     *(f"{r['estimates'][p].latency_ms:.3f}" for p in plat_names),
                      f"{r['convert_s'] * 1e3:.0f} ms", f"{r['estimate_s'] * 1e3:.2f} ms"])
     widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(head)]
     left = {0, 1}
@@ -100,6 +100,8 @@ def step_estimate(ctx: DemoContext) -> None:
         print(fmt(row))
     print("(convert: torch.fx trace or JSON read, once per network; per estimate: mapping pass + layer "
           "models, per platform)")
+    for p in ctx.platforms:
+        print(f"{p.name} ms: {latency_definition(p)}; file {p.source}")
 
 
 def step_breakdown_plot(ctx: DemoContext) -> None:

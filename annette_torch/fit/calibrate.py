@@ -152,7 +152,7 @@ def run_calibration(platform: str, quick: bool = False, out: str | None = None, 
     plan = PLANS["quick" if quick else "full"]
     progress = progress or (lambda msg: log.info("%s", msg))
     db = db or f"annette-calibrate-{platform}.sqlite"
-    out = out or f"{platform}.json"
+    out = out or user_platform_file(platform)
     check_writable(out)  # before an hour of measuring, not after it
     runner, kw = ("ort-cpu", {"threads": 1}) if platform == "ort-cpu" else ("openvino", {"device": "CPU", "threads": 1})
     t0 = time.perf_counter()
@@ -188,14 +188,27 @@ def run_calibration(platform: str, quick: bool = False, out: str | None = None, 
     return report
 
 
+def user_platform_file(platform: str) -> str:
+    """``<platform>.json`` in the user's platform folder (created), where the platform's name finds it."""
+    from ..platform import user_platform_dir
+
+    folder = user_platform_dir()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise AnnetteError(f"cannot create the platform folder {folder}: {e.strerror or e} (set ANNETTE_HOME or "
+                           "give --out)") from None
+    return str(folder / f"{platform}.json")
+
+
 def platform_file(plat: Any, fit_rep: dict[str, Any], platform: str) -> dict[str, Any]:
     """The platform file's content for a `fit_platform` result measured here: description, this machine's
     fingerprint and a summary of the fit report (no end-to-end calibration yet)."""
-    from ..platform.machine import machine_fingerprint
+    from ..platform.machine import machine_description, machine_fingerprint
 
     d = plat.to_dict()
-    d["description"] = (f"{platform} measured on this machine ({machine_fingerprint(1)['cpu']}, 1 thread): mixed "
-                        f"layer models + learned mapping, calibrated end to end")
+    d["description"] = (f"{platform} measured on {machine_description()} (1 thread): mixed layer models + learned "
+                        f"mapping, calibrated end to end")
     d["fingerprint"] = machine_fingerprint(1)
     cache_rep = fit_rep.get("cache", {}).get("mixed+mapping", {})
     d["fit_report"] = {"configurations": fit_rep.get("configurations"),

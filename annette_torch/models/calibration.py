@@ -17,7 +17,7 @@ from ..errors import PlatformError
 from ..ir import LayerType, Network
 from .base import check_number
 
-__all__ = ["TERMS", "SIGNED_TERMS", "network_terms", "Calibration"]
+__all__ = ["TERMS", "SIGNED_TERMS", "network_terms", "network_terms_many", "Calibration"]
 
 TERMS = ("layers", "depthwise", "cpu_tail", "constant", "executed_layers")
 #: terms whose coefficient may be negative (a per-node cost the profiled layer times over-count)
@@ -49,6 +49,34 @@ def network_terms(est: Any) -> dict[str, float]:
             "constant": 1.0, "executed_layers": float(executed)}
 
 
+def network_terms_many(net: Network, segments: np.ndarray, mapped_types: np.ndarray, mapped_segments: np.ndarray,
+                       mapped_time_ms: np.ndarray, n: int) -> dict[str, np.ndarray]:
+    """`network_terms` of ``n`` networks stacked into one (``Network.concat``), as arrays, in one pass.
+
+    ``segments`` gives each original layer's network, ``mapped_*`` the executed layers' types, networks and
+    times. The tail (layers after the last heavy layer on every path) is found by propagating "feeds a heavy
+    layer" backwards over the edge list to a fixed point, not layer by layer.
+    """
+    heavy = np.isin(net.types, _HEAVY)
+    feeds = np.zeros(len(net), dtype=bool)
+    if len(net.edges):
+        src, dst = net.edges[:, 0], net.edges[:, 1]
+        while True:
+            nxt = feeds.copy()
+            np.logical_or.at(nxt, src, heavy[dst] | feeds[dst])
+            if np.array_equal(nxt, feeds):
+                break
+            feeds = nxt
+    graph_input = (net.types == LayerType.INPUT) & (net.n_inputs == 0)
+    tail = ~feeds & ~heavy & ~graph_input
+    dw = mapped_types == LayerType.DEPTHWISE_CONV
+    return {"layers": np.bincount(mapped_segments, weights=mapped_time_ms, minlength=n),
+            "depthwise": np.bincount(mapped_segments[dw], weights=mapped_time_ms[dw], minlength=n),
+            "cpu_tail": np.bincount(segments[tail], weights=np.asarray(net.in_elems, float)[tail], minlength=n) / 1e6,
+            "constant": np.ones(n),
+            "executed_layers": np.bincount(mapped_segments[mapped_types != LayerType.INPUT], minlength=n).astype(float)}
+
+
 @dataclass
 class Calibration:
     """Fitted coefficients per term; ``predict`` maps an estimate's terms to end-to-end ms."""
@@ -59,7 +87,12 @@ class Calibration:
     predicts: str = "end-to-end latency (ms)"
 
     def predict(self, terms: dict[str, float]) -> float:
+        """End-to-end ms of one network from its terms."""
         return float(sum(self.coef.get(k, 0.0) * v for k, v in terms.items()))
+
+    def predict_many(self, terms: dict[str, np.ndarray]) -> np.ndarray:
+        """End-to-end ms of many networks from `network_terms_many`."""
+        return sum((self.coef.get(k, 0.0) * v for k, v in terms.items()), np.zeros(len(terms["constant"])))
 
     def to_dict(self) -> dict[str, Any]:
         return {"predicts": self.predicts, "coef": self.coef, "loo_mape": self.loo_mape,

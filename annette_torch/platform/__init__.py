@@ -3,7 +3,9 @@ its file format, where shipped and user files are found, and which machine a mea
 
 from .machine import machine_fingerprint, machine_slug
 from .platform import LAYER_KEYS, SCHEMA, SCHEMA_VERSION, Platform, dumps_platform
-from .registry import list_platforms, load_platform, platform_dir, shipped_machines
+from .registry import (PlatformFile, list_platforms, load_platform, platform_dir, platform_files, resolve_platform,
+                       shipped_machines, user_platform_dir)
 
-__all__ = ["Platform", "load_platform", "list_platforms", "platform_dir", "shipped_machines", "machine_fingerprint",
+__all__ = ["Platform", "load_platform", "list_platforms", "platform_dir", "user_platform_dir", "platform_files",
+           "PlatformFile", "resolve_platform", "shipped_machines", "machine_fingerprint",
            "machine_slug", "SCHEMA", "SCHEMA_VERSION", "LAYER_KEYS", "dumps_platform"]

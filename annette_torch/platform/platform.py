@@ -29,6 +29,8 @@ log = logging.getLogger(__name__)
 SCHEMA = "annette-torch/platform"
 #: 2: tree ensembles' node arrays packed (`annette_torch.models.trees.pack_array`); version 1 files still load
 SCHEMA_VERSION = 2
+#: machine-mismatch warnings already logged in this process
+_WARNED: set[str] = set()
 #: Layer-model keys a platform may define: every type label plus the fallback groups.
 LAYER_KEYS = frozenset({t.label for t in LayerType} | {"Base", "Pool"})
 
@@ -42,6 +44,8 @@ class Platform:
             raise PlatformError(f"platform {name!r}: layers.Base missing (every layer needs a fallback model)")
         self.name = name
         self.description = description
+        #: the file this platform was read from (None if built in memory)
+        self.source: str | None = None
         self.layers = dict(layers)
         self.mapping = mapping or MappingModel()
         self.meta = dict(meta or {})
@@ -80,14 +84,16 @@ class Platform:
     def check_machine(self) -> str | None:
         """For platforms measured on a machine (``fingerprint``): a warning text if this machine differs.
 
-        Logged once per platform object by the estimator; CPU latencies do not transfer between CPUs.
+        Returned on the first call per platform object, logged once per process; CPU latencies do not
+        transfer between CPUs.
         """
         fp = self.meta.get("fingerprint")
         if not isinstance(fp, dict) or getattr(self, "_machine_checked", False):
             return None
         self._machine_checked = True
         msg = mismatch(self.name, fp)
-        if msg is not None:
+        if msg is not None and msg not in _WARNED:  # logged once per process, returned to every caller
+            _WARNED.add(msg)
             log.warning("%s", msg)
         return msg
 
@@ -208,7 +214,9 @@ class Platform:
     def load(cls, path: str | os.PathLike) -> "Platform":
         """Read and validate a platform file."""
         p = os.fspath(path)
-        return cls.from_dict(read_json_file(p, PlatformError, "platform file"), p)
+        plat = cls.from_dict(read_json_file(p, PlatformError, "platform file"), p)
+        plat.source = os.path.abspath(p)
+        return plat
 
     def __repr__(self) -> str:
         return f"Platform({self.name!r}, {len(self.layers)} layer models, {len(self.mapping.rules)} fusion rules)"

@@ -1,24 +1,28 @@
-"""Finding platforms: shipped files by name (per machine where several were measured), or any file by path.
+"""Finding platforms: the user's own files and the shipped ones by name, or any file by path.
 
-``load_platform("zcu102")`` finds a shipped platform by name; any path to a ``.json`` file works too. A
-measured platform (``ort-cpu``, ``openvino-cpu``) may ship one file per machine it was measured on
-(``platforms/machines/<name>/<machine slug>.json``): the name then loads the file of this machine's CPU,
-else the default file, which warns that it was measured elsewhere.
+A name resolves first in the user's platform folder (`user_platform_dir`: ``$ANNETTE_HOME/platforms``,
+default ``~/.local/share/annette-torch/platforms``), where ``annette calibrate`` and ``annette adapt`` write,
+then to the shipped files. A measured shipped platform (``ort-cpu``, ``openvino-cpu``) may ship one file per
+machine it was measured on (``platforms/machines/<name>/<machine slug>.json``): the name then loads the file of
+this machine when its fingerprint matches, else the default file, which warns that it was measured elsewhere.
 """
 
 from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from ..errors import PlatformError
 from . import machine
 from .platform import Platform
 
-__all__ = ["platform_dir", "list_platforms", "shipped_machines", "load_platform"]
+__all__ = ["platform_dir", "user_platform_dir", "list_platforms", "platform_files", "PlatformFile", "shipped_machines",
+           "load_platform", "resolve_platform"]
 
 
 def platform_dir() -> Path:
@@ -32,17 +36,79 @@ def platform_dir() -> Path:
     return Path(__file__).resolve().parents[2] / "platforms"
 
 
-def list_platforms() -> dict[str, str]:
-    """Shipped platforms: name -> one-line description (of the file `load_platform` picks on this machine)."""
-    out = {}
+def user_platform_dir() -> Path:
+    """The user's platform folder: ``$ANNETTE_HOME/platforms``, else ``$XDG_DATA_HOME/annette-torch/platforms``
+    (default ``~/.local/share/annette-torch/platforms``). It may not exist yet."""
+    home = os.environ.get("ANNETTE_HOME")
+    if home:
+        return Path(home).expanduser() / "platforms"
+    data = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+    return Path(data) / "annette-torch" / "platforms"
+
+
+@dataclass(frozen=True)
+class PlatformFile:
+    """One platform file a name can resolve to: where it is, whose it is, and whether it fits this machine."""
+
+    name: str
+    path: str
+    origin: str  # "user", "shipped" or "shipped for <machine slug>"
+    description: str
+    #: None: no machine recorded (a board's published model); else the mismatch warning text, "" if it matches
+    machine: str | None
+    #: whether ``load_platform(name)`` picks this file
+    selected: bool
+
+
+def _read_head(path: str) -> dict[str, Any]:
+    try:
+        with open(path, encoding="utf-8") as f:
+            d = json.load(f)
+        return d if isinstance(d, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def platform_files() -> list[PlatformFile]:
+    """Every user and shipped platform file, user files first, each with the machine check's verdict."""
+    out = []
+    chosen = {n: resolve_platform(n) for n in _names()}
+    entries = [(p, "user") for p in sorted(user_platform_dir().glob("*.json"))]
     for p in sorted(platform_dir().glob("*.json")):
-        try:
-            with open(_shipped_path(p.stem), encoding="utf-8") as f:
-                d = json.load(f)
-            out[p.stem] = str(d.get("description", "")).split("\n")[0]
-        except (OSError, json.JSONDecodeError):
-            out[p.stem] = "(unreadable platform file)"
+        entries.append((p, "shipped"))
+        folder = platform_dir() / "machines" / p.stem
+        entries.extend((m, f"shipped for {m.stem}") for m in sorted(folder.glob("*.json")) if folder.is_dir())
+    for path, origin in entries:
+        name = path.stem if not origin.startswith("shipped for") else path.parent.name
+        d = _read_head(str(path))
+        fp = d.get("fingerprint")
+        verdict = (machine.mismatch(name, fp) or "") if isinstance(fp, dict) else None
+        out.append(PlatformFile(name, str(path), origin, str(d.get("description", "")).split("\n")[0], verdict,
+                                chosen.get(name) == str(path)))
     return out
+
+
+def _names() -> list[str]:
+    names = {p.stem for p in user_platform_dir().glob("*.json")} | {p.stem for p in platform_dir().glob("*.json")}
+    return sorted(names)
+
+
+def list_platforms() -> dict[str, str]:
+    """Platform names (the user's and the shipped ones) -> one-line description of the file `load_platform`
+    picks for the name on this machine."""
+    out = {}
+    for name in _names():
+        d = _read_head(resolve_platform(name))
+        out[name] = str(d.get("description", "")).split("\n")[0] if d else "(unreadable platform file)"
+    return out
+
+
+def resolve_platform(name: str) -> str:
+    """The file a platform name loads: the user's file of that name, else the shipped one for this machine."""
+    mine = user_platform_dir() / f"{name}.json"
+    if mine.is_file():
+        return str(mine)
+    return _shipped_path(name)
 
 
 def shipped_machines(name: str) -> list[str]:
@@ -52,13 +118,26 @@ def shipped_machines(name: str) -> list[str]:
 
 
 def _shipped_path(name: str) -> str:
-    """The shipped file of ``name`` measured on this machine's CPU if there is one, else the default file."""
+    """The shipped file of ``name`` measured on this machine if there is one, else the default file: a file
+    of this CPU name and core count whose fingerprint differs in anything else (an instruction set, a
+    stepping) is a near miss and not taken."""
     folder = platform_dir() / "machines" / name
     if folder.is_dir():
         mine = folder / f"{machine.this_machine_slug()}.json"
-        if mine.is_file():
+        if mine.is_file() and not machine.differing_fields(_fingerprint(str(mine), mine.stat().st_mtime)):
             return str(mine)
     return str(platform_dir() / f"{name}.json")
+
+
+@lru_cache(maxsize=32)
+def _fingerprint(path: str, mtime: float) -> dict:
+    """The ``fingerprint`` a platform file records (empty if none or unreadable), read once per file version."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            fp = json.load(f).get("fingerprint")
+    except (OSError, ValueError, AttributeError):
+        return {}
+    return fp if isinstance(fp, dict) else {}
 
 
 @lru_cache(maxsize=32)
@@ -67,15 +146,16 @@ def _load_cached(path: str, mtime: float) -> Platform:
 
 
 def load_platform(platform: "str | os.PathLike | Platform") -> Platform:
-    """A `Platform` from a shipped name (``zcu102``; for a measured platform, the file of this machine's CPU
-    when one is shipped), a path to a platform file, or a Platform itself."""
+    """A `Platform` from a name (the user's file of that name, else the shipped one: ``zcu102``; for a
+    measured platform, the file of this machine when one is shipped), a path to a platform file, or a Platform
+    itself. ``Platform.source`` says which file it came from."""
     if isinstance(platform, Platform):
         return platform
     s = os.fspath(platform)
     if s.endswith(".json") or os.sep in s or os.path.isfile(s):
         path = s
     else:
-        path = _shipped_path(s)
+        path = resolve_platform(s)
         if not os.path.isfile(path):
             known = ", ".join(list_platforms()) or "none"
             raise PlatformError(f"unknown platform {s!r} (shipped: {known}; or give a path to a platform .json)")

@@ -1,0 +1,58 @@
+"""``annette adapt``: refit a platform's network-level terms to this machine (measured here) or to a board
+(from the user's latencies CSV), keeping its layer and mapping models."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from typing import Any
+
+__all__ = ["add_parser", "run"]
+
+
+def _networks(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {n}")
+    return n
+
+
+def add_parser(sub: Any) -> None:
+    """Register ``annette adapt``."""
+    a = sub.add_parser(
+        "adapt", help="fit a platform to this machine or a board from a few end-to-end latencies (seconds)",
+        description="Keep a platform's layer and mapping models and refit its network-level terms (scale, "
+                    "per-layer and per-inference cost): for ort-cpu / openvino-cpu by measuring calibration "
+                    "networks on this machine; for a board (zcu102, ncs2, or a platform file) from latencies "
+                    "you measured, given as a CSV with columns model,input_shape,latency_ms.")
+    a.add_argument("-p", "--platform", required=True, metavar="P", help="platform name or platform .json file")
+    a.add_argument("-n", "--networks", type=_networks, default=None, metavar="N",
+                   help="calibration networks to measure here (default 10; never the validation networks)")
+    a.add_argument("--latencies", metavar="CSV", help="model,input_shape,latency_ms rows measured on the board")
+    a.add_argument("--out", metavar="FILE", help="platform file to write (default: <platform>.json in your "
+                                                 "platform folder, which the name then loads)")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Execute ``annette adapt``."""
+    from ..errors import AnnetteError
+    from ..fit.adapt import DEFAULT_NETWORKS, adapt
+
+    if args.latencies and args.networks is not None:
+        raise AnnetteError("adapt: give either --networks (measure here) or --latencies (a board), not both")
+    res = adapt(args.platform, networks=args.networks or DEFAULT_NETWORKS, latencies=args.latencies,
+                out=args.out, progress=sys.stderr.isatty())
+    print(res.table())
+    loo = "n/a (too few networks)" if math.isnan(res.loo_mape) else f"{res.loo_mape:.1%}"
+    print(f"\n{len(res.names)} networks: MAPE {res.mape_before:.1%} with {res.base}, {res.mape_after:.1%} adapted; "
+          f"leave-one-out {loo} (what other networks can expect); terms: {', '.join(res.terms)}")
+    from ..platform import resolve_platform
+
+    loads = resolve_platform(res.platform.name) == res.path
+    print(f"wrote {res.path} in {res.seconds:.0f} s" + (f"; '-p {res.platform.name}' now loads it" if loads else
+                                                        f"; use it with '-p {res.path}'"))
+    return 0

@@ -1,0 +1,274 @@
+"""``annette adapt``: a platform for this machine or board in minutes. The layer and mapping models of a
+shipped (or given) platform file are kept; only its network-level terms are refitted, from a few end-to-end
+latencies: measured here on calibration networks (CPU runtimes), or given by the user (boards).
+
+Why this works: across CPUs the layer and mapping models rank networks alike (Spearman >= 0.99 on a foreign
+CPU) while the machine's speed does not transfer; a scale, a per-layer and a per-inference cost absorb most of
+the difference.
+"""
+
+from __future__ import annotations
+
+import csv
+import logging
+import math
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from ..errors import AnnetteError, check_writable
+from ..ir import Network
+
+__all__ = ["adapt", "AdaptResult", "AdaptError", "read_latencies", "DEFAULT_NETWORKS", "MIN_ROWS"]
+
+log = logging.getLogger(__name__)
+
+#: calibration networks measured by default: enough for the CPU terms, about a minute on 2 cores
+DEFAULT_NETWORKS = 10
+#: fewest usable latencies a board adaptation takes
+MIN_ROWS = 3
+#: measurement rounds per network (the fastest round's median counts, as in ``annette calibrate``)
+ROUNDS = 3
+
+
+class AdaptError(AnnetteError):
+    """Bad input to ``annette adapt``: an unmeasurable platform, a malformed latencies CSV, too few rows."""
+
+
+@dataclass
+class AdaptResult:
+    """The adapted platform, where it was written, and how well it fits the networks it was adapted on."""
+
+    platform: Any
+    path: str | None
+    base: str
+    names: list[str]
+    measured_ms: np.ndarray
+    before_ms: np.ndarray
+    after_ms: np.ndarray
+    #: leave-one-out MAPE of the refit (what a network outside the adaptation set can expect); nan below 3
+    loo_mape: float
+    terms: tuple[str, ...]
+    seconds: float
+    source: str = field(default="measured")
+
+    @property
+    def mape_before(self) -> float:
+        """MAPE of the base file on the adaptation networks."""
+        return float(np.mean(np.abs(self.before_ms / self.measured_ms - 1)))
+
+    @property
+    def mape_after(self) -> float:
+        """MAPE of the adapted file on the same networks (in sample)."""
+        return float(np.mean(np.abs(self.after_ms / self.measured_ms - 1)))
+
+    def table(self) -> str:
+        """Measured against predicted, before and after, one line per network."""
+        w = max((len(n) for n in self.names), default=7)
+        lines = [f"{'network':<{w}}  {'measured':>10}  {'before':>10}  {'after':>10}  {'error':>7}"]
+        for n, m, b, a in zip(self.names, self.measured_ms, self.before_ms, self.after_ms):
+            lines.append(f"{n:<{w}}  {m:10.4f}  {b:10.4f}  {a:10.4f}  {100 * (a / m - 1):+6.1f}%")
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return (f"AdaptResult({self.platform.name!r} from {self.base}: {len(self.names)} networks, MAPE "
+                f"{self.mape_before:.1%} -> {self.mape_after:.1%}, leave-one-out {self.loo_mape:.1%})")
+
+
+# ------------------------------------------------------------------------------------------------------
+# the latencies CSV (boards)
+
+
+def read_latencies(path: str | os.PathLike) -> list[tuple[str, Network, float]]:
+    """Rows ``model,input_shape,latency_ms`` -> (name, network, ms). ``model``: a zoo name, an ``.onnx`` path,
+    an ANNETTE ``.json`` graph or ``module:callable``; ``input_shape`` like ``1,3,224,224`` (or empty where
+    the model fixes it). Any malformed row is one `AdaptError` naming the file and the line."""
+    from ..frontends.spec import load_model
+
+    p = os.fspath(path)
+    if not os.path.isfile(p):
+        raise AdaptError(f"{p}: no such latencies file")
+    try:
+        with open(p, encoding="utf-8", newline="") as f:
+            rows = list(csv.DictReader(f))
+            header = rows and list(rows[0]) or []
+    except (OSError, UnicodeDecodeError, csv.Error) as e:
+        raise AdaptError(f"{p}: cannot read the latencies CSV ({e})") from None
+    need = {"model", "input_shape", "latency_ms"}
+    if not rows:
+        raise AdaptError(f"{p}: no rows (expected a header model,input_shape,latency_ms and one row per network)")
+    if not need <= set(header):
+        raise AdaptError(f"{p}: columns {', '.join(sorted(need - set(header)))} missing "
+                         "(expected model,input_shape,latency_ms)")
+    base = os.path.dirname(os.path.abspath(p))
+    out = []
+    for line, row in enumerate(rows, start=2):
+        where = f"{p}, line {line}"
+        spec = (row.get("model") or "").strip()
+        if not spec:
+            raise AdaptError(f"{where}: empty model")
+        try:
+            ms = float(row.get("latency_ms") or "")
+        except ValueError:
+            raise AdaptError(f"{where}: latency_ms {row.get('latency_ms')!r} is not a number") from None
+        if not math.isfinite(ms) or ms <= 0:
+            raise AdaptError(f"{where}: latency_ms must be a positive number of milliseconds, got {ms:g}")
+        shape_text = (row.get("input_shape") or "").strip().strip("()[]")
+        shape = None
+        if shape_text:
+            try:
+                shape = tuple(int(v) for v in shape_text.replace("x", ",").split(","))
+            except ValueError:
+                raise AdaptError(f"{where}: input_shape {row.get('input_shape')!r} is not like 1,3,224,224") from None
+            if not shape or any(v <= 0 for v in shape):
+                raise AdaptError(f"{where}: input_shape {row.get('input_shape')!r} needs positive sizes")
+        if spec.lower().endswith((".onnx", ".json")) and not os.path.isabs(spec):
+            spec = os.path.join(base, spec)  # files are relative to the CSV
+        try:
+            net = load_model(spec, shape)
+        except AnnetteError as e:
+            raise AdaptError(f"{where}: {e}") from None
+        out.append((row["model"].strip(), net, ms))
+    if len(out) < MIN_ROWS:
+        raise AdaptError(f"{p}: {len(out)} usable row(s); adapting needs at least {MIN_ROWS} measured networks")
+    return out
+
+
+# ------------------------------------------------------------------------------------------------------
+# fitting
+
+
+def _cpu_terms(n: int) -> tuple[str, ...]:
+    """The network-level terms a CPU refit can support with ``n`` networks (one more network than terms)."""
+    from .calibrate_network import CPU_TERMS
+    if n >= 2 * len(CPU_TERMS):
+        return tuple(CPU_TERMS)
+    return ("layers", "executed_layers", "constant")[: max(1, min(3, n - 1))]
+
+
+def _board_terms(n: int) -> tuple[str, ...]:
+    from .calibrate_network import ZCU102_TERMS
+    if n >= 2 * len(ZCU102_TERMS):
+        return tuple(ZCU102_TERMS)
+    return ("layers", "constant")[: max(1, min(2, n - 1))]
+
+
+def _fit(terms: list[dict[str, float]], y: np.ndarray, use: tuple[str, ...], names: Sequence[str],
+         cpu: bool) -> tuple[Any, float]:
+    """A `Calibration` on ``use`` and its leave-one-out MAPE (nan when there are too few networks)."""
+    from .calibrate_network import CPU_LOSS, CPU_SIGNED_TERMS, SIGNED_TERMS, fit_calibration, fit_cpu_calibration
+
+    if cpu and use == _cpu_terms(10**6):
+        cal = fit_cpu_calibration(terms, y, names)
+        return cal, float(cal.loo_mape)
+    loss, signed = (CPU_LOSS, CPU_SIGNED_TERMS) if cpu else (None, SIGNED_TERMS)
+    if len(y) == 1:  # one network: a scale alone, exactly through it
+        from ..models.calibration import Calibration
+        cal = Calibration({"layers": float(y[0] / terms[0]["layers"])}, None, tuple(names))
+        return cal, float("nan")
+    cal = fit_calibration(terms, y, use, names, loss=loss, signed=signed)
+    loo = float("nan")
+    if len(y) >= len(use) + 2:
+        errs = [fit_calibration([t for j, t in enumerate(terms) if j != i], np.delete(y, i), use, loss=loss,
+                                signed=signed).predict(terms[i]) / y[i] - 1 for i in range(len(y))]
+        loo = float(np.mean(np.abs(errs)))
+    cal.loo_mape = loo
+    return cal, loo
+
+
+def _measure_here(runtime: str, progress: bool) -> Callable[[Sequence[Network]], np.ndarray]:
+    from ..validate import measure_latency
+
+    def measure(nets: Sequence[Network]) -> np.ndarray:
+        from tqdm import tqdm
+
+        best = np.full(len(nets), np.inf)
+        bar = tqdm(total=ROUNDS * len(nets), desc=f"measuring on {runtime}", unit="net", disable=not progress)
+        with bar:
+            for _ in range(ROUNDS):
+                for i, net in enumerate(nets):
+                    best[i] = min(best[i], measure_latency(net, runtime, runs=30, repeats=1, warmup=5).median_ms)
+                    bar.update()
+        return best
+    return measure
+
+
+def adapt(platform: Any, networks: int = DEFAULT_NETWORKS, latencies: str | os.PathLike | None = None,
+          out: str | os.PathLike | None = None, measure: Callable[[Sequence[Network]], np.ndarray] | None = None,
+          progress: bool = False, save: bool = True) -> AdaptResult:
+    """Adapt ``platform`` (a name or a file) to this machine or to a board.
+
+    Without ``latencies``: measure ``networks`` calibration networks end to end on this machine (a CPU
+    runtime platform: ``ort-cpu`` or ``openvino-cpu``; never the accuracy benchmark's validation networks) and
+    refit the per-network overhead (scale, per-executed-layer cost, per-inference cost; fewer terms for fewer
+    networks). With ``latencies`` (a CSV, see `read_latencies`): refit the platform's end-to-end model on the
+    user's figures (a board such as ``zcu102`` or ``ncs2``). ``measure`` replaces the measurement (a function
+    networks -> ms, for tests and other runtimes). The result is written to ``out`` (default: the platform's
+    name in the user's platform folder, where the name then finds it) unless ``save`` is False.
+    """
+    from ..estimator import estimate
+    from ..models.calibration import network_terms
+    from ..platform import Platform, load_platform
+    from ..platform.machine import machine_description, machine_fingerprint
+    from .calibrate import MEASURABLE, _validation_hashes, calibration_networks, overhead_entry, user_platform_file
+    from .calibrate import without_overhead
+
+    t0 = time.perf_counter()
+    base = load_platform(platform)
+    base_file = base.source or base.name
+    if out is not None:
+        check_writable(os.fspath(out))
+    if latencies is None:
+        runtime = base.name
+        if measure is None and runtime not in MEASURABLE:
+            raise AdaptError(f"adapt: platform {base.name!r} cannot be measured on this machine (measurable: "
+                             f"{', '.join(MEASURABLE)}); give the latencies you measured on the board with "
+                             "--latencies FILE.csv")
+        if int(networks) < 1:
+            raise AdaptError(f"adapt: --networks must be >= 1, got {networks}")
+        nets = calibration_networks(int(networks), exclude_hashes=_validation_hashes())
+        names = [n.name for n in nets]
+        y = np.asarray((measure or _measure_here(runtime, progress))(nets), dtype=np.float64)
+        source = f"{len(nets)} calibration networks measured on {machine_description()}"
+    else:
+        rows = read_latencies(latencies)
+        names, nets, y = [r[0] for r in rows], [r[1] for r in rows], np.array([r[2] for r in rows])
+        source = f"{len(rows)} latencies from {os.fspath(latencies)}"
+    if not np.all(np.isfinite(y) & (y > 0)):
+        raise AdaptError("adapt: a measured latency is not a positive number")
+    before = np.array([estimate(n, base).latency_ms for n in nets])
+
+    # a CPU file carries its network-level terms as an `overhead` folded into the layer times; a board file as
+    # an `end_to_end` model on top of them (the whole-application latency)
+    cpu = base.end_to_end is None and (base.overhead is not None or latencies is None)
+    raw = without_overhead(base) if cpu else base
+    terms = [network_terms(estimate(n, raw)) for n in nets]
+    use = _cpu_terms(len(y)) if cpu else _board_terms(len(y))
+    cal, loo = _fit(terms, y, use, names, cpu)
+    d = raw.to_dict()
+    origin = f"adapted with annette adapt from {base_file} on {source}"
+    if cpu:
+        d["overhead"] = overhead_entry(cal, origin)
+        if latencies is None:
+            d["fingerprint"] = machine_fingerprint(1)
+            d["description"] = (f"{base.name} adapted to {machine_description()} (1 thread) from {base_file}: "
+                                "its layer and mapping models, network-level terms refitted on "
+                                f"{len(y)} networks measured here")
+    else:
+        cal.predicts = (base.end_to_end.predicts if base.end_to_end is not None else
+                        "end-to-end latency as the user measured it") + f"; {origin}"
+        d["end_to_end"] = cal.to_dict()
+        d["description"] = f"{base.description.split(chr(10))[0]}; end-to-end model refitted on {source}"
+    d["adapted"] = {"from": base_file, "networks": names, "measured_ms": [float(v) for v in y],
+                    "loo_mape": None if math.isnan(loo) else loo, "terms": list(use)}
+    path = None if not save else os.fspath(out) if out is not None else user_platform_file(base.name)
+    adapted = Platform.from_dict(d, path or base.name)
+    if path is not None:
+        adapted.save(path)
+        adapted.source = os.path.abspath(path)
+    after = np.array([estimate(n, adapted).latency_ms for n in nets])
+    return AdaptResult(adapted, path, base_file, names, y, before, after, loo, tuple(use),
+                       time.perf_counter() - t0, "measured" if latencies is None else "given")

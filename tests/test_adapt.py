@@ -1,0 +1,108 @@
+"""`annette adapt`: network-level terms refitted from a few end-to-end latencies, written where the name finds it."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import annette_torch as at
+from annette_torch.cli import main
+from annette_torch.fit.adapt import AdaptError, adapt, read_latencies
+from annette_torch.fit.calibrate import without_overhead
+from annette_torch.models.calibration import network_terms
+
+
+def _fake_machine(scale: float, per_layer_ms: float, per_run_ms: float):
+    """A machine whose latency is the raw layer sum scaled, plus a cost per executed layer and per inference."""
+    raw = without_overhead(at.load_platform("ort-cpu"))
+
+    def measure(nets):
+        terms = [network_terms(at.estimate(n, raw)) for n in nets]
+        return np.array([scale * t["layers"] + per_layer_ms * t["executed_layers"] + per_run_ms for t in terms])
+    return measure
+
+
+def test_adapt_recovers_a_known_scale_and_per_layer_cost(tmp_path):
+    res = adapt("ort-cpu", networks=10, measure=_fake_machine(2.0, 0.004, 0.3), out=tmp_path / "mine.json")
+    oh = json.loads((tmp_path / "mine.json").read_text())["overhead"]
+    assert oh["scale"] == pytest.approx(2.0, rel=1e-3)
+    assert oh["per_layer_ms"] == pytest.approx(0.004, rel=1e-2)
+    assert oh["per_network_ms"] == pytest.approx(0.3, rel=1e-2)
+    assert res.mape_after < 1e-3 < res.mape_before and res.loo_mape < 1e-3
+    assert res.platform.meta["fingerprint"]["cpu"] == at.platform.machine_fingerprint()["cpu"]
+    assert res.platform.check_machine() is None  # adapted here: no warning here
+    assert not {n for n in res.names} & {"nb101-000"}  # calibration networks, never the validation cells
+    assert all(n.startswith("calib-") for n in res.names)
+
+
+@pytest.mark.parametrize("n, terms", [(1, ("layers",)), (3, ("layers", "executed_layers")),
+                                      (5, ("layers", "executed_layers", "constant"))])
+def test_few_networks_fit_fewer_terms(tmp_path, n, terms):
+    res = adapt("ort-cpu", networks=n, measure=_fake_machine(1.5, 0.0, 0.0), save=False)
+    assert res.terms == terms and len(res.names) == n
+    np.testing.assert_allclose(res.after_ms, res.measured_ms, rtol=1e-3)
+
+
+def test_adapt_writes_into_the_user_folder_which_the_name_then_loads(tmp_path, monkeypatch):
+    monkeypatch.setenv("ANNETTE_HOME", str(tmp_path))
+    res = adapt("ort-cpu", networks=3, measure=_fake_machine(1.7, 0.0, 0.1))
+    assert res.path == str(tmp_path / "platforms" / "ort-cpu.json")
+    p = at.load_platform("ort-cpu")
+    assert p.source == res.path and p.meta["adapted"]["from"].endswith("platforms/ort-cpu.json")
+
+
+def _latencies_csv(tmp_path, rows):
+    path = tmp_path / "lat.csv"
+    path.write_text("model,input_shape,latency_ms\n" + "".join(f"{r}\n" for r in rows))
+    return path
+
+
+def test_a_board_is_adapted_from_the_users_latencies(tmp_path, monkeypatch):
+    monkeypatch.setenv("ANNETTE_HOME", str(tmp_path))
+    models = ["tiny_cnn", "tiny_resnet", "mobilenet_v2", "resnet18"]
+    shapes = {"tiny_cnn": "1,3,32,32", "tiny_resnet": "1,3,32,32", "mobilenet_v2": "", "resnet18": ""}
+    truth = {m: 1.3 * at.estimate(read_latencies(_latencies_csv(tmp_path, [f"{m},\"{shapes[m]}\",1"] * 3))[0][1],
+                                  "ncs2").device_ms + 2.0 for m in models}
+    csv_path = _latencies_csv(tmp_path, [f"{m},\"{shapes[m]}\",{truth[m]}" for m in models])
+    code = main(["adapt", "-p", "ncs2", "--latencies", str(csv_path)])
+    assert code == 0
+    p = at.load_platform("ncs2")
+    assert p.source == str(tmp_path / "platforms" / "ncs2.json") and p.end_to_end is not None
+    net = read_latencies(csv_path)[2][1]
+    e = at.estimate(net, "ncs2")
+    assert e.latency_ms == pytest.approx(truth["mobilenet_v2"], rel=1e-6) and e.device_ms < e.latency_ms
+
+
+@pytest.mark.parametrize("rows, needle", [
+    (None, "no such latencies file"),
+    (["tiny_cnn,\"1,3,32,32\",1.0", "tiny_cnn,\"1,3,32,32\",2.0"], "at least 3"),
+    (["no_such_model,,1.0"] * 3, "unknown model"),
+    (["tiny_cnn,\"1,3,x\",1.0"] * 3, "is not like 1,3,224,224"),
+    (["tiny_cnn,\"1,0,32,32\",1.0"] * 3, "positive sizes"),
+    (["tiny_cnn,\"1,3,32,32\",0"] * 3, "positive number"),
+    (["tiny_cnn,\"1,3,32,32\",-2"] * 3, "positive number"),
+    (["tiny_cnn,\"1,3,32,32\",fast"] * 3, "not a number"),
+    (["tiny_cnn,\"1,3,32,32\",nan"] * 3, "positive number"),
+])
+def test_every_bad_latencies_csv_is_one_error_line(tmp_path, capsys, rows, needle):
+    path = tmp_path / "missing.csv" if rows is None else _latencies_csv(tmp_path, rows)
+    assert main(["adapt", "-p", "zcu102", "--latencies", str(path)]) == 1
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and needle in err and err.startswith("annette: error:")
+
+
+def test_a_csv_without_the_columns_is_one_error_line(tmp_path, capsys):
+    path = tmp_path / "lat.csv"
+    path.write_text("net,ms\nresnet18,3\n")
+    assert main(["adapt", "-p", "zcu102", "--latencies", str(path)]) == 1
+    assert "columns input_shape, latency_ms, model missing" in capsys.readouterr().err
+
+
+def test_a_board_without_latencies_is_refused(capsys):
+    assert main(["adapt", "-p", "zcu102"]) == 1
+    err = capsys.readouterr().err
+    assert "cannot be measured on this machine" in err and "--latencies" in err
+    with pytest.raises(AdaptError):
+        adapt("ncs2", networks=3)
