@@ -206,8 +206,11 @@ def run_calibrate(args: argparse.Namespace) -> int:
     rep = run_calibration(args.platform, quick=args.quick, out=args.out, db=args.db,
                           budget_s=parse_budget(args.budget), progress=lambda m: print(m, file=sys.stderr))
     e2e = rep["end_to_end"]
+    from ..platform import resolve_platform
+
+    loads = resolve_platform(args.platform) == os.path.abspath(rep["out"])
     print(f"wrote {rep['out']}: {rep['layer_models']} layer models, {rep['rules']} fusion rules; measurements in "
-          f"{rep['db']}")
+          f"{rep['db']}" + (f"; '-p {args.platform}' now loads it" if loads else f"; use it with '-p {rep['out']}'"))
     print(f"end-to-end calibration on {e2e['networks']} networks: leave-one-out MAPE {e2e['loo_mape']:.1%} "
           f"(layer sum alone {e2e['layers_only_mape']:.1%})")
     print(f"time: benchmarks {rep['seconds_bench']:.0f} s, fitting {rep['seconds_fit']:.0f} s, "
