@@ -82,6 +82,13 @@ def test_tree_export_equals_sklearn(kind, seed, data):
     np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-9 * (1 + np.abs(want).max()))
     again = TreeEnsemble.from_dict(json.loads(json.dumps(ens.to_dict())), "t")
     assert np.array_equal(again.predict(Xt), got)
+    # the padded level tables, the node walk and the row-by-row definition agree
+    tol = dict(rtol=1e-12, atol=1e-12 * (1 + np.abs(want).max()))
+    np.testing.assert_allclose(got, ens.predict_reference(Xt), **tol)
+    walked = TreeEnsemble.from_dict(ens.to_dict(), "t")
+    walked._padded = lambda: None  # as an ensemble too deep to pad
+    np.testing.assert_allclose(walked.predict(Xt), got, **tol)
+    assert np.array_equal(walked.apply(Xt), ens.apply(Xt))
 
 
 @needs_sklearn
