@@ -38,6 +38,8 @@ def latency_definition(platform: Platform, kind: str = "latency") -> str:
         raise ValueError(f"latency kind must be one of {', '.join(LATENCY_KINDS)}, got {kind!r}")
     if kind == "latency" and platform.end_to_end is not None:
         return platform.end_to_end.predicts.split(";")[0].strip() or "end-to-end latency"
+    if platform.overhead is not None:  # a CPU runtime: per-layer and per-inference costs fitted end to end
+        return "one inference on the runtime: the executed layers' times, calibrated end to end"
     return "sum of the executed layers' times (device time)"
 
 

@@ -41,7 +41,7 @@ class LatencyOracle:
         ms = self._cache.get(key)
         if ms is None:
             self.misses += 1
-            ms = estimate(self.space.network(arch), self.platform).total_ms
+            ms = estimate(self.space.network(arch), self.platform).latency_ms
             self._cache[key] = ms
         self.seconds += time.perf_counter() - t0
         return ms

@@ -119,7 +119,7 @@ def step_breakdown_plot(ctx: DemoContext) -> None:
 
 
 #: NAS step: search space, platform, latency budget (ms), trials
-NAS_SEARCH = ("nb201", "zcu102", 0.2, 50)
+NAS_SEARCH = ("nb201", "zcu102", 0.6, 50)
 
 
 def step_nas_search(ctx: DemoContext) -> None:
