@@ -24,6 +24,28 @@ PLATFORM_RUNNERS: dict[str, tuple[str, dict[str, Any]]] = {
 DEFAULT_DB = os.environ.get("ANNETTE_DB", "annette-measurements.sqlite")
 
 
+def _positive_seconds(text: str) -> float:
+    """argparse type for ``--timeout``: a finite number of seconds > 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a finite number of seconds > 0, got {text!r}")
+    return value
+
+
+def _at_least_one(text: str) -> int:
+    """argparse type for counts such as ``--threads`` and ``-n``: an integer >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text!r}")
+    return value
+
+
 def add_parser(sub: Any) -> None:
     """Add the ``bench`` command and its sub-commands to the CLI's sub-parser set."""
     b = sub.add_parser("bench", help="run benchmark suites on a toolchain and store per-layer measurements",
@@ -34,15 +56,15 @@ def add_parser(sub: Any) -> None:
     b.add_argument("-s", "--suite", action="append", help="suite name (repeat for several; see --list)")
     b.add_argument("--db", default=DEFAULT_DB, help=f"measurement database (default: {DEFAULT_DB})")
     b.add_argument("--budget", help="stop after this long, e.g. 10m or 2h (configurations run space-filling first)")
-    b.add_argument("-n", "--configs", type=int, help="number of configurations to sample (default: the suite's)")
+    b.add_argument("-n", "--configs", type=_at_least_one, help="number of configurations to sample (default: the suite's)")
     b.add_argument("--sampler", default=None, help="grid, random, sobol or lhs (default: the suite's)")
     b.add_argument("--seed", type=int, default=0)
     b.add_argument("--iterations", type=int, default=20, help="timed runs per configuration (default 20)")
     b.add_argument("--warmup", type=int, default=3, help="untimed runs first (default 3)")
-    b.add_argument("--timeout", type=float, default=120.0, help="seconds per configuration before it counts as hung")
+    b.add_argument("--timeout", type=_positive_seconds, default=120.0, help="seconds per configuration before it counts as hung")
     b.add_argument("--pack", type=int, default=1,
                    help="measure this many single-kernel configurations per compiled model (default 1)")
-    b.add_argument("--threads", type=int, default=1, help="inference threads (default 1)")
+    b.add_argument("--threads", type=_at_least_one, default=1, help="inference threads (default 1)")
     b.add_argument("--retry-failed", action="store_true", help="measure failed configurations again")
     b.add_argument("--runner", help="custom hardware module as package.module:ClassName")
     b.add_argument("--jobs-dir", default="annette-jobs",
@@ -117,7 +139,7 @@ def _configs(args: argparse.Namespace, suite_name: str) -> list[dict[str, Any]]:
     kw: dict[str, Any] = {"seed": args.seed}
     if args.sampler:
         kw["sampler"] = args.sampler
-    if args.configs:
+    if args.configs is not None:
         kw["n"] = args.configs
     return suite.configs(**kw)
 
