@@ -33,11 +33,13 @@ if TYPE_CHECKING:  # torch is imported lazily: building or saving a table does n
 
     from .estimator import Estimate
 
-__all__ = ["layer_costs", "costs_from_estimate", "LatencyTable", "TABLE_SCHEMA", "block_latencies", "mean_block_traffic"]
+__all__ = ["layer_costs", "costs_from_estimate", "LatencyTable", "Choice", "TABLE_SCHEMA", "block_latencies",
+           "mean_block_traffic", "network_latency_terms", "supernet_blocks"]
 
 log = logging.getLogger(__name__)
 
 TABLE_SCHEMA = "annette-torch/latency-table"
+_KINDS = ("latency", "device")  # = estimator.LATENCY_KINDS (the estimator is imported lazily)
 TABLE_SCHEMA_VERSION = 1
 
 
@@ -111,7 +113,8 @@ def costs_from_estimate(est: "Estimate", by: str = "module", depth: int | None =
 
 
 def block_latencies(plat: Platform, nets: Sequence[Network], count_input: bool = False,
-                     context_bytes: float | None = None, count_output: bool = False) -> np.ndarray:
+                     context_bytes: float | None = None, count_output: bool = False,
+                     latency: str = "device") -> np.ndarray:
     """Predicted ms of each network, in one vectorised pass over all of them, Input layers excluded.
 
     Input layers are excluded because a block's input is the previous block's output: the full network
@@ -119,16 +122,44 @@ def block_latencies(plat: Platform, nets: Sequence[Network], count_input: bool =
     reorders a toolchain inserts at graph inputs and outputs (a block's ends are inside the network;
     ``count_output=True`` for the part writing the network's output).
     ``context_bytes``: the traffic of the network the blocks belong to (for the platform's cache model).
+    ``latency="device"``: the layer sum; ``"latency"``: each network's share of `Estimate.latency_ms` on a
+    platform with an end-to-end calibration (its layer, depthwise and per-node terms; the per-inference
+    terms, ``constant`` and ``cpu_tail``, belong to the whole network: `network_latency_terms`).
     """
+    if latency not in _KINDS:
+        raise ValueError(f"latency must be one of {', '.join(_KINDS)}, got {latency!r}")
     if not nets:
         return np.zeros(0)
     big, seg = Network.concat(list(nets))
     mapped = plat.mapping.apply(big)
     t, _ = plat.predict(mapped.network, segments=seg[mapped.kept], context_bytes=context_bytes,
                         input_reorders=count_input, output_reorders=count_output)
+    types = mapped.network.types
     if not count_input:
-        t = np.where(mapped.network.types == LayerType.INPUT, 0.0, t)
-    return np.bincount(seg[mapped.kept], weights=t, minlength=len(nets))
+        t = np.where(types == LayerType.INPUT, 0.0, t)
+    mseg = seg[mapped.kept]
+    layers = np.bincount(mseg, weights=t, minlength=len(nets))
+    cal = plat.end_to_end if latency == "latency" else None
+    if cal is None:
+        return layers
+    dw = types == LayerType.DEPTHWISE_CONV
+    executed = np.bincount(mseg[types != LayerType.INPUT], minlength=len(nets)).astype(float)
+    coef = cal.coef
+    return (coef.get("layers", 0.0) * layers
+            + coef.get("depthwise", 0.0) * np.bincount(mseg[dw], weights=t[dw], minlength=len(nets))
+            + coef.get("executed_layers", 0.0) * executed)
+
+
+def network_latency_terms(plat: Platform, last: Network | None, latency: str = "latency") -> float:
+    """The per-inference part of `Estimate.latency_ms` that no block carries: the calibration's constant
+    plus its host-side tail term, from ``last`` (the part holding the network's output); 0 for device time
+    or a platform without an end-to-end calibration."""
+    cal = plat.end_to_end if latency == "latency" else None
+    if cal is None:
+        return 0.0
+    from .models.calibration import _cpu_tail_elems
+    tail = _cpu_tail_elems(last) / 1e6 if last is not None else 0.0
+    return cal.coef.get("constant", 0.0) + cal.coef.get("cpu_tail", 0.0) * tail
 
 
 def _traffic(plat: Platform, nets: Sequence[Network]) -> np.ndarray:
@@ -154,6 +185,127 @@ def mean_block_traffic(plat: Platform, blocks: Sequence[Sequence[Network | None]
     for row in blocks:
         total += sum(next(traffic) for n in row if n is not None) / len(row)
     return total
+
+
+def _block_shapes(input_shapes: Any, n: int) -> list[Any]:
+    """One input shape per block from None, one shape for all, or a list of n shapes."""
+    if input_shapes is None:
+        return [None] * n
+    if _looks_like_shape(input_shapes):
+        return [tuple(input_shapes)] * n
+    shapes = list(input_shapes)
+    if len(shapes) != n:
+        raise ValueError(f"LatencyTable.build: {len(shapes)} input shapes for {n} blocks")
+    return [None if s is None else tuple(s) for s in shapes]
+
+
+def _as_network(cand: Any, shape: Any, where: str) -> Network | None:
+    """A candidate as a `Network` (None stays None: a zero op); nn.Modules are traced at ``shape``."""
+    if cand is None or isinstance(cand, Network):
+        return cand
+    from .estimator import to_network
+    try:
+        return to_network(cand, shape)
+    except AnnetteError as e:
+        raise AnnetteError(f"LatencyTable: {where}: {e}") from None
+
+
+def _submodule(model: Any, name: str) -> Any:
+    return model.get_submodule(name) if name else model
+
+
+def supernet_blocks(model: Any, choices: Any = None) -> list[tuple[str, list[Any]]]:
+    """The searchable blocks of a supernet: ``[(qualified name, [candidate modules])]``, from its `Choice`
+    modules (``model.modules()`` order) or from ``choices(model)``."""
+    if choices is not None:
+        out = [(str(n), list(c)) for n, c in (choices(model) if callable(choices) else choices)]
+        for n, c in out:
+            if not c:
+                raise AnnetteError(f"supernet block {n!r} has no candidate")
+        return out
+    return [(n, list(m.candidates)) for n, m in model.named_modules() if getattr(m, "_annette_choice", False)]
+
+
+class _blocks_at:
+    """Context: every block at candidate ``k`` (a `Choice`'s ``active``; a named submodule replaced by its
+    candidate), restored on exit."""
+
+    def __init__(self, model: Any, blocks: Sequence[tuple[str, Sequence[Any]]], k: int | Sequence[int]) -> None:
+        self.model, self.blocks = model, blocks
+        self.path = [k] * len(blocks) if isinstance(k, int) else list(k)
+        self._undo: list[Any] = []
+
+    def __enter__(self) -> "_blocks_at":
+        for (name, cands), k in zip(self.blocks, self.path):
+            m = _submodule(self.model, name)
+            if getattr(m, "_annette_choice", False):
+                self._undo.append((m, "active", m.active))
+                m.active = int(k)
+            else:
+                parent_name, _, attr = name.rpartition(".")
+                parent = _submodule(self.model, parent_name)
+                self._undo.append((parent, "module", attr, m))
+                parent._modules[attr] = cands[k]
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        for u in reversed(self._undo):
+            if u[1] == "active":
+                u[0].active = u[2]
+            else:
+                u[0]._modules[u[2]] = u[3]
+        self._undo.clear()
+
+
+_CHOICE: Any = None
+
+
+def _choice_class() -> type:
+    """`Choice`, defined on first use (torch is imported then)."""
+    global _CHOICE
+    if _CHOICE is None:
+        import torch
+
+        class Choice(torch.nn.Module):
+            """A searchable block: its candidate ops in an ``nn.ModuleList``; ``forward`` runs
+            ``candidates[active]`` (times ``gate`` when one is set: the search's straight-through gate).
+
+            ``Choice(op_a, op_b, ..., names=["a", "b"])``; `LatencyTable.from_supernet` and the
+            ProxylessNAS loop find these modules in a supernet.
+            """
+
+            _annette_choice = True
+
+            def __init__(self, *candidates: torch.nn.Module, names: Sequence[str] | None = None) -> None:
+                super().__init__()
+                if len(candidates) == 1 and isinstance(candidates[0], (list, tuple, torch.nn.ModuleList)):
+                    candidates = tuple(candidates[0])
+                if not candidates:
+                    raise AnnetteError("Choice needs at least one candidate module")
+                self.candidates = torch.nn.ModuleList(candidates)
+                if names is not None and (len(names) != len(candidates) or len(set(names)) != len(names)):
+                    raise AnnetteError("Choice: names must name each candidate once")
+                self.names = None if names is None else [str(n) for n in names]
+                self.active = 0
+                self.gate: torch.Tensor | None = None
+
+            def forward(self, *args: Any, **kwargs: Any) -> Any:
+                y = self.candidates[self.active](*args, **kwargs)
+                return y if self.gate is None else y * self.gate
+
+            def extra_repr(self) -> str:
+                return f"active={self.active}"
+
+        Choice.__module__ = __name__
+        Choice.__qualname__ = "Choice"
+        _CHOICE = Choice
+    return _CHOICE
+
+
+def __getattr__(name: str) -> Any:
+    if name == "Choice":
+        return _choice_class()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 _EXPECTED_FN: Any = None
@@ -256,39 +408,155 @@ class LatencyTable:
 
     # -- construction -----------------------------------------------------------------------------------
     @classmethod
-    def build(cls, platform: str | os.PathLike | Platform, blocks: Sequence[Sequence[Network | None]],
-              fixed_ms: float = 0.0, ops: Sequence[Sequence[str]] | None = None,
-              meta: Mapping[str, Any] | None = None, context_bytes: float | None = None) -> "LatencyTable":
-        """Estimate every candidate of every block once (``None`` = a zero op, 0 ms) into a table.
+    def build(cls, blocks: Sequence[Sequence[Any]], platform: str | os.PathLike | Platform = "zcu102",
+              input_shapes: Sequence[Any] | None = None, fixed: float | Sequence[Any] = 0.0,
+              ops: Sequence[Sequence[str]] | None = None, meta: Mapping[str, Any] | None = None,
+              context_bytes: float | None = None, latency: str = "latency", **deprecated: Any) -> "LatencyTable":
+        """Estimate every candidate of every block once into a table (one vectorised pass).
 
-        Each candidate network is one block on its own input (its Input layers are not counted);
-        ``fixed_ms`` adds the non-searched parts. All candidates are scored in one vectorised pass. For a
-        platform with a cache model, blocks are judged inside a network moving ``context_bytes`` (default:
-        every block's mean candidate traffic, see `mean_block_traffic`).
+        ``blocks[b]`` lists block ``b``'s candidates: `Network` s, ``nn.Module`` s (traced at
+        ``input_shapes[b]``, the block's input shape; one shape for all blocks is accepted too), ONNX paths,
+        or ``None`` (a zero op, 0 ms). Each candidate is one block on its own input (its Input layers are
+        not counted). ``fixed``: the non-searched parts, as ms or as a list of models (the first holds the
+        network's input, the last its output; ``(model, input_shape)`` pairs for nn.Modules).
+        ``latency="latency"`` tabulates each block's share of `Estimate.latency_ms` (on a platform with an
+        end-to-end calibration its per-inference terms go to the fixed part when ``fixed`` lists models);
+        ``"device"`` the layer sum. For a platform with a cache model, blocks are judged inside a network
+        moving ``context_bytes`` (default: every block's mean candidate traffic, see `mean_block_traffic`).
+        The order ``build(platform, blocks, fixed_ms, ...)`` of earlier releases works with a
+        `DeprecationWarning`.
         """
+        if isinstance(blocks, (str, os.PathLike, Platform)) and not isinstance(platform, (str, os.PathLike, Platform)):
+            warnings.warn("LatencyTable.build(platform, blocks, ...) is deprecated: use LatencyTable.build(blocks, "
+                          "platform, ...)", DeprecationWarning, stacklevel=2)
+            blocks, platform = platform, blocks  # type: ignore[assignment]
+            if isinstance(input_shapes, (int, float)):  # the old third argument: fixed_ms
+                fixed, input_shapes = float(input_shapes), None
+        if "fixed_ms" in deprecated:
+            warnings.warn("LatencyTable.build(fixed_ms=...) is deprecated: use fixed=", DeprecationWarning,
+                          stacklevel=2)
+            fixed = deprecated.pop("fixed_ms")
+        if deprecated:
+            raise TypeError(f"LatencyTable.build() got unexpected keyword arguments: {', '.join(deprecated)}")
+        if latency not in _KINDS:
+            raise ValueError(f"LatencyTable.build: latency must be one of {', '.join(_KINDS)}, got {latency!r}")
         plat = load_platform(platform)
         if not blocks:
             raise ValueError("LatencyTable.build: no blocks")
+        shapes = _block_shapes(input_shapes, len(blocks))
         K = max(len(c) for c in blocks)
         lat = np.full((len(blocks), K), np.inf)
+        grid: list[list[Network | None]] = []
         nets, where = [], []
         for b, cands in enumerate(blocks):
             if not cands:
                 raise ValueError(f"LatencyTable.build: block {b} has no candidate")
-            for k, net in enumerate(cands):
+            row = []
+            for k, cand in enumerate(cands):
+                net = _as_network(cand, shapes[b], f"block {b} candidate {k}")
+                row.append(net)
                 if net is None:
                     lat[b, k] = 0.0
                 else:
                     nets.append(net)
                     where.append((b, k))
+            grid.append(row)
+        fixed_nets: list[Network] = []
+        if isinstance(fixed, (int, float, np.floating)):
+            fixed_ms = float(fixed)
+        else:
+            fixed_nets = [_as_network(*(f if isinstance(f, tuple) else (f, None)), "fixed part") for f in fixed]
+            fixed_ms = 0.0
+        context = context_bytes
+        if context is None and (nets or fixed_nets):
+            context = mean_block_traffic(plat, grid, fixed_nets)
         if nets:
-            context = mean_block_traffic(plat, blocks) if context_bytes is None else context_bytes
-            vals = block_latencies(plat, nets, context_bytes=context)
+            vals = block_latencies(plat, nets, context_bytes=context, latency=latency)
             rows, cols = np.array(where).T
             lat[rows, cols] = vals
+        if fixed_nets:
+            n = len(fixed_nets)
+            for i, net in enumerate(fixed_nets):
+                fixed_ms += float(block_latencies(plat, [net], count_input=i == 0, context_bytes=context,
+                                                  count_output=i == n - 1, latency=latency)[0])
+            fixed_ms += network_latency_terms(plat, fixed_nets[-1], latency)
+        meta = {"latency": latency, **dict(meta or {})}
         table = cls(lat, fixed_ms, ops, plat.name, meta)
         log.debug("LatencyTable.build: %d blocks x %d candidates on %s (%d networks estimated)",
                   len(blocks), K, plat.name, len(nets))
+        return table
+
+    @classmethod
+    def from_supernet(cls, model: Any, platform: str | os.PathLike | Platform = "zcu102",
+                      input_shape: Sequence[int] | None = None, choices: Any = None,
+                      latency: str = "latency") -> "LatencyTable":
+        """The table of a supernet whose searchable blocks hold their candidate ops.
+
+        Convention: each searchable block is a `Choice` module (``Choice(nn.Conv2d(...), nn.Identity(), ...)``,
+        candidates in an ``nn.ModuleList``; ``Choice.active`` selects the one ``forward`` runs), found in
+        ``model.modules()`` order; or ``choices(model)`` returns ``[(qualified submodule name, [candidate
+        modules]), ...]`` for blocks that are ordinary submodules (each candidate takes that submodule's
+        place). One forward pass at ``input_shape`` (the deployed input, e.g. 1x3x224x224) records each
+        block's input shape; every candidate is traced there. The fixed part is the whole network with
+        every block at its first candidate, traced and estimated, minus those candidates' entries, so
+        ``exact([0, 0, ...])`` equals `estimate` of that network. Arguments in `estimate`'s order (the
+        order ``(model, input_shape, platform)`` is accepted with a `DeprecationWarning`).
+        """
+        if _looks_like_shape(platform) and not _looks_like_shape(input_shape):
+            warnings.warn("LatencyTable.from_supernet(model, input_shape, platform) is deprecated: use "
+                          "from_supernet(model, platform, input_shape), the order of estimate()",
+                          DeprecationWarning, stacklevel=2)
+            platform, input_shape = (input_shape if input_shape is not None else "zcu102"), platform  # type: ignore[assignment]
+        import torch
+
+        if not isinstance(model, torch.nn.Module):
+            raise AnnetteError(f"from_supernet: expected an nn.Module, got {type(model).__name__}")
+        if input_shape is None:
+            raise AnnetteError("from_supernet needs input_shape, e.g. input_shape=(1, 3, 224, 224)")
+        plat = load_platform(platform)
+        blocks = supernet_blocks(model, choices)
+        if not blocks:
+            raise AnnetteError("from_supernet: no searchable block: wrap each block's candidates in "
+                               "annette_torch.lookup.Choice, or pass choices=function(model) -> [(name, [modules])]")
+        mods = dict(model.named_modules())
+        shapes: dict[str, tuple[int, ...]] = {}
+
+        def recorder(name: str) -> Any:
+            def hook(_m: Any, args: tuple) -> None:
+                if name not in shapes and args and isinstance(args[0], torch.Tensor):
+                    shapes[name] = tuple(args[0].shape)
+            return hook
+
+        with _blocks_at(model, blocks, 0):
+            handles = [mods_now.register_forward_pre_hook(recorder(name))
+                       for name, mods_now in ((n, _submodule(model, n)) for n, _ in blocks)]
+            was_training = model.training
+            model.eval()
+            try:
+                with torch.no_grad():
+                    model(torch.zeros(tuple(input_shape)))
+            except Exception as e:  # noqa: BLE001 - the user's supernet: one line
+                raise AnnetteError(f"from_supernet: the forward pass at {tuple(input_shape)} failed: "
+                                   f"{type(e).__name__}: {e}") from None
+            finally:
+                for h in handles:
+                    h.remove()
+                model.train(was_training)
+            from .frontends.fx import trace
+            reference = trace(model, tuple(input_shape))
+        missing = [n for n, _ in blocks if n not in shapes]
+        if missing:
+            raise AnnetteError(f"from_supernet: block {missing[0]!r} is not called by the model's forward")
+        del mods
+        names = [getattr(_submodule(model, n), "names", None) for n, _ in blocks]
+        ops = [list(nm) if nm else [str(k) for k in range(len(c))] for nm, (_, c) in zip(names, blocks)]
+        table = cls.build([list(c) for _, c in blocks], plat, [shapes[n] for n, _ in blocks], 0.0, ops,
+                          meta={"blocks": [n for n, _ in blocks], "input_shape": list(input_shape)},
+                          latency=latency)
+        from .estimator import estimate_many
+        full = float(estimate_many([reference], plat, latency=latency)[0])
+        table.fixed_ms = full - sum(row[0] for row in table._lat_list)
+        table.meta["reference_ms"] = full
         return table
 
     # -- evaluation -------------------------------------------------------------------------------------

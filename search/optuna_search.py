@@ -35,30 +35,31 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 
 from ..errors import AnnetteError
+from .constraint import CONSTRAINT_ATTR, LatencyConstraint, has_set_constraint
 from .objectives import Objective, csv_objective, load_objective, read_accuracy_csv, synthetic_accuracy
 from .oracle import LatencyOracle
 from .pareto import pareto_front
-from .spaces.registry import SPACES, MBV2Space, NB101Space, NB201Space, Space, get_space
+from .spaces.registry import (SPACES, ChoiceSpace, FunctionSpace, MBV2Space, NB101Space, NB201Space, Sample, Space,
+                              get_space)
 from .storage import STUDY_ATTR, open_storage, open_study
 
 __all__ = [
     "latency_constrained_search", "pareto_search", "latency_constraints", "feasible_trials", "best_feasible",
     "trial_rows", "enqueue",
     # defined in spaces.registry, oracle, objectives, storage
-    "Space", "NB201Space", "NB101Space", "MBV2Space", "SPACES", "get_space", "LatencyOracle",
+    "Space", "NB201Space", "NB101Space", "MBV2Space", "FunctionSpace", "ChoiceSpace", "Sample", "SPACES", "get_space",
+    "LatencyOracle", "LatencyConstraint",
     "synthetic_accuracy", "csv_objective", "load_objective", "read_accuracy_csv", "open_storage", "STUDY_ATTR",
 ]
 
 
-def _has_set_constraint() -> bool:
-    import optuna
-    return hasattr(optuna.trial.Trial, "set_constraint")
+_has_set_constraint = has_set_constraint
 
 
 def latency_constraints(trial: Any) -> Sequence[float]:
     """``constraints_func`` for a sampler on Optuna < 5 (the constraint stored in ``user_attrs``). On Optuna >= 5
     the searches call ``trial.set_constraint``, which every sampler reads; no ``constraints_func`` needed."""
-    return trial.user_attrs.get("constraint", (1.0,))  # pruned before the latency was known: infeasible
+    return trial.user_attrs.get(CONSTRAINT_ATTR, (1.0,))  # pruned before the latency was known: infeasible
 
 
 @dataclass
@@ -91,7 +92,7 @@ class _Evaluator:
             if _has_set_constraint():
                 trial.set_constraint("latency", c)
             else:
-                trial.set_user_attr("constraint", [c])
+                trial.set_user_attr(CONSTRAINT_ATTR, [c])
         self.overhead_s += time.perf_counter() - t0
         self.trials += 1
         if self.skip_infeasible and self.budget is not None and ms > self.budget:
@@ -117,11 +118,18 @@ def latency_constrained_search(space: str | Space, platform: Any, latency_ms: fl
                                n_trials: int, storage: Any = None, study_name: str | None = None, seed: int | None = 0,
                                sampler: Any = None, *, timeout: float | None = None, skip_infeasible: bool = False,
                                cache_objective: bool = True, n_startup_trials: int = 10,
-                               callbacks: Sequence[Callable] | None = None, margin: float = 0.0) -> Any:
+                               callbacks: Sequence[Callable] | None = None, margin: float = 0.0,
+                               input_shape: Sequence[int] | None = None, build: Callable[..., Any] | None = None,
+                               latency: str = "latency") -> Any:
     """Maximise ``objective(arch)`` subject to ``predicted latency(arch) <= latency_ms`` on ``platform``.
 
-    Single-objective TPE with the latency constraint (``latency - budget <= 0`` is feasible). ``objective`` is
-    a callable on architectures (or ``'synthetic'`` / an ``arch,accuracy`` CSV path). ``storage``: None (in
+    Single-objective TPE with the latency constraint (``latency - budget <= 0`` is feasible). ``space``: a
+    shipped space's name (``nb201``: architectures are arch strings; ``nb101``: ``Spec`` cells; ``mbv2``:
+    tuples of block ops), a `Space` object, a function ``trial -> nn.Module`` (with ``input_shape``) or a
+    dict of choices with ``build(**params) -> nn.Module`` (their architectures are `Sample` objects:
+    ``sample.params``, ``sample.model``). ``objective`` is a callable on architectures (or ``'synthetic'`` /
+    an ``arch,accuracy`` CSV path). The latency is `Estimate.latency_ms` (``latency="device"``: the layer
+    sum). ``storage``: None (in
     memory), an Optuna storage URL or object, or ``journal:PATH``; the study is created or joined
     (``load_if_exists``) — run the same call in several processes to search one study. ``skip_infeasible``
     prunes over-budget architectures without evaluating the objective (worth it when it trains a network).
@@ -138,14 +146,14 @@ def latency_constrained_search(space: str | Space, platform: Any, latency_ms: fl
     latency_ms = float(latency_ms) * (1.0 - margin)
     if int(n_trials) < 1:
         raise AnnetteError(f"n_trials must be >= 1, got {n_trials}")
-    oracle = LatencyOracle(space, platform)
+    oracle = LatencyOracle(get_space(space, input_shape, build), platform, latency)
     sp = oracle.space
     obj = load_objective(objective, sp)
     if sampler is None:
         kw: dict[str, Any] = {} if _has_set_constraint() else {"constraints_func": latency_constraints}
         sampler = optuna.samplers.TPESampler(seed=seed, n_startup_trials=n_startup_trials, **kw)
     meta = {"space": sp.name, "platform": oracle.platform.name, "mode": "constrained",
-            "latency_budget_ms": float(latency_ms)}
+            "latency_budget_ms": float(latency_ms), "latency": latency}
     study = open_study(storage, study_name, sampler, meta, direction="maximize")
     ev = _Evaluator(sp, oracle, obj, float(latency_ms), multi=False, skip_infeasible=skip_infeasible,
                     cache_objective=cache_objective)
@@ -156,18 +164,21 @@ def latency_constrained_search(space: str | Space, platform: Any, latency_ms: fl
 def pareto_search(space: str | Space, platform: Any, objective: Objective | str, n_trials: int, storage: Any = None,
                   study_name: str | None = None, seed: int | None = 0, sampler: Any = None, *,
                   latency_ms: float | None = None, population_size: int = 20, timeout: float | None = None,
-                  cache_objective: bool = True, callbacks: Sequence[Callable] | None = None) -> Any:
+                  cache_objective: bool = True, callbacks: Sequence[Callable] | None = None,
+                  input_shape: Sequence[int] | None = None, build: Callable[..., Any] | None = None,
+                  latency: str = "latency") -> Any:
     """Multi-objective NSGA-II over (``objective`` maximised, predicted latency minimised).
 
     ``study.best_trials`` is the Pareto front found (values ``(objective, latency_ms)``); an optional
-    ``latency_ms`` budget adds the constraint. Storage and workers as in `latency_constrained_search`.
+    ``latency_ms`` budget adds the constraint. Spaces (also functions and dicts of choices), ``latency``,
+    storage and workers as in `latency_constrained_search`.
     """
     import optuna
     if int(n_trials) < 1:
         raise AnnetteError(f"n_trials must be >= 1, got {n_trials}")
     if latency_ms is not None and not (math.isfinite(latency_ms) and latency_ms > 0):
         raise AnnetteError(f"latency budget must be a positive number of ms, got {latency_ms!r}")
-    oracle = LatencyOracle(space, platform)
+    oracle = LatencyOracle(get_space(space, input_shape, build), platform, latency)
     sp = oracle.space
     obj = load_objective(objective, sp)
     if sampler is None:
@@ -176,7 +187,7 @@ def pareto_search(space: str | Space, platform: Any, objective: Objective | str,
             kw["constraints_func"] = latency_constraints
         sampler = optuna.samplers.NSGAIISampler(seed=seed, population_size=population_size, **kw)
     meta = {"space": sp.name, "platform": oracle.platform.name, "mode": "pareto",
-            "latency_budget_ms": None if latency_ms is None else float(latency_ms)}
+            "latency_budget_ms": None if latency_ms is None else float(latency_ms), "latency": latency}
     study = open_study(storage, study_name, sampler, meta, directions=["maximize", "minimize"])
     ev = _Evaluator(sp, oracle, obj, None if latency_ms is None else float(latency_ms), multi=True,
                     cache_objective=cache_objective)

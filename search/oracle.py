@@ -7,7 +7,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..estimator import estimate, estimate_many
+from ..errors import AnnetteError
+from ..estimator import LATENCY_KINDS, estimate, estimate_many
 from ..platform import load_platform
 from .spaces.registry import Space, get_space
 
@@ -19,12 +20,16 @@ class LatencyOracle:
 
     ``oracle(arch)`` builds the IR and estimates it the first time, later calls are a dict lookup.
     ``many(archs)`` estimates all uncached ones in one `estimate_many` pass. ``seconds`` / ``calls`` /
-    ``misses`` account the time spent (the per-trial overhead of the latency constraint).
+    ``misses`` account the time spent (the per-trial overhead of the latency constraint). The latency is
+    `Estimate.latency_ms` (``latency="latency"``) or the layer sum `Estimate.device_ms` (``"device"``).
     """
 
-    def __init__(self, space: str | Space, platform: Any) -> None:
+    def __init__(self, space: str | Space, platform: Any, latency: str = "latency") -> None:
+        if latency not in LATENCY_KINDS:
+            raise AnnetteError(f"latency must be one of {', '.join(LATENCY_KINDS)}, got {latency!r}")
         self.space = get_space(space)
         self.platform = load_platform(platform)
+        self.latency = latency
         self._cache: dict[Any, float] = {}
         self.calls = 0
         self.misses = 0
@@ -41,7 +46,8 @@ class LatencyOracle:
         ms = self._cache.get(key)
         if ms is None:
             self.misses += 1
-            ms = estimate(self.space.network(arch), self.platform).latency_ms
+            est = estimate(self.space.network(arch), self.platform)
+            ms = est.latency_ms if self.latency == "latency" else est.device_ms
             self._cache[key] = ms
         self.seconds += time.perf_counter() - t0
         return ms
@@ -59,7 +65,7 @@ class LatencyOracle:
         for s in range(0, len(items), chunk):
             part = items[s:s + chunk]
             nets = build([a for _, a in part]) if build else [self.space.network(a) for _, a in part]
-            for (k, _), ms in zip(part, estimate_many(nets, self.platform)):
+            for (k, _), ms in zip(part, estimate_many(nets, self.platform, latency=self.latency)):
                 self._cache[k] = float(ms)
         self.calls += len(archs)
         self.misses += len(todo)

@@ -29,7 +29,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..errors import AnnetteError, check_writable
-from ..estimator import estimate_many
+from ..estimator import estimate_many, latency_definition
 from ..ir import Network
 from ..platform import load_platform
 from .objectives import read_accuracy_csv, text_key
@@ -55,12 +55,14 @@ class SpaceTable:
     ops: np.ndarray                    # ops per network (2 x MACs, Network.total_ops)
     latency_ms: dict[str, np.ndarray] = field(default_factory=dict)  # platform name -> ms per arch
     accuracy: np.ndarray | None = None  # per arch, NaN where unknown
+    latency: str = "latency"            # Estimate.latency_ms, or "device" (the layer sum)
+    definitions: dict[str, str] = field(default_factory=dict)  # platform name -> what its latency is
 
     def __len__(self) -> int:
         return len(self.archs)
 
 
-def _estimate_chunks(nets_of: Any, n: int, platforms: Sequence[Any], costs: bool = True
+def _estimate_chunks(nets_of: Any, n: int, platforms: Sequence[Any], costs: bool = True, latency: str = "latency"
                      ) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
     """Build networks ``nets_of(start, stop)`` chunk by chunk and estimate each chunk on every platform;
     with ``costs``, also each network's weights and ops (from the chunk stacked into one network)."""
@@ -75,11 +77,11 @@ def _estimate_chunks(nets_of: Any, n: int, platforms: Sequence[Any], costs: bool
             params[s:e] = np.bincount(seg, weights=big.weights, minlength=len(nets))
             ops[s:e] = np.bincount(seg, weights=big.ops, minlength=len(nets))
         for p in platforms:
-            lat[p.name][s:e] = estimate_many(nets, p)
+            lat[p.name][s:e] = estimate_many(nets, p, latency=latency)
     return lat, params, ops
 
 
-def _nb201_table(platforms: Sequence[Any], costs: bool = True) -> SpaceTable:
+def _nb201_table(platforms: Sequence[Any], costs: bool = True, latency: str = "latency") -> SpaceTable:
     archs = nb201.all_arch_strings()
     first: dict[Any, int] = {}
     which = np.empty(len(archs), np.int64)
@@ -91,34 +93,43 @@ def _nb201_table(platforms: Sequence[Any], costs: bool = True) -> SpaceTable:
             j = first[k] = len(reps)
             reps.append(a)
         which[i] = j
-    lat, params, ops = _estimate_chunks(lambda s, e: nb201.build_networks(reps[s:e]), len(reps), platforms, costs)
+    lat, params, ops = _estimate_chunks(lambda s, e: nb201.build_networks(reps[s:e]), len(reps), platforms, costs,
+                                        latency)
     return SpaceTable("nb201", archs, params[which], ops[which], {k: v[which] for k, v in lat.items()})
 
 
-def _nb101_table(platforms: Sequence[Any], n: int, seed: int) -> SpaceTable:
+def _nb101_table(platforms: Sequence[Any], n: int, seed: int, latency: str = "latency") -> SpaceTable:
     if n < 1:
         raise AnnetteError(f"number of NB101 samples must be >= 1, got {n}")
     specs = nb101.sample(int(n), np.random.default_rng(seed))
     sp = NB101Space()
-    lat, params, ops = _estimate_chunks(lambda s, e: [sp.network(x) for x in specs[s:e]], len(specs), platforms)
+    lat, params, ops = _estimate_chunks(lambda s, e: [sp.network(x) for x in specs[s:e]], len(specs), platforms,
+                                        latency=latency)
     return SpaceTable("nb101", [sp.encode(x) for x in specs], params, ops, lat)
 
 
 def space_table(space: str, platforms: Sequence[Any], samples: int = 5000, seed: int = 0,
-                costs: bool = True) -> SpaceTable:
+                costs: bool = True, latency: str = "latency") -> SpaceTable:
     """IR costs and predicted latency on each platform of all NB201 cells (``space='nb201'``) or of
-    ``samples`` sampled NB101 cells (``space='nb101'``). ``costs=False`` skips parameters/ops (NaN)."""
+    ``samples`` sampled NB101 cells (``space='nb101'``). ``costs=False`` skips parameters/ops (NaN).
+    ``latency``: `Estimate.latency_ms` (default) or ``"device"`` (the layer sum)."""
     plats = [load_platform(p) for p in platforms]
+    defs = {p.name: latency_definition(p, latency) for p in plats}
     if space == "nb201":
-        return _nb201_table(plats, costs)
-    if space == "nb101":
-        return _nb101_table(plats, samples, seed)
+        t = _nb201_table(plats, costs, latency)
+    elif space == "nb101":
+        t = _nb101_table(plats, samples, seed, latency)
+    else:
+        t = None
+    if t is not None:
+        t.latency, t.definitions = latency, defs
+        return t
     raise AnnetteError(f"unknown space {space!r} for Pareto plots (nb201 or nb101)")
 
 
-def nb201_latencies(platform: Any = "zcu102") -> tuple[list[str], np.ndarray]:
+def nb201_latencies(platform: Any = "zcu102", latency: str = "latency") -> tuple[list[str], np.ndarray]:
     """All 15,625 NB201 arch strings (in index order) and their predicted latency (ms) on ``platform`` (default ``zcu102``)."""
-    t = space_table("nb201", [platform], costs=False)
+    t = space_table("nb201", [platform], costs=False, latency=latency)
     return t.archs, next(iter(t.latency_ms.values()))
 
 
@@ -128,9 +139,10 @@ def nb201_costs() -> tuple[list[str], np.ndarray, np.ndarray]:
     return t.archs, t.params, t.ops
 
 
-def nb101_latencies(platform: Any = "zcu102", n: int = 1000, seed: int = 0) -> tuple[list[str], np.ndarray]:
+def nb101_latencies(platform: Any = "zcu102", n: int = 1000, seed: int = 0,
+                    latency: str = "latency") -> tuple[list[str], np.ndarray]:
     """``n`` sampled NB101 cells (their encodings) and their predicted latency (ms) on ``platform`` (default ``zcu102``)."""
-    t = space_table("nb101", [platform], n, seed)
+    t = space_table("nb101", [platform], n, seed, latency=latency)
     return t.archs, next(iter(t.latency_ms.values()))
 
 
@@ -194,15 +206,21 @@ def write_front_csv(table: SpaceTable, path: str | os.PathLike, front: dict[str,
     """CSV of each platform's front: platform, arch, latency_ms, accuracy, params, ops; returns the row count."""
     front = fronts(table) if front is None else front
     n = 0
-    with open(path, "w", newline="", encoding="utf-8") as f:
-        w = csv.writer(f, lineterminator="\n")
-        w.writerow(["platform", "arch", "latency_ms", "accuracy", "params", "ops"])
-        for p, idx in front.items():
-            for i in idx:
-                acc = "" if table.accuracy is None else f"{table.accuracy[i]:.6g}"
-                w.writerow([p, table.archs[i], f"{table.latency_ms[p][i]:.6g}", acc, int(table.params[i]),
-                            int(table.ops[i])])
-                n += 1
+    tmp = Path(f"{os.fspath(path)}.tmp{os.getpid()}")
+    try:
+        with open(tmp, "w", newline="", encoding="utf-8") as f:
+            w = csv.writer(f, lineterminator="\n")
+            w.writerow(["platform", "arch", "latency_ms", "accuracy", "params", "ops", "latency_definition"])
+            for p, idx in front.items():
+                d = table.definitions.get(p, "")
+                for i in idx:
+                    acc = "" if table.accuracy is None else f"{table.accuracy[i]:.6g}"
+                    w.writerow([p, table.archs[i], f"{table.latency_ms[p][i]:.6g}", acc, int(table.params[i]),
+                                int(table.ops[i]), d])
+                    n += 1
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
     return n
 
 
@@ -228,11 +246,11 @@ def plot_pareto(table: SpaceTable, out: str | os.PathLike, front: dict[str, np.n
             ax.scatter(lat[ok], table.accuracy[ok], s=size, alpha=alpha, color=c, linewidths=0)
             idx = front[p]
             ax.step(lat[idx], table.accuracy[idx], where="post", color=c, lw=1.6,
-                    label=f"{p} (front: {len(idx)} cells)")
+                    label=f"{p}: {_short(table, p)} (front: {len(idx)} cells)")
             ax.scatter(lat[idx], table.accuracy[idx], s=18, color=c, edgecolors="black", linewidths=0.5, zorder=3)
         ax.set_xscale("log")
         ax.xaxis.set_minor_formatter(NullFormatter())
-        ax.set_xlabel("predicted latency [ms] (log)")
+        ax.set_xlabel(_axis(table))
         ax.set_ylabel("accuracy")
         ax.grid(alpha=0.3, which="both")
         ax.legend(loc="lower right")
@@ -243,7 +261,7 @@ def plot_pareto(table: SpaceTable, out: str | os.PathLike, front: dict[str, np.n
             for k, (p, lat) in enumerate(table.latency_ms.items()):
                 c = colors[k % len(colors)]
                 ax.scatter(x, lat, s=size, alpha=alpha, color=c, linewidths=0,
-                           label=p if ax is axes[0] else None)
+                           label=f"{p}: {_short(table, p)}" if ax is axes[0] else None)
                 if ax is axes[1]:
                     idx = front[p]
                     pts = len({(float(lat[i]), float(x[i])) for i in idx})
@@ -257,22 +275,41 @@ def plot_pareto(table: SpaceTable, out: str | os.PathLike, front: dict[str, np.n
             leg = ax.legend(loc="upper left", markerscale=4 if ax is axes[0] else 1)
             for h in leg.legend_handles:
                 h.set_alpha(1)
-        axes[0].set_ylabel("predicted latency [ms] (log)")
+        axes[0].set_ylabel(_axis(table))
         fig.suptitle(title)
     fig.tight_layout()
     out = Path(out)
-    fig.savefig(out, dpi=120)
-    plt.close(fig)
+    tmp = out.with_name(f".{out.name}.tmp{os.getpid()}{out.suffix}")
+    try:
+        fig.savefig(tmp, dpi=120)
+        os.replace(tmp, out)
+    finally:
+        plt.close(fig)
+        tmp.unlink(missing_ok=True)
     return out
 
 
+def _short(table: SpaceTable, platform: str) -> str:
+    """A platform's latency definition, short enough for a legend."""
+    d = table.definitions.get(platform) or ("layer sum (device time)" if table.latency == "device" else "latency")
+    d = d.split(",")[0].split("(")[0].strip() if len(d) > 48 else d
+    return d
+
+
+def _axis(table: SpaceTable) -> str:
+    """The latency axis label: which latency, on which platforms."""
+    what = "device time (layer sum)" if table.latency == "device" else "latency (latency_ms)"
+    plats = ", ".join(table.latency_ms)
+    return f"predicted {what} on {plats} [ms] (log)"
+
+
 def pareto_report(space: str, platforms: Sequence[Any], out: str | os.PathLike, accuracy: str | None = None,
-                  samples: int = 5000, seed: int = 0, csv_path: str | os.PathLike | None = None
-                  ) -> tuple[SpaceTable, dict[str, np.ndarray], Path, Path]:
+                  samples: int = 5000, seed: int = 0, csv_path: str | os.PathLike | None = None,
+                  latency: str = "latency") -> tuple[SpaceTable, dict[str, np.ndarray], Path, Path]:
     """`space_table` + optional accuracy + fronts + PNG + front CSV (default: ``<out stem>_front.csv``)."""
     out = Path(out)
     check_writable(out)
-    table = space_table(space, platforms, samples, seed)
+    table = space_table(space, platforms, samples, seed, latency=latency)
     if accuracy is not None:
         attach_accuracy(table, accuracy)
     front = fronts(table)

@@ -41,6 +41,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import warnings
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterator, Sequence
 
@@ -50,12 +51,14 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.utils.data import DataLoader, TensorDataset
 
-from ..estimator import estimate
-from ..lookup import LatencyTable
+from ..errors import AnnetteError
+from ..estimator import LATENCY_KINDS, estimate
+from ..lookup import LatencyTable, supernet_blocks
 from ..platform import Platform, load_platform
 from .spaces import mbv2
 
-__all__ = ["ProxylessSupernet", "ProxylessSearch", "EpochStats", "SearchResult", "search", "digits_loaders"]
+__all__ = ["ProxylessSupernet", "ChoiceSupernet", "ProxylessSearch", "EpochStats", "SearchResult", "search",
+           "digits_loaders", "project"]
 
 log = logging.getLogger(__name__)
 
@@ -211,6 +214,50 @@ class ProxylessSupernet(nn.Module):
         return self.head(x)
 
 
+class ChoiceSupernet(nn.Module):
+    """A user's supernet (searchable blocks as `annette_torch.lookup.Choice` modules) with architecture
+    logits ``alpha[b, k]``: the interface of `ProxylessSupernet` for `ProxylessSearch`."""
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.model = model
+        found = [(n, m) for n, m in model.named_modules() if getattr(m, "_annette_choice", False)]
+        if not found:
+            raise AnnetteError("the supernet has no searchable block: wrap each block's candidates in "
+                               "annette_torch.lookup.Choice")
+        self.block_names = [n for n, _ in found]
+        self._choices = [m for _, m in found]
+        self.ops = [list(m.names) if m.names else [str(k) for k in range(len(m.candidates))] for m in self._choices]
+        K = max(len(o) for o in self.ops)
+        self.alpha = nn.Parameter(torch.zeros(len(self.ops), K))
+        mask = torch.full((len(self.ops), K), -math.inf)
+        for b, o in enumerate(self.ops):
+            mask[b, : len(o)] = 0.0
+        self.register_buffer("logmask", mask)
+
+    weight_parameters = ProxylessSupernet.weight_parameters
+    probs = ProxylessSupernet.probs
+    sample_path = ProxylessSupernet.sample_path
+    gumbel_path = ProxylessSupernet.gumbel_path
+    argmax_path = ProxylessSupernet.argmax_path
+    choices = ProxylessSupernet.choices
+
+    def set_path(self, path: Sequence[int], gates: torch.Tensor | None = None) -> None:
+        """Select candidate ``path[b]`` in every block (and its straight-through gate)."""
+        for b, (m, k) in enumerate(zip(self._choices, path)):
+            m.active = int(k)
+            m.gate = None if gates is None else gates[b]
+
+    def forward(self, x: torch.Tensor, path: Sequence[int] | None = None,
+                gates: torch.Tensor | None = None) -> torch.Tensor:
+        self.set_path(self.argmax_path() if path is None else path, gates)
+        try:
+            return self.model(x)
+        finally:
+            for m in self._choices:
+                m.gate = None
+
+
 # ------------------------------------------------------------------------------------------------------
 # data
 
@@ -260,7 +307,13 @@ class EpochStats:
 
 @dataclass
 class SearchResult:
-    """Derived architecture, its predicted full-size latency, the target, and the per-epoch history."""
+    """Derived architecture, its predicted full-size latency, the target, and the per-epoch history.
+
+    ``choices`` is the derived architecture: the argmax of the architecture weights, or, when that misses
+    the target by more than ``margin``, the most probable architecture within it (``projected``);
+    ``argmax_choices`` / ``argmax_ms`` are the argmax before that step. ``latency`` says which latency
+    (`Estimate.latency_ms` or the layer sum, ``"device"``) every figure is.
+    """
 
     choices: list[str]
     predicted_ms: float
@@ -271,47 +324,162 @@ class SearchResult:
     platform: str
     history: list[EpochStats] = field(default_factory=list)
     alpha: list[list[float]] = field(default_factory=list)
+    argmax_choices: list[str] = field(default_factory=list)
+    argmax_ms: float = math.nan
+    projected: bool = False
+    margin: float = 0.05
+    latency: str = "latency"
+
+    @property
+    def latency_ms(self) -> float:
+        """The derived architecture's predicted latency (ms); the same as ``predicted_ms``."""
+        return self.predicted_ms
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready plain data."""
         return asdict(self)
 
+    def __repr__(self) -> str:
+        acc = f", accuracy {self.history[-1].accuracy:.3f}" if self.history else ""
+        how = "projected" if self.projected else "argmax"
+        arch = " ".join(self.choices)
+        arch = arch if len(arch) <= 60 else arch[:57] + "..."
+        return (f"SearchResult({self.platform}: {self.predicted_ms:.4f} ms predicted ({self.latency}), target "
+                f"{self.target_ms:.4f} ms +-{100 * self.margin:g}%, {how} after {len(self.history)} epochs{acc}; "
+                f"{arch})")
+
+
+def project(table: LatencyTable, alpha: np.ndarray, latency_ms: float, margin: float) -> list[int] | None:
+    """The most probable architecture (sum of per-block log-softmax of ``alpha``) whose table latency is
+    within ``latency_ms * (1 +- margin)``; None if none is. Exact over the table by dynamic programming on
+    latencies rounded to bins small enough that the rounding cannot leave the window."""
+    lat = np.where(table.mask, table.lat, np.inf)
+    z = np.where(table.mask, alpha, -np.inf)
+    logp = z - z.max(1, keepdims=True)
+    logp = logp - np.log(np.exp(logp).sum(1, keepdims=True))
+    lo, hi = latency_ms * (1 - margin) - table.fixed_ms, latency_ms * (1 + margin) - table.fixed_ms
+    n = table.n_blocks
+    if hi < 0:
+        return None
+    for refine in (1, 4, 16):
+        w = max(margin * latency_ms, 1e-12) / (2 * n * refine)
+        r = np.where(table.mask, np.round(np.where(table.mask, lat, 0) / w), -1).astype(np.int64)
+        err = n * 0.5  # bins the rounded sum may be off by
+        top = int(math.floor(hi / w - err)) if hi / w - err < 1e7 else int(1e7)
+        bottom = int(math.ceil(lo / w + err))
+        if top < max(bottom, 0):
+            continue
+        best = np.full(top + 1, -np.inf)
+        best[0] = 0.0
+        back = np.zeros((n, top + 1), np.int64)
+        for b in range(n):
+            nxt = np.full(top + 1, -np.inf)
+            arg = np.zeros(top + 1, np.int64)
+            for k in np.flatnonzero(table.mask[b]):
+                step = int(r[b, k])
+                if step > top:
+                    continue
+                cand = np.full(top + 1, -np.inf)
+                cand[step:] = best[: top + 1 - step] + logp[b, k]
+                better = cand > nxt
+                nxt[better] = cand[better]
+                arg[better] = k
+            best, back[b] = nxt, arg
+        window = best[max(bottom, 0):]
+        if not np.isfinite(window).any():
+            continue
+        s_ = max(bottom, 0) + int(np.argmax(window))
+        path = []
+        for b in range(n - 1, -1, -1):
+            k = int(back[b, s_])
+            path.append(k)
+            s_ -= int(r[b, k])
+        path.reverse()
+        got = table.exact(path)
+        if abs(got - latency_ms) <= margin * latency_ms * (1 + 1e-9):
+            return path
+    return None
+
+
+def _renamed(kwargs: dict[str, Any], old: str, new: str, value: Any, where: str) -> Any:
+    """``value`` of ``new``, or the deprecated ``old`` keyword's (with a `DeprecationWarning`)."""
+    if old in kwargs:
+        warnings.warn(f"{where}({old}=...) is deprecated: use {new}=", DeprecationWarning, stacklevel=3)
+        v = kwargs.pop(old)
+        return v if value is None else value
+    return value
+
 
 class ProxylessSearch:
-    """Alternating weight / architecture training of a `ProxylessSupernet` under a latency target.
+    """Alternating weight / architecture training of a supernet under a latency target ``latency_ms``.
 
-    The latency table is built for the full-size space (``resolution``, ``num_classes_full``) on
-    ``platform`` unless one is given; the supernet is the proxy (``width_mult``, ``max_downsample``) and
-    trains on ``device``.
+    The supernet is the proxy `ProxylessSupernet` of the mbv2 space (``width_mult``, ``max_downsample``),
+    whose latency table is built for the full-size space (``resolution``, ``num_classes_full``) on
+    ``platform`` unless one is given; or ``supernet``, the user's own model with `Choice` blocks, whose
+    table is `LatencyTable.from_supernet` at ``input_shape`` (the deployed input). ``latency``:
+    `Estimate.latency_ms` (default) or ``"device"`` (the layer sum). At the end (`result`) the derived
+    architecture is the argmax, or the most probable architecture within ``margin`` of the target when
+    the argmax misses it (`project`). The keyword ``target_ms`` of earlier releases still works, with a
+    `DeprecationWarning`.
     """
 
-    def __init__(self, platform: str | os.PathLike | Platform = "zcu102", target_ms: float = 1.0, lam: float = 1.0,
-                 table: LatencyTable | None = None, blocks: Sequence[mbv2.BlockSpec] = mbv2.BLOCKS,
+    def __init__(self, platform: str | os.PathLike | Platform = "zcu102", latency_ms: float | None = None,
+                 lam: float = 1.0, table: LatencyTable | None = None, blocks: Sequence[mbv2.BlockSpec] = mbv2.BLOCKS,
                  in_channels: int = 1, num_classes: int = 10, width_mult: float = 0.25, max_downsample: int = 2,
                  lr: float = 3e-3, arch_lr: float = 0.05, tau: tuple[float, float] = (5.0, 0.5),
                  latency_loss: str = "squared", warmup_epochs: int = 0, resolution: int = 224,
-                 num_classes_full: int = 1000, seed: int = 0, device: str | torch.device = "cpu") -> None:
-        if target_ms <= 0:
-            raise ValueError(f"target_ms must be positive, got {target_ms}")
+                 num_classes_full: int = 1000, seed: int = 0, device: str | torch.device = "cpu", *,
+                 margin: float = 0.05, supernet: nn.Module | None = None, input_shape: Sequence[int] | None = None,
+                 latency: str = "latency", progress: bool = False, **deprecated: Any) -> None:
+        latency_ms = _renamed(deprecated, "target_ms", "latency_ms", latency_ms, "ProxylessSearch")
+        if deprecated:
+            raise TypeError(f"ProxylessSearch() got unexpected keyword arguments: {', '.join(deprecated)}")
+        if latency_ms is None or not (isinstance(latency_ms, (int, float)) and math.isfinite(latency_ms)
+                                      and latency_ms > 0):
+            raise AnnetteError(f"latency_ms (the target) must be a positive number of ms, got {latency_ms!r}")
         if latency_loss not in ("squared", "log"):
             raise ValueError(f"latency_loss must be 'squared' or 'log', got {latency_loss!r}")
+        if not 0 <= margin < 1:
+            raise AnnetteError(f"margin must be in [0, 1), got {margin!r}")
+        if latency not in LATENCY_KINDS:
+            raise AnnetteError(f"latency must be one of {', '.join(LATENCY_KINDS)}, got {latency!r}")
         self.platform = load_platform(platform)
         self.blocks = list(blocks)
         self.resolution, self.num_classes_full = resolution, num_classes_full
-        self.table = table or mbv2.latency_table(self.platform, resolution, num_classes_full, self.blocks)
-        if self.table.ops != [list(b.ops) for b in self.blocks]:
-            raise ValueError("latency table and block space differ (ops per block)")
-        self.target_ms, self.lam, self.latency_loss = float(target_ms), float(lam), latency_loss
-        self.tau, self.warmup_epochs = tau, warmup_epochs
+        self.latency, self.margin, self.progress = latency, float(margin), progress
+        self.user_supernet = supernet
+        self.input_shape = None if input_shape is None else tuple(input_shape)
         torch.manual_seed(seed)
+        if supernet is not None:
+            if self.input_shape is None:
+                raise AnnetteError("a user supernet needs input_shape: the deployed input, e.g. (1, 3, 224, 224)")
+            self.table = table or LatencyTable.from_supernet(supernet, self.platform, self.input_shape,
+                                                             latency=latency)
+            self.net = ChoiceSupernet(supernet)
+        else:
+            self.table = table or mbv2.latency_table(self.platform, resolution, num_classes_full, self.blocks, latency)
+            self.net = ProxylessSupernet(self.blocks, in_channels, num_classes, width_mult, max_downsample)
+        if self.table.ops != self.net.ops:
+            raise ValueError("latency table and supernet differ (ops per block)")
+        lo, hi = self.table.extremes()
+        if not lo * (1 - 1e-9) <= latency_ms <= hi * (1 + 1e-9):
+            raise AnnetteError(f"target {latency_ms:g} ms is outside the space's range on {self.platform.name}: "
+                               f"{lo:.4f} .. {hi:.4f} ms")
+        self.target_ms, self.lam, self.latency_loss = float(latency_ms), float(lam), latency_loss
+        self.tau, self.warmup_epochs = tau, warmup_epochs
         self.gen = torch.Generator().manual_seed(seed)
         self.device = torch.device(device)
-        self.net = ProxylessSupernet(self.blocks, in_channels, num_classes, width_mult, max_downsample).to(self.device)
+        self.net = self.net.to(self.device)
         self.w_opt = torch.optim.Adam(self.net.weight_parameters(), lr=lr)
         self.a_opt = torch.optim.Adam([self.net.alpha], lr=arch_lr, betas=(0.0, 0.999))
         self.history: list[EpochStats] = []
         with torch.no_grad():
             self.initial_expected_ms = float(self.expected_ms())
+
+    @property
+    def latency_ms(self) -> float:
+        """The latency target (ms)."""
+        return self.target_ms
 
     def latency_term(self, expected_ms: torch.Tensor) -> torch.Tensor:
         """Penalty pulling the expected latency toward the target (0 at the target)."""
@@ -327,10 +495,15 @@ class ProxylessSearch:
         return t0 * (t1 / t0) ** (epoch / max(epochs - 1, 1))
 
     def fit(self, train: DataLoader, val: DataLoader, epochs: int) -> list[EpochStats]:
-        """Run ``epochs`` epochs of alternating weight and architecture steps; returns the history."""
+        """Run ``epochs`` epochs of alternating weight and architecture steps; returns the history. Each
+        epoch reports the expected and the argmax (derived) architecture's latency (log, progress bar)."""
+        from tqdm.auto import tqdm
+
         net = self.net
         val_iter = _cycle(val)
-        for epoch in range(epochs):
+        bar = tqdm(range(epochs), desc=f"proxyless {self.platform.name}", unit="epoch", disable=not self.progress,
+                   leave=False)
+        for epoch in bar:
             tau = self._tau(epoch, epochs)
             net.train()
             ce_sum, n_batches, lat_sum = 0.0, 0, 0.0
@@ -360,8 +533,11 @@ class ProxylessSearch:
             stats = EpochStats(len(self.history), ce_sum / max(n_batches, 1), self.accuracy(val, argmax), exp_ms,
                                self.table.exact(argmax), lat_sum / max(n_batches, 1), tau)
             self.history.append(stats)
-            log.info("proxyless epoch %d: ce %.3f acc %.3f E[lat] %.4f ms argmax %.4f ms (target %.4f)",
-                     epoch, stats.ce, stats.accuracy, stats.expected_ms, stats.argmax_ms, self.target_ms)
+            bar.set_postfix(expected=f"{stats.expected_ms:.3f}ms", derived=f"{stats.argmax_ms:.3f}ms",
+                            acc=f"{stats.accuracy:.2f}")
+            log.info("proxyless epoch %d: ce %.3f acc %.3f expected %.4f ms, derived (argmax) %.4f ms "
+                     "(target %.4f ms)", epoch, stats.ce, stats.accuracy, stats.expected_ms, stats.argmax_ms,
+                     self.target_ms)
         return self.history
 
     @torch.no_grad()
@@ -380,34 +556,62 @@ class ProxylessSearch:
             total += len(y)
         return correct / max(total, 1)
 
+    def derived_path(self) -> tuple[list[int], bool]:
+        """The derived architecture's candidate indices, and whether the projection changed the argmax."""
+        argmax = self.net.argmax_path()
+        if abs(self.table.exact(argmax) - self.target_ms) <= self.margin * self.target_ms:
+            return argmax, False
+        alpha = (self.net.alpha.detach().cpu().double()).numpy()
+        path = project(self.table, alpha, self.target_ms, self.margin)
+        if path is None:
+            log.warning("proxyless: no architecture within %g%% of %.4f ms; keeping the argmax (%.4f ms)",
+                        100 * self.margin, self.target_ms, self.table.exact(argmax))
+            return argmax, False
+        return path, path != argmax
+
+    def predict(self, path: Sequence[int]) -> float:
+        """The full network's predicted latency (ms) with candidate ``path[b]`` in every block."""
+        if self.user_supernet is not None:
+            self.net.set_path(path)
+            est = estimate(self.user_supernet, self.platform, self.input_shape)
+        else:
+            est = estimate(mbv2.build_network(self.net.choices(path), self.num_classes_full, self.resolution,
+                                              self.blocks), self.platform)
+        return est.latency_ms if self.latency == "latency" else est.device_ms
+
     def derive(self) -> tuple[list[str], float]:
-        """The argmax architecture (op per block) and its full network's predicted latency (ms)."""
-        choices = self.net.choices()
-        net = mbv2.build_network(choices, self.num_classes_full, self.resolution, self.blocks)
-        return choices, estimate(net, self.platform).total_ms
+        """The derived architecture (op per block) and its full network's predicted latency (ms)."""
+        path, _ = self.derived_path()
+        return self.net.choices(path), self.predict(path)
 
     def result(self) -> SearchResult:
         """Current state as a `SearchResult`."""
-        choices, predicted = self.derive()
+        path, projected = self.derived_path()
+        argmax = self.net.argmax_path()
+        choices, predicted = self.net.choices(path), self.predict(path)
         with torch.no_grad():
             exp_ms = float(self.expected_ms())
             alpha = (self.net.alpha + self.net.logmask).tolist()
         alpha = [[a for a in row if a != -math.inf] for row in alpha]
-        return SearchResult(choices, predicted, self.table.exact(choices), exp_ms, self.initial_expected_ms,
-                            self.target_ms, self.platform.name, list(self.history), alpha)
+        return SearchResult(choices, predicted, self.table.exact(path), exp_ms, self.initial_expected_ms,
+                            self.target_ms, self.platform.name, list(self.history), alpha,
+                            self.net.choices(argmax), self.table.exact(argmax), projected, self.margin, self.latency)
 
 
-def search(platform: str | os.PathLike | Platform = "zcu102", target_ms: float = 1.0, epochs: int = 10,
+def search(platform: str | os.PathLike | Platform = "zcu102", latency_ms: float | None = None, epochs: int = 10,
            lam: float = 1.0, data: Data | None = None, seed: int = 0, batch_size: int = 128,
-           **kwargs: Any) -> SearchResult:
-    """Latency-targeted ProxylessNAS-style search on ``platform`` (default ``zcu102``); returns the derived
-    architecture and history.
+           progress: bool = True, **kwargs: Any) -> SearchResult:
+    """Latency-targeted ProxylessNAS-style search on ``platform`` (default ``zcu102``) for a derived
+    architecture within ``margin`` (default 5%) of ``latency_ms``; returns it with the history.
 
     ``data``: ``None`` (scikit-learn digits in batches of ``batch_size``), one ``DataLoader`` (weights and
     architecture both train on it) or a ``(train, val)`` pair; the input channels are read from the first
-    batch. ``kwargs`` go to `ProxylessSearch` (``width_mult``, ``arch_lr``, ``latency_loss``, ``num_classes``,
-    ``table`` ...). Seeds numpy and torch with ``seed``.
+    batch. ``kwargs`` go to `ProxylessSearch` (``supernet`` + ``input_shape`` for your own supernet,
+    ``margin``, ``latency``, ``width_mult``, ``arch_lr``, ``latency_loss``, ``num_classes``, ``table`` ...).
+    A progress bar shows the epochs (``progress=False`` hides it). Seeds numpy and torch with ``seed``.
+    The keyword ``target_ms`` of earlier releases still works, with a `DeprecationWarning`.
     """
+    latency_ms = _renamed(kwargs, "target_ms", "latency_ms", latency_ms, "search")
     np.random.seed(seed)
     torch.manual_seed(seed)
     if data is None:
@@ -417,10 +621,11 @@ def search(platform: str | os.PathLike | Platform = "zcu102", target_ms: float =
     else:
         train, val = data
     x0, _ = next(iter(val))
-    kwargs.setdefault("in_channels", int(x0.shape[1]))
-    s = ProxylessSearch(platform, target_ms, lam, seed=seed, **kwargs)
+    if kwargs.get("supernet") is None:
+        kwargs.setdefault("in_channels", int(x0.shape[1]))
+    s = ProxylessSearch(platform, latency_ms, lam, seed=seed, progress=progress, **kwargs)
     s.fit(train, val, epochs)
     res = s.result()
     log.info("proxyless search on %s: %s -> %.4f ms predicted (target %.4f ms)", res.platform,
-             " ".join(res.choices), res.predicted_ms, target_ms)
+             " ".join(res.choices), res.predicted_ms, res.target_ms)
     return res

@@ -11,22 +11,64 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import time
+import warnings
 from typing import Any
 
 from ..errors import AnnetteError
 
-__all__ = ["STUDY_ATTR", "open_storage", "open_study"]
+__all__ = ["STUDY_ATTR", "HEARTBEAT_S", "open_storage", "open_study", "mask_url", "fail_stale"]
 
 log = logging.getLogger(__name__)
 
 #: study user attribute holding what the study searches (space, platform, budget); checked on reuse
 STUDY_ATTR = "annette"
+#: seconds between a running trial's heartbeats; a trial silent for `GRACE_S` is failed (its worker died)
+HEARTBEAT_S = 10
+GRACE_S = 60
+_PASSWORD = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.\-]*://[^:/@\s]*):(?P<pw>[^@\s]*)@")
 
 
-def open_storage(storage: Any) -> Any:
+def mask_url(text: Any) -> str:
+    """``text`` with the password of every database URL in it replaced by ``***``
+    (``postgresql://user:secret@host/db`` -> ``postgresql://user:***@host/db``)."""
+    return _PASSWORD.sub(lambda m: f"{m.group('head')}:***@", str(text))
+
+
+def _driver_error(url: str, e: BaseException) -> AnnetteError:
+    """One line naming the package a database URL's driver needs."""
+    low = url.lower()
+    if low.startswith("postgresql+psycopg2") or "psycopg2" in str(e):
+        pkg = "psycopg2-binary (pip install psycopg2-binary), or use postgresql:// with psycopg 3"
+    elif low.startswith("postgres"):
+        pkg = "psycopg 3 (pip install 'psycopg[binary]'), or write postgresql+psycopg2:// to use psycopg2"
+    elif low.startswith("mysql"):
+        pkg = "a MySQL driver (pip install pymysql, then mysql+pymysql://...)"
+    else:
+        pkg = "the database driver SQLAlchemy names"
+    log.debug("storage %s: %s", mask_url(url), mask_url(e))
+    return AnnetteError(f"storage {mask_url(url)}: its database driver is not installed; install {pkg}")
+
+
+def _has_module(name: str) -> bool:
+    import importlib.util
+    return importlib.util.find_spec(name) is not None
+
+
+#: what a study created before a meta key existed searched (``latency``: studies ranked by latency_ms)
+_LEGACY = {"latency": "latency"}
+
+
+def open_storage(storage: Any, heartbeat_interval: int | None = HEARTBEAT_S, grace_period: int | None = GRACE_S) -> Any:
     """None -> None (in memory); ``journal:PATH`` -> a journal-file storage; ``sqlite:///F`` -> an RDB storage
-    with a generous lock timeout (several writer processes); other URLs and storage objects pass through."""
+    with a generous lock timeout (several writer processes); other URLs and storage objects pass through.
+
+    Running trials of an RDB storage heartbeat every ``heartbeat_interval`` s; one silent for
+    ``grace_period`` s (its worker was killed) is failed by the next worker (`fail_stale`), so study counts
+    stay right. ``postgresql://`` uses psycopg 3, or psycopg2 when only that is installed. Passwords in
+    URLs never appear in messages (`mask_url`).
+    """
     if storage is None or not isinstance(storage, (str, os.PathLike)):
         return storage
     import optuna
@@ -45,24 +87,59 @@ def open_storage(storage: Any) -> Any:
             raise AnnetteError(f"journal storage {path!r}: folder {parent} does not exist")
         return JournalStorage(JournalFileBackend(path))
     if "://" not in s:
-        raise AnnetteError(f"storage {s!r}: give an Optuna storage URL (e.g. sqlite:///study.db) or journal:PATH")
-    kw = {"engine_kwargs": {"connect_args": {"timeout": 60}}} if s.startswith("sqlite:") else {}
+        raise AnnetteError(f"storage {mask_url(s)!r}: give an Optuna storage URL (e.g. sqlite:///study.db) or "
+                           "journal:PATH")
+    url = s
+    if re.match(r"postgres(ql)?://", url, re.I) and not _has_module("psycopg") and _has_module("psycopg2"):
+        url = "postgresql+psycopg2://" + url.split("://", 1)[1]  # SQLAlchemy 2.1's default driver is psycopg 3
+    kw: dict[str, Any] = {"engine_kwargs": {"connect_args": {"timeout": 60}}} if url.startswith("sqlite:") else {}
+    if heartbeat_interval:
+        kw.update(heartbeat_interval=int(heartbeat_interval), grace_period=int(grace_period or 2 * heartbeat_interval))
     for attempt in range(6):
         try:
-            return optuna.storages.RDBStorage(s, **kw)
+            with warnings.catch_warnings():  # heartbeat_interval is "experimental" in Optuna, stable in use
+                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+                return optuna.storages.RDBStorage(url, **kw)
         except ImportError as e:
-            raise AnnetteError(f"storage {s!r}: {e}") from None
+            raise _driver_error(url, e) from None
         except Exception as e:  # noqa: BLE001 - sqlalchemy errors: a bad URL, an unreachable database...
             text = str(e)
+            if isinstance(e.__cause__, ImportError) or "No module named" in text:
+                raise _driver_error(url, e) from None
             # ...or several workers creating the schema of a new database at once: the others wait, retry
             racing = any(m in text for m in ("already exists", "UNIQUE constraint", "database is locked",
                                               "duplicate key"))
             if racing and attempt < 5:
-                log.debug("storage %s: schema being created by another worker (%s); retrying", s, text[:80])
+                log.debug("storage %s: schema being created by another worker (%s); retrying", mask_url(s),
+                          mask_url(text[:80]))
                 time.sleep(0.2 * (attempt + 1))
                 continue
-            raise AnnetteError(f"cannot open storage {s!r}: {type(e).__name__}: {text.splitlines()[0]}") from None
+            first = text.splitlines()[0] if text else ""
+            raise AnnetteError(f"cannot open storage {mask_url(s)!r}: {type(e).__name__}: {mask_url(first)}") from None
     raise AssertionError("unreachable")
+
+
+def fail_stale(study: Any) -> int:
+    """Fail the study's trials whose worker stopped heartbeating (killed); returns how many. A no-op for
+    storages without heartbeats (in memory, journal files)."""
+    from optuna.exceptions import ExperimentalWarning
+    from optuna.storages import fail_stale_trials
+    from optuna.trial import TrialState
+    before = {t.number for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))}
+    if not before:
+        return 0
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ExperimentalWarning)
+            fail_stale_trials(study)
+    except Exception as e:  # noqa: BLE001 - storages without heartbeat support
+        log.debug("fail_stale: %s", e)
+        return 0
+    after = {t.number for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))}
+    n = len(before - after)
+    if n:
+        log.warning("study %s: %d trial(s) of stopped workers marked failed", study.study_name, n)
+    return n
 
 
 def open_study(storage: Any, study_name: str | None, sampler: Any, meta: dict[str, Any], **direction: Any) -> Any:
@@ -73,10 +150,12 @@ def open_study(storage: Any, study_name: str | None, sampler: Any, meta: dict[st
         study_name = f"annette-{meta['space']}-{meta['platform']}-{meta['mode']}"
     study = optuna.create_study(storage=open_storage(storage), study_name=study_name, sampler=sampler,
                                 load_if_exists=True, **direction)
+    fail_stale(study)
     old = study.user_attrs.get(STUDY_ATTR)
     if old is None:
         study.set_user_attr(STUDY_ATTR, meta)
-    elif any(old.get(k) != v for k, v in meta.items()):
-        diff = ", ".join(f"{k} {old.get(k)!r} (now {v!r})" for k, v in meta.items() if old.get(k) != v)
+    elif any(old.get(k, _LEGACY.get(k)) != v for k, v in meta.items()):
+        diff = ", ".join(f"{k} {old.get(k, _LEGACY.get(k))!r} (now {v!r})" for k, v in meta.items()
+                         if old.get(k, _LEGACY.get(k)) != v)
         raise AnnetteError(f"study {study.study_name!r} already exists with {diff}; use another --study name")
     return study

@@ -75,7 +75,8 @@ def _cand(width: int, k: int, c: int = 16, h: int = 16):
 @pytest.fixture(scope="module")
 def small_table() -> LatencyTable:
     blocks = [[_cand(16, 3), _cand(32, 3), _cand(16, 5), None], [_cand(16, 1), _cand(64, 3)]]
-    return LatencyTable.build("zcu102", blocks, fixed_ms=0.25, ops=[["a", "b", "c", "zero"], ["d", "e"]])
+    return LatencyTable.build(blocks, "zcu102", fixed=0.25, ops=[["a", "b", "c", "zero"], ["d", "e"]],
+                              latency="device")
 
 
 def test_table_entries_are_block_estimates_without_the_input(small_table):
@@ -169,7 +170,7 @@ def test_mbv2_table_matches_full_network_estimates(platform):
     archs += [[b.ops[0] for b in mbv2.BLOCKS], [b.ops[-1] for b in mbv2.BLOCKS],
               ["mb7_e6"] * len(mbv2.BLOCKS)]
     for arch in archs:
-        full = at.estimate(mbv2.build_network(arch), platform).total_ms
+        full = at.estimate(mbv2.build_network(arch), platform).latency_ms
         # measured: identical to ~1e-16 relative (no fusion rule crosses an MBConv block boundary)
         assert table.exact(arch) == pytest.approx(full, rel=1e-9)
         p = torch.tensor(table.one_hot(arch), dtype=torch.float64)

@@ -314,7 +314,7 @@ def test_cli_search_multi_objective_and_csv_objective(tmp_path, capsys):
     (["search", "--latency-ms", "1", "--objective", "nope.csv"], 1, "no such accuracy file"),
     (["search", "--latency-ms", "1", "--storage", "study.db"], 1, "storage URL"),
     (["search", "--latency-ms", "1", "--platform", "tpu9"], 1, "unknown platform"),
-    (["search", "--space", "nb999", "--latency-ms", "1"], 2, "invalid choice"),
+    (["search", "--space", "nb999", "--latency-ms", "1"], 1, "unknown search space"),
 ])
 def test_cli_search_errors_are_one_line(argv, code, needle, capsys):
     assert main(argv) == code

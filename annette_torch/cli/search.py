@@ -40,6 +40,18 @@ def _positive_int(text: str) -> int:
     return v
 
 
+def parse_input_shape(text: str) -> tuple[int, ...]:
+    """``1,3,32,32`` (or ``1x3x32x32``) -> a shape of positive integers."""
+    try:
+        shape = tuple(int(d) for d in text.replace("x", ",").split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated positive integers such as 1,3,32,32, "
+                                         f"got {text!r}") from None
+    if not shape or any(d <= 0 for d in shape):
+        raise argparse.ArgumentTypeError(f"every dimension must be a positive integer, got {text!r}")
+    return shape
+
+
 def add_parser(sub: Any) -> None:
     """Add the ``search`` and ``pareto`` commands to the CLI's sub-parser set."""
     s = sub.add_parser(
@@ -48,7 +60,14 @@ def add_parser(sub: Any) -> None:
                     "platform is within --latency-ms (TPE), or for the objective/latency Pareto front "
                     "(--multi-objective, NSGA-II). Several processes given the same --storage and --study "
                     "search one study; watch it with optuna-dashboard STORAGE.")
-    s.add_argument("--space", choices=SEARCH_SPACES, default="nb201", help="search space (default nb201)")
+    s.add_argument("--space", default="nb201", metavar="NAME|module:callable",
+                   help=f"search space: {', '.join(SEARCH_SPACES)} (default nb201), or package.module:function, a "
+                        "function trial -> nn.Module (give --input-shape)")
+    s.add_argument("-i", "--input-shape", type=parse_input_shape, metavar="SHAPE",
+                   help="input shape of a module:callable space's models, e.g. 1,3,32,32")
+    s.add_argument("--latency", choices=("latency", "device"), default="latency",
+                   help="what is constrained: the platform's latency (end to end where it has a network-level "
+                        "model; default) or device time (the layer sum)")
     s.add_argument("-p", "--platform", default="zcu102", help="platform name or .json file (default zcu102)")
     s.add_argument("--margin", type=float, default=0.0, metavar="FRACTION",
                    help="safety margin: enforce latency <= budget x (1 - FRACTION), e.g. 0.06 = the platform's "
@@ -82,6 +101,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--seed", type=int, default=0, help="NB101 sampling seed (default 0)")
     p.add_argument("--out", default=None, metavar="PLOT.png", help="plot file (default pareto_<space>.png)")
     p.add_argument("--csv", metavar="FILE", help="front CSV (default: <plot name>_front.csv)")
+    p.add_argument("--latency", choices=("latency", "device"), default="latency",
+                   help="latency axis: the platform's latency (end to end where it has a network-level model; "
+                        "default) or device time (the layer sum)")
 
 
 @contextlib.contextmanager
@@ -105,23 +127,59 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _dashboard_hint(storage: str) -> str:
+    from ..search.storage import mask_url
     target = storage[len("journal:"):] if storage.startswith("journal:") else storage
-    return f"optuna-dashboard {target}"
+    return f"optuna-dashboard {mask_url(target)}"
+
+
+def _space(args: argparse.Namespace) -> Any:
+    """A shipped space by name, or ``package.module:function`` (trial -> nn.Module) as a function space."""
+    from ..search import optuna_search as osr
+    spec = args.space
+    if ":" not in spec:
+        if spec not in SEARCH_SPACES:
+            raise AnnetteError(f"unknown search space {spec!r}: give one of {', '.join(SEARCH_SPACES)} or "
+                               "package.module:function")
+        return osr.get_space(spec)
+    import importlib
+    import sys
+    mod_name, _, attr = spec.partition(":")
+    if not mod_name or not attr or not all(p.isidentifier() for p in mod_name.split(".") + attr.split(".")):
+        raise AnnetteError(f"--space {spec!r}: expected package.module:function")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        obj: Any = importlib.import_module(mod_name)
+    except Exception as e:  # noqa: BLE001 - the user's module
+        raise AnnetteError(f"--space: cannot import module {mod_name!r}: {type(e).__name__}: {e}") from None
+    for part in attr.split("."):
+        obj = getattr(obj, part, None)
+        if obj is None:
+            raise AnnetteError(f"--space: module {mod_name!r} has no attribute {attr!r}")
+    if not callable(obj):
+        raise AnnetteError(f"--space {spec}: {attr} is not a function")
+    if callable(getattr(obj, "suggest", None)):
+        return obj
+    if args.input_shape is None:
+        raise AnnetteError(f"--space {spec}: give the models' input shape with --input-shape, e.g. 1,3,32,32")
+    return osr.get_space(obj, args.input_shape)
 
 
 def _search(args: argparse.Namespace) -> int:
     import time
 
     from optuna.trial import TrialState
+    from ..estimator import latency_definition
     from ..search import optuna_search as osr
+    from ..search.storage import fail_stale, mask_url
 
     if not args.multi_objective and args.latency_ms is None:
         raise AnnetteError("give --latency-ms (the latency budget) or --multi-objective")
-    space = osr.get_space(args.space)
+    space = _space(args)
     objective = osr.load_objective(args.objective, space)  # fail fast on a bad CSV
     if args.out:
         check_writable(args.out)
-    common = dict(storage=args.storage, study_name=args.study, seed=args.seed)
+    common = dict(storage=args.storage, study_name=args.study, seed=args.seed, latency=args.latency)
     t0 = time.perf_counter()
     if args.multi_objective:
         study = osr.pareto_search(space, args.platform, objective, args.trials, latency_ms=args.latency_ms, **common)
@@ -129,6 +187,7 @@ def _search(args: argparse.Namespace) -> int:
         study = osr.latency_constrained_search(space, args.platform, args.latency_ms, objective, args.trials,
                                                skip_infeasible=args.skip_infeasible, **common, margin=args.margin)
     wall = time.perf_counter() - t0
+    fail_stale(study)
     oracle = study.annette_oracle
     trials = study.get_trials(deepcopy=False)
     states = {s: sum(t.state == s for t in trials) for s in (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)}
@@ -136,14 +195,14 @@ def _search(args: argparse.Namespace) -> int:
     budget = args.latency_ms
     feasible = osr.feasible_trials(study, budget)
     obj_name = "synthetic (a deterministic stand-in, NOT accuracy)" if args.objective == "synthetic" else args.objective
-    where = "in memory" if not args.storage else args.storage
+    where = "in memory" if not args.storage else mask_url(args.storage)
     print(f"study      {study.study_name} ({where})")
     mode = "maximise objective, latency <= budget (TPE)" if not args.multi_objective else \
         "Pareto front of objective (max) and latency (min) (NSGA-II)"
     print(f"search     {space.name} on {oracle.platform.name}: {mode}")
     print(f"objective  {obj_name}")
     if budget is not None:
-        print(f"budget     {budget:g} ms predicted latency")
+        print(f"budget     {budget:g} ms predicted {latency_definition(oracle.platform, args.latency)}")
     print(f"trials     {args.trials} run here in {wall:.1f} s; study total {len(trials)}: "
           f"{states[TrialState.COMPLETE]} complete, {states[TrialState.PRUNED]} pruned, "
           f"{states[TrialState.FAIL]} failed; {len(feasible)} complete within budget")
@@ -193,7 +252,8 @@ def _pareto(args: argparse.Namespace) -> int:
     out = Path(args.out or f"pareto_{args.space}.png")
     t0 = time.perf_counter()
     table, front, png, csv_out = pareto.pareto_report(args.space, platforms, out, accuracy=args.accuracy,
-                                                      samples=args.samples, seed=args.seed, csv_path=args.csv)
+                                                      samples=args.samples, seed=args.seed, csv_path=args.csv,
+                                                      latency=args.latency)
     wall = time.perf_counter() - t0
     what = "all" if args.space == "nb201" else "sampled"
     print(f"space      {args.space}: {what} {len(table):,} cells, {len(platforms)} platform(s), {wall:.1f} s")

@@ -288,10 +288,12 @@ def _torch() -> dict[str, type]:
 
 
 def latency_table(platform: "str | os.PathLike | Platform" = "zcu102", resolution: int = 224,
-                  num_classes: int = 1000, blocks: Sequence[Any] | None = None) -> LatencyTable:
+                  num_classes: int = 1000, blocks: Sequence[Any] | None = None,
+                  latency: str = "latency") -> LatencyTable:
     """The `LatencyTable` of this block space on ``platform`` (default ``zcu102``), full size: rows are
     `BLOCKS` (or ``blocks``), columns each block's ``ops``; ``fixed_ms`` is the stem (with the network
-    input) plus the head (feature-mix conv, pooling, classifier)."""
+    input) plus the head (feature-mix conv, pooling, classifier), plus the platform's per-inference terms
+    for ``latency="latency"`` (`Estimate.latency_ms`; ``"device"``: the layer sum)."""
     plat = load_platform(platform)
     specs = list(BLOCKS if blocks is None else blocks)
     ops = [list(blk.ops) for blk in specs]
@@ -299,8 +301,8 @@ def latency_table(platform: "str | os.PathLike | Platform" = "zcu102", resolutio
             for b, cands in enumerate(ops)]
     fixed = [stem_network(resolution), head_network(num_classes, resolution, specs)]
     context = mean_block_traffic(plat, nets, fixed)
-    stem = float(block_latencies(plat, fixed[:1], count_input=True, context_bytes=context)[0])
-    head = float(block_latencies(plat, fixed[1:], context_bytes=context, count_output=True)[0])
+    stem = float(block_latencies(plat, fixed[:1], count_input=True, context_bytes=context, latency=latency)[0])
+    head = float(block_latencies(plat, fixed[1:], context_bytes=context, count_output=True, latency=latency)[0])
     meta = {"space": "mbv2", "resolution": resolution, "num_classes": num_classes,
             "stem_ms": stem, "head_ms": head}
-    return LatencyTable.build(plat, nets, stem + head, ops, meta=meta, context_bytes=context)
+    return LatencyTable.build(nets, plat, None, fixed, ops, meta=meta, context_bytes=context, latency=latency)

@@ -8,15 +8,17 @@ and `mbv2` beside this module.
 from __future__ import annotations
 
 import logging
-from typing import Any, Protocol, Sequence, runtime_checkable
+from typing import Any, Callable, Mapping, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
 from ...errors import AnnetteError
 from ...ir import INT_COLUMNS, Network
 from . import mbv2, nb101, nb201
+from .custom import ChoiceSpace, FunctionSpace, Sample, space_from
 
-__all__ = ["Space", "NB201Space", "NB101Space", "MBV2Space", "SPACES", "get_space", "same_network"]
+__all__ = ["Space", "NB201Space", "NB101Space", "MBV2Space", "FunctionSpace", "ChoiceSpace", "Sample", "SPACES",
+           "get_space", "same_network"]
 
 log = logging.getLogger(__name__)
 
@@ -265,8 +267,14 @@ def same_network(a: Network, b: Network) -> bool:
 SPACES: dict[str, type] = {"nb201": NB201Space, "nb101": NB101Space, "mbv2": MBV2Space}
 
 
-def get_space(space: str | Space) -> Space:
-    """An adapter by name (``nb201``, ``nb101``, ``mbv2``), or ``space`` itself when it is one."""
+def get_space(space: Any, input_shape: Sequence[int] | None = None,
+              build: Callable[..., Any] | None = None) -> Space:
+    """An adapter by name (``nb201``, ``nb101``, ``mbv2``); ``space`` itself when it is one; a function
+    ``trial -> model`` (`FunctionSpace`, with ``input_shape`` for an nn.Module) or a dict of choices with
+    ``build(**params) -> model`` (`ChoiceSpace`)."""
+    if isinstance(space, Mapping) or (callable(space) and not isinstance(space, type)
+                                      and not callable(getattr(space, "suggest", None))):
+        return space_from(space, input_shape, build)
     if not isinstance(space, str):
         missing = [m for m in ("suggest", "network", "encode") if not callable(getattr(space, m, None))]
         if missing:
