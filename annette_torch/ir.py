@@ -27,6 +27,8 @@ __all__ = [
     "NetworkBuilder",
     "IRError",
     "to_nchw",
+    "check_size",
+    "MAX_ELEMS",
     "TYPE_FALLBACKS",
 ]
 
@@ -172,6 +174,30 @@ _INPUT = int(T.INPUT)
 #: Integer columns of a network, one value per layer.
 INT_COLUMNS = ("n", "c_in", "h_in", "w_in", "c_out", "h_out", "w_out",
                "kh", "kw", "sh", "sw", "ph", "pw", "dh", "dw", "groups")
+
+
+#: Largest element count of one tensor that a front end accepts (about 10^15; far beyond any real network,
+#: small enough that element and operation counts stay exact in int64 and float64).
+MAX_ELEMS = 2**50
+
+
+def check_size(shape: Sequence[int], what: str = "shape") -> None:
+    """Raise `IRError` unless every dimension is a positive integer and the element count is at most
+    `MAX_ELEMS` (catches absurd sizes such as 10^300 before they overflow the int64 columns)."""
+    total = 1
+    for d in shape:
+        if not isinstance(d, (int, np.integer)) or isinstance(d, bool) or d <= 0:
+            raise IRError(f"{what} {_show_dims(shape)} has a dimension that is not a positive integer: {d!r}")
+        total *= int(d)
+        if total > MAX_ELEMS:
+            raise IRError(f"{what} {_show_dims(shape)} has more than 2^50 elements; no network has tensors "
+                          "this large")
+
+
+def _show_dims(shape: Sequence[int]) -> str:
+    """A shape for a message; absurdly long numbers shortened."""
+    return "[" + ", ".join(str(d) if len(str(d)) <= 20 else f"{str(d)[:6]}...({len(str(d))} digits)"
+                           for d in shape) + "]"
 
 
 def to_nchw(shape: Sequence[int]) -> tuple[int, int, int, int]:

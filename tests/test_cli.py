@@ -42,6 +42,17 @@ def tiny_onnx(tmp_path_factory) -> Path:
     return path
 
 
+@pytest.fixture(scope="module")
+def dynamic_onnx(tmp_path_factory) -> Path:
+    """The tiny model exported with dynamic height and width, so --input-shape may set them."""
+    path = tmp_path_factory.mktemp("onnx") / "tiny_dynamic.onnx"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(Tiny().eval(), torch.zeros(1, 3, 32, 32), str(path), dynamo=False, opset_version=17,
+                          input_names=["x"], dynamic_axes={"x": {2: "h", 3: "w"}})
+    return path
+
+
 @pytest.fixture
 def user_models(tmp_path, monkeypatch) -> str:
     """An importable module of user model factories; returns its module name."""
@@ -148,11 +159,17 @@ def test_estimate_onnx_file_with_csv(capsys, tiny_onnx, tmp_path):
     assert len(lines) > 3
 
 
-def test_onnx_input_shape_override(capsys, tiny_onnx):
-    _, out_small, _ = run(capsys, "estimate", tiny_onnx, "--json")
-    code, out_big, err = run(capsys, "estimate", tiny_onnx, "--input-shape", "1,3,64,64", "--json")
+def test_onnx_input_shape_override(capsys, dynamic_onnx):
+    _, out_small, _ = run(capsys, "estimate", dynamic_onnx, "--input-shape", "1,3,32,32", "--json")
+    code, out_big, err = run(capsys, "estimate", dynamic_onnx, "--input-shape", "1,3,64,64", "--json")
     assert code == 0, err
     assert json.loads(out_big)["total_ms"] > json.loads(out_small)["total_ms"]
+
+
+def test_onnx_input_shape_conflicting_with_a_static_dimension_is_one_error(capsys, tiny_onnx):
+    code, out, err = run(capsys, "estimate", tiny_onnx, "--input-shape", "1,3,64,64")
+    assert code != 0 and out == ""
+    assert err.count("\n") == 1 and "static shape [1, 3, 32, 32]" in err and "Traceback" not in err
 
 
 def test_module_callable(capsys, user_models):

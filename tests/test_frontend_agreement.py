@@ -50,3 +50,31 @@ def test_fx_and_annette_json_agree(ref_dir, name, graph):
     assert sig(fx) == sig(js)
     for p in ("zcu102", "ncs2"):
         np.testing.assert_allclose(at.estimate(fx, p).total_ms, at.estimate(js, p).total_ms, rtol=1e-9)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["tiny_resnet", "resnet18", "squeezenet1_1", "mobilenet_v2", "shufflenet_v2_x0_5"])
+def test_onnx_fallback_probe_equals_full_size_export(monkeypatch, name):
+    """The fallback for untraceable modules exports a large input at small probe sizes: for real architectures
+    the network scaled back by shape inference is the one the full-size export gives, layer by layer."""
+    import annette_torch.frontends.fx as fx_mod
+
+    model, shape = zoo.get(name).eval(), (1, 3, 517, 389)
+    exported: list[tuple[int, ...]] = []
+    real = torch.onnx.export
+
+    def spy(module, args, *a, **k):
+        exported.append(tuple(args[0].shape))
+        return real(module, args, *a, **k)
+
+    monkeypatch.setattr(torch.onnx, "export", spy)
+    probed = fx_mod._onnx_fallback(model, [shape], name, "forced for the test")
+    assert exported and all(max(s[2:]) <= 256 for s in exported)
+    monkeypatch.setattr(fx_mod, "_PROBE_ABOVE", 10**9)
+    full = fx_mod._onnx_fallback(model, [shape], name, "forced for the test")
+    assert probed.names == full.names and probed.edges.tolist() == full.edges.tolist()
+    assert probed.types.tolist() == full.types.tolist() and probed.attrs == full.attrs
+    for c in full.cols:
+        assert probed.cols[c].tolist() == full.cols[c].tolist(), c
+    assert probed.out_shape(0) == shape
+    assert at.estimate(probed, "zcu102").total_ms == at.estimate(full, "zcu102").total_ms

@@ -389,6 +389,133 @@ def test_data_dependent_error_when_export_fails(monkeypatch):
     assert "DataDependent" in msg and "control flow" in msg and "exporter exploded" in msg and "from_onnx" in msg
 
 
+def test_data_dependent_branch_is_warned_about(caplog):
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        trace(DataDependent(), (1, 3, 16, 16))
+    msgs = [r.getMessage() for r in caplog.records if r.name == LOGGER]
+    assert any("control flow on tensors" in m and "test_frontend_fx.py" in m and "all-zero" in m for m in msgs)
+
+
+class SizeBranch(nn.Module):
+    """Untraceable by torch.fx (an ``if`` on a size), with strides, padding, pooling and a flatten head."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.c1 = nn.Conv2d(3, 16, 3, stride=2, padding=1)
+        self.bn = nn.BatchNorm2d(16)
+        self.c2 = nn.Conv2d(16, 32, 3, stride=2, padding=1)
+        self.pool = nn.MaxPool2d(3, 2, ceil_mode=True)
+        self.fc = nn.Linear(32, 10)
+
+    def forward(self, x):
+        y = F.relu(self.bn(self.c1(x)))
+        if y.shape[-1] % 2 == 1:
+            y = F.pad(y, [0, 1, 0, 1])
+        y = self.pool(self.c2(y))
+        y = y.reshape(y.size(0), y.size(1), -1).mean(-1)
+        return self.fc(y)
+
+
+class Seq1d(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.c = nn.Conv1d(4, 8, 5, stride=2)
+        self.p = nn.MaxPool1d(2)
+
+    def forward(self, x):
+        if x.sum() >= 0:
+            x = self.c(x)
+        return self.p(x).mean(-1)
+
+
+def _export_shapes(monkeypatch) -> list:
+    """Record the input shapes of every ONNX export the fallback runs."""
+    import annette_torch.frontends.fx as fx_mod
+
+    seen: list = []
+    real = torch.onnx.export
+
+    def spy(module, args, *a, **k):
+        seen.append([tuple(t.shape) for t in args])
+        return real(module, args, *a, **k)
+
+    monkeypatch.setattr(fx_mod.torch.onnx, "export", spy)
+    return seen
+
+
+def _same(a, b) -> bool:
+    return (a.names == b.names and np.array_equal(a.types, b.types) and np.array_equal(a.edges, b.edges)
+            and all(np.array_equal(a.cols[c], b.cols[c]) for c in a.cols) and a.attrs == b.attrs)
+
+
+@pytest.mark.parametrize("model, shape", [(SizeBranch, (1, 3, 513, 700)), (SizeBranch, (2, 3, 300, 257)),
+                                          (Seq1d, (1, 4, 1000)), (DataDependent, (1, 3, 400, 301))])
+def test_large_input_probe_gives_the_full_size_network(monkeypatch, model, shape):
+    """Exports at small probe sizes, scaled back by shape inference = today's full-size export, layer by layer."""
+    import annette_torch.frontends.fx as fx_mod
+
+    torch.manual_seed(0)
+    m = model().eval()
+    seen = _export_shapes(monkeypatch)
+    probed = trace(m, shape)
+    assert seen and all(max(s[0][2:]) <= 256 for s in seen)  # no export at the full size
+    monkeypatch.setattr(fx_mod, "_PROBE_ABOVE", 10**9)  # forces the full-size export
+    full = trace(m, shape)
+    assert seen[-1] == [shape]
+    assert _same(probed, full)
+    assert probed.out_shape(0) == to_nchw(shape)
+
+
+@pytest.mark.slow
+def test_huge_untraceable_input_is_fast_and_small(monkeypatch):
+    """1x3x12000x12000 (a 1.7 GB input, 15 GB of activations) converts from small probes in seconds."""
+    import time
+
+    seen = _export_shapes(monkeypatch)
+    t0 = time.perf_counter()
+    net = trace(DataDependent(), (1, 3, 12000, 12000))
+    assert time.perf_counter() - t0 < 10
+    assert all(np.prod(s[0]) <= 3 * 256 * 256 for s in seen)
+    assert net.out_shape(1) == (1, 8, 11998, 11998) and net.out_shape(0) == (1, 3, 12000, 12000)
+
+
+class ExactSize(nn.Module):
+    """Works only at one input size (a Linear over the flattened map), so probes cannot stand in for it."""
+
+    def __init__(self, hw: int) -> None:
+        super().__init__()
+        self.hw = hw
+        self.c = nn.Conv2d(3, 2, 3, padding=1)
+        self.fc = nn.Linear(2 * 4, 4)
+
+    def forward(self, x):
+        if x.shape[-1] != self.hw:
+            raise ValueError(f"expects width {self.hw}")
+        y = F.adaptive_avg_pool2d(self.c(x), 2)
+        if y.sum() > 1e9:
+            y = y * 2
+        return self.fc(y.flatten(1))
+
+
+def test_probe_failure_falls_back_to_the_full_size(monkeypatch):
+    seen = _export_shapes(monkeypatch)
+    net = trace(ExactSize(300), (1, 3, 300, 300))
+    assert seen[-1] == [(1, 3, 300, 300)]
+    assert types_of(net)[-1] == T.FULLY_CONNECTED and net.out_shape(1) == (1, 2, 300, 300)
+
+
+def test_full_size_that_cannot_fit_in_memory_is_one_error(monkeypatch):
+    import annette_torch.frontends.fx as fx_mod
+
+    monkeypatch.setattr(fx_mod, "_free_memory_bytes", lambda: 2.0**30)
+    seen = _export_shapes(monkeypatch)
+    with pytest.raises(ModelLoadError) as e:
+        trace(ExactSize(20000), (1, 3, 20000, 20000))
+    msg = str(e.value)
+    assert "ExactSize" in msg and "(1, 3, 20000, 20000)" in msg and "GiB" in msg and "\n" not in msg
+    assert all(max(s[0][2:]) <= 256 for s in seen)  # the full size was never run
+
+
 @pytest.mark.parametrize("shape, words", [
     ((), "empty"), ([], "empty"), ((1, 0, 8, 8), "zero or negative"), ((1, 3, -8, 8), "zero or negative"),
     ((3, 32, 32), "batch dimension"), ((1, 4, 32, 32), "3 input channels"), (("a", 3), "sequence of ints"),

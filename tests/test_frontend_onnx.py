@@ -365,6 +365,53 @@ def test_input_shape_overrides_static_shape_without_mutating_proto(tmp_path):
     assert proto.SerializeToString() == before
 
 
+def test_input_shape_conflicting_with_a_static_dimension_names_both(tmp_path):
+    path = export(SmallCNN(), torch.randn(1, 3, 16, 16), tmp_path / "cnn.onnx", input_names=["x"])
+    with pytest.raises(ModelLoadError) as e:
+        from_onnx(path, input_shape=(1, 5, 16, 16))
+    msg = str(e.value)
+    assert "[1, 5, 16, 16]" in msg and "[1, 3, 16, 16]" in msg and "dimension 1" in msg and "'x'" in msg
+    with pytest.raises(ModelLoadError, match="dimension 3 is 32"):
+        from_onnx(path, input_shape=(1, 3, 16, 32))
+
+
+def test_input_shape_conflict_in_the_cli_is_one_line(tmp_path, capsys):
+    from annette_torch.cli.app import main
+
+    path = export(SmallCNN(), torch.randn(1, 3, 16, 16), tmp_path / "cnn.onnx")
+    assert main(["estimate", path, "--input-shape", "1,5,32,32"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("annette: error:") and "[1, 5, 32, 32]" in err[0] \
+        and "[1, 3, 16, 16]" in err[0]
+    assert main(["estimate", path, "--input-shape", "2,3,16,16"]) == 0  # the batch may change
+
+
+def test_input_shape_beyond_int64_is_an_error():
+    model = make_model([helper.make_node("Relu", ["x"], ["y"])], [vi("x", [1, "n"])], [vi("y", None)])
+    with pytest.raises(ModelLoadError, match="2\\^50"):
+        from_onnx(model, input_shape=(1, 2**70))
+    with pytest.raises(ModelLoadError, match="positive"):
+        from_onnx(model, input_shape=(1, -3))
+
+
+def test_huge_static_dimension_is_an_error():
+    model = make_model([helper.make_node("Relu", ["x"], ["y"], name="r")], [vi("x", [2**40, 2**40])],
+                       [vi("y", None)])
+    with pytest.raises(ModelLoadError, match="2\\^50"):
+        from_onnx(model)
+
+
+def test_non_utf8_names_are_one_error():
+    model = make_model([helper.make_node("Relu", ["x"], ["y"], name="NODEMARK")], [vi("x", [1, 3])],
+                       [vi("y", None)])
+    model.graph.name = "GRAPHMARK"
+    data = model.SerializeToString()
+    for marker, what in ((b"GRAPHMARK", "graph name"), (b"NODEMARK", "node #0")):
+        bad = onnx.load_from_string(data.replace(marker, b"\xff" * len(marker)))
+        with pytest.raises(ModelLoadError, match=what):
+            from_onnx(bad)
+
+
 def test_supported_node_without_inferable_shape_names_the_node():
     nodes = [helper.make_node("Reshape", ["x", "s"], ["y"], name="my_reshape")]
     model = make_model(nodes, [vi("x", [1, 12]), vi("s", [2], TensorProto.INT64)], [vi("y", None)])

@@ -45,7 +45,16 @@ from google.protobuf.message import DecodeError
 from onnx import TensorProto, helper, numpy_helper
 
 from ..errors import ModelLoadError
-from ..ir import IRError, LayerType, Network, NetworkBuilder, conv_type, to_nchw
+from ..ir import (
+    MAX_ELEMS,
+    IRError,
+    LayerType,
+    Network,
+    NetworkBuilder,
+    check_size,
+    conv_type,
+    to_nchw,
+)
 
 __all__ = ["from_onnx"]
 
@@ -80,13 +89,17 @@ def from_onnx(model: str | os.PathLike | onnx.ModelProto, name: str | None = Non
     """Convert an ONNX model (a file path or a loaded ``ModelProto``) into a `Network`.
 
     ``name`` defaults to the file's stem (or the graph's name for a ``ModelProto``). ``input_shape``
-    replaces the shape of the first graph input, e.g. to fix a dynamic batch dimension; every graph input
-    must have a static shape after that. The given ``ModelProto`` is not modified.
+    replaces the shape of the first graph input, e.g. to fix a dynamic batch dimension: it may change the
+    batch and dynamic dimensions, not a static one; every graph input must have a static shape after that.
+    The given ``ModelProto`` is not modified.
 
-    Raises `ModelLoadError` for a missing, truncated or non-ONNX file, a dynamic input shape, or a
-    supported node whose output shape cannot be inferred.
+    Raises `ModelLoadError` for a missing, truncated or non-ONNX file, names that are not UTF-8, a dynamic,
+    negative or absurdly large input shape (more than `ir.MAX_ELEMS` elements), an ``input_shape`` that
+    contradicts a static dimension, malformed attributes of a converted node (zero strides or kernels,
+    negative pads, wrong lengths), or a supported node whose output shape cannot be inferred.
     """
     proto, base_dir, default_name = _load(model)
+    _check_text(proto, default_name)
     graph = proto.graph
     net_name = name or default_name or graph.name or "onnx_model"
 
@@ -114,8 +127,8 @@ def from_onnx(model: str | os.PathLike | onnx.ModelProto, name: str | None = Non
         shp = _tensor_shape(vi)
         if vi.name in inits or _static(shp):
             continue
-        what = f"ONNX model {net_name!r}: input {vi.name!r} has a dynamic, symbolic or zero dimension " \
-               f"({_show(shp)})"
+        what = f"ONNX model {net_name!r}: input {vi.name!r} has a dynamic, symbolic, zero or negative " \
+               f"dimension ({_show(shp)})"
         if vi.name != first_input:
             raise ModelLoadError(f"{what}; input_shape only sets the first input ({first_input!r}): export the "
                                  "model with static input shapes")
@@ -128,7 +141,11 @@ def from_onnx(model: str | os.PathLike | onnx.ModelProto, name: str | None = Non
     producer: dict[str, int] = {}
     for vi in graph.input:
         if vi.name not in inits:
-            producer[vi.name] = b.input(vi.name, shapes[vi.name])
+            try:
+                check_size(shapes[vi.name], "shape")
+                producer[vi.name] = b.input(vi.name, shapes[vi.name])
+            except IRError as e:
+                raise ModelLoadError(f"ONNX model {net_name!r}: input {vi.name!r}: {e}") from None
 
     unknown_ops: Counter[str] = Counter()
     for node in layer_nodes:
@@ -141,13 +158,17 @@ def from_onnx(model: str | os.PathLike | onnx.ModelProto, name: str | None = Non
                 raise ModelLoadError(f"ONNX node {lname!r} ({op}) reads tensor {i!r}, which no earlier node, graph "
                                      f"input or initializer defines (graph not topologically sorted?)")
         if op == "Identity":
-            producer[outs[0]] = producer[acts[0]]
+            if outs:
+                producer[outs[0]] = producer[acts[0]]
             continue
         parents = [producer[i] for i in acts]
         x_shape = shapes.get(acts[0])
         in_shape = x_shape if _static(x_shape) else None
         out_shape = shapes.get(outs[0]) if outs else None
-        kind, kw = _convert(node, consts, values, shapes, in_shape, out_shape)
+        try:
+            kind, kw = _convert(node, consts, values, shapes, in_shape, out_shape)
+        except _BadAttr as e:
+            raise ModelLoadError(f"ONNX node {lname!r} ({op}): {e}") from None
         if kind == T.UNKNOWN:
             unknown_ops[_op_label(node)] += 1
             if not _static(out_shape):
@@ -163,6 +184,8 @@ def from_onnx(model: str | os.PathLike | onnx.ModelProto, name: str | None = Non
         kw.setdefault("in_shape", in_shape)
         kw.setdefault("out_shape", out_shape)
         try:
+            check_size(kw["in_shape"] or kw["out_shape"], "input shape")
+            check_size(kw["out_shape"], "output shape")
             idx = b.add(kind, lname, parents, op=_op_label(node), **kw)
         except IRError as e:
             raise ModelLoadError(f"ONNX node {lname!r} ({op}): {e}") from None
@@ -212,6 +235,34 @@ def _load(model) -> tuple[onnx.ModelProto, str | None, str | None]:
     return proto, base_dir, stem
 
 
+def _check_text(proto: onnx.ModelProto, stem: str | None) -> None:
+    """Raise `ModelLoadError` naming the first name (graph, node, tensor, attribute) that is not UTF-8 text
+    (protobuf hands such a field back as bytes, and copying it would fail later with a traceback)."""
+    where = "the given ModelProto" if stem is None else repr(stem)
+    g = proto.graph
+
+    def check(values, what: str) -> None:
+        try:
+            ok = all(isinstance(v, str) for v in values)
+        except UnicodeDecodeError:
+            ok = False
+        if not ok:
+            raise ModelLoadError(f"ONNX model {where}: {what} is not valid UTF-8 text (corrupt file?)")
+
+    check([g.name], "the graph name")
+    for k, vi in enumerate((*g.input, *g.output, *g.value_info)):
+        check([vi.name], f"the name of graph value #{k}")
+    for k, t in enumerate(g.initializer):
+        check([t.name, *(e.key for e in t.external_data), *(e.value for e in t.external_data)],
+              f"the name of initializer #{k}")
+    for k, node in enumerate(g.node):
+        check([node.name, node.op_type, node.domain], f"the name, op type or domain of node #{k}")
+        check([*node.input, *node.output], f"a tensor name of node #{k} ({node.op_type})")
+        check([a.name for a in node.attribute], f"an attribute name of node #{k} ({node.op_type})")
+    check([o.domain for o in proto.opset_import], "the domain of an opset import")
+    check([f.name for f in proto.functions], "the name of a function")
+
+
 def _numel(dims) -> int:
     return math.prod(int(d) for d in dims)
 
@@ -258,11 +309,21 @@ def _inference_model(proto: onnx.ModelProto, inits: dict, first_input: str,
         raise ModelLoadError(f"input_shape must be a sequence of positive integers, got {input_shape!r}") from None
     if not dims or any(d <= 0 for d in dims):
         raise ModelLoadError(f"input_shape must be a sequence of positive integers, got {list(input_shape)!r}")
+    if math.prod(dims) > MAX_ELEMS:
+        raise ModelLoadError(f"input_shape {dims} has more than 2^50 elements; no network has tensors this large")
     vi = next(v for v in ng.input if v.name == first_input)
     tt = vi.type.tensor_type
     if tt.HasField("shape") and len(tt.shape.dim) != len(dims):
         raise ModelLoadError(f"input_shape {dims} has {len(dims)} dimensions but model input {first_input!r} has "
                              f"{len(tt.shape.dim)}")
+    if tt.HasField("shape"):
+        model_dims = _tensor_shape(vi) or ()
+        clash = [i for i, (m_, d) in enumerate(zip(model_dims, dims)) if i > 0 and m_ and m_ > 0 and m_ != d]
+        if clash:
+            i = clash[0]
+            raise ModelLoadError(f"input_shape {dims} conflicts with model input {first_input!r} of static shape "
+                                 f"{_show(model_dims)}: dimension {i} is {dims[i]} in input_shape but {model_dims[i]} "
+                                 "in the model (only the batch dimension and dynamic dimensions can be set)")
     tt.ClearField("shape")
     for d in dims:
         tt.shape.dim.add().dim_value = d
@@ -484,9 +545,57 @@ def _op_label(node: onnx.NodeProto) -> str:
 def _attrs(node: onnx.NodeProto) -> dict:
     out = {}
     for a in node.attribute:
-        v = helper.get_attribute_value(a)
-        out[a.name] = v.decode() if isinstance(v, bytes) else v
+        try:
+            v = helper.get_attribute_value(a)
+        except ValueError:  # an attribute of undefined type
+            v = None
+        out[a.name] = v.decode(errors="replace") if isinstance(v, bytes) else v
     return out
+
+
+class _BadAttr(Exception):
+    """A malformed attribute or operand list of a node (the message says which); a `ModelLoadError` later."""
+
+
+#: Largest kernel, stride, dilation or pad value accepted.
+_MAX_WINDOW = 2**24
+
+
+def _int_attr(a: dict, key: str, default: int, low: int) -> int:
+    v = a.get(key, default)
+    if isinstance(v, bool) or not isinstance(v, int) or not low <= v <= _MAX_WINDOW:
+        raise _BadAttr(f"attribute {key}={v!r}: expected an integer from {low} to 2^24")
+    return v
+
+
+def _ints_attr(a: dict, key: str, n: int, low: int, default: int) -> list[int]:
+    """A per-axis integer list attribute of length ``n`` (the default when absent), each in [low, 2^24]."""
+    v = a.get(key)
+    if v is None:
+        return [default] * n
+    if not isinstance(v, list) or not all(isinstance(x, int) and not isinstance(x, bool) for x in v):
+        raise _BadAttr(f"attribute {key}={v!r}: expected a list of integers")
+    if len(v) != n:
+        raise _BadAttr(f"attribute {key}={v!r} has {len(v)} entries, expected {n}")
+    bad = [x for x in v if not low <= x <= _MAX_WINDOW]
+    if bad:
+        raise _BadAttr(f"attribute {key}={v!r} holds {bad[0]}: values must be " +
+                       ("positive" if low > 0 else "non-negative") + " and at most 2^24")
+    return v
+
+
+def _float_attr(a: dict, key: str, default: float | None) -> float | None:
+    v = a.get(key, default)
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(float(v)):
+        raise _BadAttr(f"attribute {key}={v!r}: expected a finite number")
+    return float(v)
+
+
+def _operands(node: onnx.NodeProto, n: int) -> None:
+    if len(node.input) < n or not all(node.input[:n]):
+        raise _BadAttr(f"needs {n} inputs, has {len([i for i in node.input if i])}")
 
 
 def _fold_axes(vals: Sequence[int], fill: int, combine=math.prod) -> tuple[int, int]:
@@ -501,8 +610,43 @@ def _fold_axes(vals: Sequence[int], fill: int, combine=math.prod) -> tuple[int, 
     return (int(combine(v[:-1])), v[-1])
 
 
+def _window_attrs(a: dict, x: Sequence[int], out: Sequence[int], kernel: Sequence[int]) -> None:
+    """Check kernel, strides, dilations, pads and auto_pad of a sliding-window op against its input rank."""
+    nsp = len(kernel)
+    if nsp != len(x) - 2 or len(out) != len(x):
+        raise _BadAttr(f"a {nsp}-D kernel {list(kernel)} does not fit input {_show(x)} / output {_show(out)}")
+    _ints_attr(a, "kernel_shape", nsp, 1, 1) if "kernel_shape" in a else None
+    if any(not isinstance(k, int) or k < 1 or k > _MAX_WINDOW for k in kernel):
+        raise _BadAttr(f"kernel {list(kernel)}: sizes must be positive")
+    _ints_attr(a, "strides", nsp, 1, 1)
+    _ints_attr(a, "dilations", nsp, 1, 1)
+    _ints_attr(a, "pads", 2 * nsp, 0, 0)
+    auto_pad = a.get("auto_pad", "NOTSET") or "NOTSET"
+    if auto_pad not in ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID"):
+        raise _BadAttr(f"attribute auto_pad={auto_pad!r}: expected NOTSET, SAME_UPPER, SAME_LOWER or VALID")
+
+
+def _early_window_check(node: onnx.NodeProto, a: dict, x: Sequence[int]) -> None:
+    """The window attributes of a Conv / ConvTranspose / pool that need no output shape."""
+    if node.op_type in ("Conv", "ConvTranspose"):
+        _operands(node, 2)
+        _int_attr(a, "group", 1, 1)
+    elif not isinstance(a.get("kernel_shape"), list):
+        raise _BadAttr("attribute kernel_shape is missing or not a list of integers")
+    nsp = len(x) - 2
+    if nsp < 1:
+        raise _BadAttr(f"input {_show(x)} has no spatial dimension")
+    _ints_attr(a, "kernel_shape", nsp, 1, 1)
+    _ints_attr(a, "strides", nsp, 1, 1)
+    _ints_attr(a, "dilations", nsp, 1, 1)
+    _ints_attr(a, "pads", 2 * nsp, 0, 0)
+    if node.op_type == "ConvTranspose":
+        _ints_attr(a, "output_padding", nsp, 0, 0)
+
+
 def _window(a: dict, x: Sequence[int], out: Sequence[int], kernel: Sequence[int]) -> dict:
     """kernel / stride / total padding / dilation of a sliding-window op, folded to two axes."""
+    _window_attrs(a, x, out, kernel)
     nsp = len(kernel)
     s = list(a.get("strides") or [1] * nsp)
     d = list(a.get("dilations") or [1] * nsp)
@@ -540,13 +684,13 @@ def _convert(node, consts, values, shapes, in_shape, out_shape):
     if op in _SIMPLE:
         kw: dict = {}
         if op == "LeakyRelu":
-            kw["alpha"] = float(_attrs(node).get("alpha", 0.01))
+            kw["alpha"] = _float_attr(_attrs(node), "alpha", 0.01)
         return _SIMPLE[op], kw
     if op not in _SPECIAL:
         return T.UNKNOWN, {}
     a = _attrs(node)
     if op == "Clip":
-        lo, hi = a.get("min"), a.get("max")
+        lo, hi = _float_attr(a, "min", None), _float_attr(a, "max", None)
         dynamic = False
         for pos, key in ((1, "lo"), (2, "hi")):
             if len(node.input) > pos and node.input[pos]:
@@ -565,11 +709,17 @@ def _convert(node, consts, values, shapes, in_shape, out_shape):
             return T.RELU6, {}
         return T.CLIP, {"clip_min": lo, "clip_max": hi}
     x = _need(in_shape, node, "input")
+    if op in ("Conv", "ConvTranspose", "MaxPool", "AveragePool"):
+        _early_window_check(node, a, x)  # before the output shape, which bad attributes leave uninferred
     out = _need(out_shape, node, "output")
     if op in ("Conv", "ConvTranspose"):
+        _operands(node, 2)
         w = _need(shapes.get(node.input[1]), node, "weight")
-        groups = int(a.get("group", 1))
+        groups = _int_attr(a, "group", 1, 1)
         kernel = list(a.get("kernel_shape") or w[2:])
+        _window_attrs(a, x, out, kernel)
+        if op == "ConvTranspose":
+            _ints_attr(a, "output_padding", len(kernel), 0, 0)
         if op == "Conv":
             kw = _window(a, x, out, kernel)
             return conv_type(int(x[1]), int(out[1]), groups), dict(groups=groups, **kw)
@@ -586,6 +736,8 @@ def _convert(node, consts, values, shapes, in_shape, out_shape):
         return T.CONV_TRANSPOSE, dict(kernel=_fold_axes(kernel, 1), stride=_fold_axes(s, 1),
                                       padding=_fold_axes(tot, 0, sum), dilation=_fold_axes(d, 1), groups=groups)
     if op in ("MaxPool", "AveragePool"):
+        if not isinstance(a.get("kernel_shape"), list):
+            raise _BadAttr("attribute kernel_shape is missing or not a list of integers")
         kw = _window(a, x, out, list(a["kernel_shape"]))
         return (T.MAX_POOL if op == "MaxPool" else T.AVG_POOL), kw
     if op in ("GlobalAveragePool", "GlobalMaxPool"):
@@ -593,6 +745,8 @@ def _convert(node, consts, values, shapes, in_shape, out_shape):
         return T.GLOBAL_POOL, dict(kernel=(h, wd), pool="avg" if op == "GlobalAveragePool" else "max")
     if op in ("ReduceMean", "ReduceMax"):
         axes = a.get("axes")
+        if axes is not None and (not isinstance(axes, list) or not all(isinstance(i, int) for i in axes)):
+            raise _BadAttr(f"attribute axes={axes!r}: expected a list of integers")
         if axes is None and len(node.input) > 1 and node.input[1]:
             v = values.get(node.input[1]) if node.input[1] in consts else None
             axes = None if v is None else [int(i) for i in v.reshape(-1)]
@@ -603,6 +757,9 @@ def _convert(node, consts, values, shapes, in_shape, out_shape):
             return T.GLOBAL_POOL, dict(kernel=(h, wd), pool="avg" if op == "ReduceMean" else "max")
         return (T.REDUCE_MEAN if op == "ReduceMean" else T.UNKNOWN), {}
     if op in ("Gemm", "MatMul"):
+        _operands(node, 2)
+        _int_attr(a, "transA", 0, 0)
+        _int_attr(a, "transB", 0, 0)
         a_shape = _need(shapes.get(node.input[0]), node, "first operand")
         b_shape = _need(shapes.get(node.input[1]), node, "second operand")
         trans_a = op == "Gemm" and bool(a.get("transA", 0))
