@@ -218,7 +218,8 @@ class TreeEnsemble:
         if X.ndim != 2 or X.shape[1] != self.n_features:
             raise ValueError(f"expected a (rows, {self.n_features}) feature matrix, got shape {X.shape}")
         if round32 and self.compare == "float32":
-            X = X.astype(np.float32).astype(np.float64)
+            with np.errstate(over="ignore"):  # beyond float32: +-inf, as sklearn's own rounding gives
+                X = X.astype(np.float32).astype(np.float64)
         return np.ascontiguousarray(X)
 
     def apply(self, X: np.ndarray) -> np.ndarray:
@@ -228,7 +229,7 @@ class TreeEnsemble:
         if tables is None:
             return self._walk_nodes(X)
         keys, inverse = self._row_keys(X)
-        leaf = tables.leaf_node.take(self._walk_padded(keys))
+        leaf = tables.leaf_node.take(self._walk_padded(keys)).T
         return leaf if inverse is None else leaf[inverse]
 
     def predict(self, X: np.ndarray) -> np.ndarray:
@@ -238,7 +239,17 @@ class TreeEnsemble:
         if tables is None:
             return self._aggregate(self.value[self._walk_nodes(X)])
         keys, inverse = self._row_keys(X)
-        out = self._aggregate(tables.value.take(self._walk_padded(keys)), scaled=True)
+        leaves = tables.value.take(self._walk_padded(keys))  # (trees, rows)
+        rows = leaves.shape[1]
+        if rows == 1:  # (a reduction along the only contiguous axis would sum pairwise)
+            out = self._aggregate(leaves.T, scaled=True)
+        else:
+            # summed down the trees axis, which is not the contiguous one: numpy adds row after row there, the
+            # same sequence of additions as sklearn's tree-by-tree accumulation
+            first = np.zeros((1, rows)) if self.aggregate == "mean" else np.full((1, rows), self.init)
+            out = np.add.reduce(np.concatenate([first, leaves]), axis=0)
+            if self.aggregate == "mean":
+                out = out / self.n_trees
         return out if inverse is None else out[inverse]
 
     def predict_reference(self, X: np.ndarray) -> np.ndarray:
@@ -301,28 +312,35 @@ class TreeEnsemble:
         return keys, None
 
     def _walk_padded(self, keys: np.ndarray) -> np.ndarray:
-        """Index into the padded leaf tables reached per (row, tree), shape (rows, trees)."""
+        """Index into the padded leaf tables reached per (tree, row), shape (trees, rows)."""
         t = self._padded()
         assert t is not None
         rows, n_feat = keys.shape
         if self.max_depth == 0:  # every tree a single leaf
-            return np.broadcast_to(np.arange(self.n_trees, dtype=np.intp), (rows, self.n_trees))
+            return np.repeat(np.arange(self.n_trees, dtype=np.intp), rows).reshape(self.n_trees, rows)
         flat = keys.ravel()
+        row_base = np.arange(0, rows * n_feat, n_feat, dtype=np.intp)
+        base = np.tile(row_base, self.n_trees)  # tree-major: entry tree * rows + row
         if self.compare == "float32":
             # level 0: every row at every root
-            node = (t.twice_tree + (keys[:, t.root_feature] > t.packed[0])).ravel()
-            base = np.repeat(np.arange(0, rows * n_feat, n_feat, dtype=np.int64), self.n_trees)
-            for packed in t.packed[1:]:
-                p = packed.take(node)
-                x = flat.take((p >> 32) + base)
-                node = node + node + (x > p)
-            return node.reshape(rows, self.n_trees)
-        node = np.broadcast_to(t.twice_tree // 2, (rows, self.n_trees)).ravel()
-        base = np.repeat(np.arange(0, rows * n_feat, n_feat, dtype=np.intp), self.n_trees)
+            x = flat.take(t.root_feature[:, None] + row_base)
+            node = (t.twice_tree[:, None] + (x > t.packed[0][:, None])).ravel()
+            p, i, x = np.empty_like(node), np.empty(node.size, np.intp), np.empty_like(node)
+            for packed in t.packed[1:]:  # in place: node = 2 node + (x > p), with (p - x) >> 63 = -(x > p)
+                np.take(packed, node, out=p, mode="wrap")
+                np.right_shift(p, 32, out=i)
+                np.add(i, base, out=i)
+                np.take(flat, i, out=x, mode="wrap")
+                np.subtract(p, x, out=p)
+                np.right_shift(p, 63, out=p)
+                np.add(node, node, out=node)
+                np.subtract(node, p, out=node)
+            return node.reshape(self.n_trees, rows)
+        node = np.repeat(t.twice_tree // 2, rows)
         for feature, threshold in zip(t.feature, t.threshold):
             x = flat.take(feature.take(node) + base)
             node = node + node + (x > threshold.take(node))
-        return node.reshape(rows, self.n_trees)
+        return node.reshape(self.n_trees, rows)
 
     # ------------------------------------------------------------------------------------------------
     @classmethod
@@ -450,7 +468,8 @@ class TreeEnsemble:
 
 def _keys32(a: np.ndarray) -> np.ndarray:
     """float32 values as int64 keys in 0 .. 2**32 - 1 ordered as the values (-0.0 = 0.0, NaN as +inf)."""
-    a = np.asarray(a, dtype=np.float32) + np.float32(0.0)  # -0.0 + 0.0 = +0.0
+    with np.errstate(over="ignore"):  # beyond float32: +-inf, as sklearn's own rounding gives
+        a = np.asarray(a, dtype=np.float32) + np.float32(0.0)  # -0.0 + 0.0 = +0.0
     a[np.isnan(a)] = np.inf
     bits = a.view(np.int32).astype(np.int64)
     return (bits ^ ((bits >> 31) & 0x7FFFFFFF)) + (1 << 31)
