@@ -58,7 +58,8 @@ def test_shipped_platforms_listed_and_load():
     for n in ("zcu102", "ncs2"):
         p = load_platform(n)
         assert p.name == n and "Base" in p.layers and p.mapping.rules
-        assert isinstance(p.layers["Conv"], RefinedRoofline)
+        conv = p.layers["Conv"]  # zcu102: the published refined roofline; ncs2: fitted, mixed on a refined roofline
+        assert isinstance(conv if n == "zcu102" else conv.base, RefinedRoofline)
         assert all(getattr(m, "origin", "") for m in p.layers.values()), "every number documents its origin"
 
 

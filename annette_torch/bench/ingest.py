@@ -1,19 +1,23 @@
-"""Store profiler reports copied back from a board (ZCU102), matched against the networks they measured."""
+"""Store profiler reports copied back from a device (ZCU102 job folders, OpenVINO benchmark_app counters
+reports of the NCS2), matched against the networks they measured."""
 
 from __future__ import annotations
 
 import json
 import logging
 import os
+from dataclasses import dataclass, replace
 from typing import Sequence
 
 import numpy as np
 
 from ..errors import AnnetteError
-from .records import NOT_FUSED, LayerRecord
+from ..ir import LayerType, Network
+from .parsers.benchmark_app import BenchmarkAppReportError, CounterReport, parse_counters
+from .records import NOT_FUSED, POSSIBLY_FUSED, LayerRecord, NodeRecord
 from .store import ConfigResult, Store
 
-__all__ = ["ingest_reports"]
+__all__ = ["ingest_reports", "ingest_benchmark_app", "match_benchmark_app", "MatchedReport", "GRAPH_SUITE"]
 
 log = logging.getLogger(__name__)
 
@@ -73,3 +77,113 @@ def ingest_reports(paths: Sequence[str], platform: str, db: str) -> tuple[int, i
                 e2e_min_ms=float(e2e.min()) if e2e.size else None,
                 e2e_std_ms=float(e2e.std()) if e2e.size else None, iterations=int(e2e.size) or None))
     return len(runs), bad
+
+
+# ----------------------------------------------------------------------------------------------- benchmark_app
+
+#: suite under which `ingest_benchmark_app` stores a measured network (config_id = the network's name)
+GRAPH_SUITE = "graph"
+
+
+@dataclass
+class MatchedReport:
+    """One benchmark_app counters report matched against the network it measured."""
+
+    graph: str
+    report: str
+    network: Network
+    parsed: CounterReport
+    layers: list[LayerRecord]
+
+    @property
+    def config_id(self) -> str:
+        return self.network.name or os.path.splitext(os.path.basename(self.graph))[0]
+
+
+def _aliases(records: Sequence[NodeRecord], net: Network) -> list[NodeRecord]:
+    """Records whose name is no layer's get the one layer named ``<name>_<k>`` of a fitting role as an
+    alias (converters split e.g. Caffe's ``classifier`` into ``classifier_0`` (Flatten) + ``classifier_1``)."""
+    from .matcher import _can_head
+    names = set(net.names)
+    by_prefix: dict[str, list[int]] = {}
+    for i, n in enumerate(net.names):
+        head, _, tail = n.rpartition("_")
+        if head and tail.isdigit():
+            by_prefix.setdefault(head, []).append(i)
+    out = []
+    for r in records:
+        if r.node not in names and r.node in by_prefix:
+            fits = [i for i in by_prefix[r.node] if _can_head(r.node_type, LayerType(int(net.types[i])))]
+            if len(fits) == 1:
+                r = replace(r, layers=(r.node, net.names[fits[0]]))
+        out.append(r)
+    return out
+
+
+def _in_place(layers: list[LayerRecord], parsed: CounterReport) -> list[LayerRecord]:
+    """A Concat the MYRIAD plugin lists NOT_RUN under its own name (``StubConcat``: its producers write into
+    one buffer) costs nothing of its own: its own survivor with time 0, not 'possibly fused'."""
+    stub = {r.node for r in parsed.records if r.status == "not-run" and r.extra.get("exec_type") == "StubConcat"}
+    return [replace(L, fused=NOT_FUSED, fused_into="", node=L.layer, node_type="Concat", exec_kind="in-place")
+            if L.fused == POSSIBLY_FUSED and L.layer in stub else L for L in layers]
+
+
+def match_benchmark_app(graph: str | os.PathLike, report: str | os.PathLike) -> MatchedReport:
+    """Parse a counters report and match its layers against the network in ``graph`` (.json / .onnx)."""
+    from ..estimator import to_network
+    from .matcher import match
+
+    net = to_network(os.fspath(graph))
+    parsed = parse_counters(report)
+    layers = _in_place(match(net, _aliases(parsed.records, net), "openvino"), parsed)
+    named = {r.node for r in parsed.executed()}
+    hit = named & set(net.names) | {a for r in parsed.executed() for a in r.layers[1:]}
+    share = len(hit & set(net.names)) / max(len(named), 1)
+    if share < 0.5:
+        raise BenchmarkAppReportError(f"{report}: only {share:.0%} of its executed layers are layers of {graph}; "
+                          "is it the report of another network?")
+    return MatchedReport(os.fspath(graph), os.fspath(report), net, parsed, layers)
+
+
+def ingest_benchmark_app(pairs: Sequence[tuple[str, str]], platform: str, db: str,
+                         replace_stored: bool = False) -> tuple[int, int]:
+    """Store benchmark_app counters reports, each matched against its graph: returns (stored, already stored).
+
+    Every report is parsed and matched before anything is written, so a bad one stores nothing (its error
+    names file and line). A network already stored for ``platform`` is left as it is unless
+    ``replace_stored``. The configuration's end-to-end time is the report's Total (device time).
+    """
+    from ..platform.machine import machine_fingerprint
+
+    matched = [match_benchmark_app(g, r) for g, r in pairs]
+    ids = [m.config_id for m in matched]
+    if len(set(ids)) != len(ids):
+        twice = ", ".join(sorted({i for i in ids if ids.count(i) > 1}))
+        raise BenchmarkAppReportError(f"two reports for the same network ({twice})")
+    stored = skipped = 0
+    with Store(db) as st:
+        done = st.done(platform, GRAPH_SUITE)
+        todo = [m for m in matched if replace_stored or m.config_id not in done]
+        skipped = len(matched) - len(todo)
+        if not todo:
+            return 0, skipped
+        plugins = sorted({m.parsed.plugin for m in todo})
+        run_id = st.start_run(platform, "benchmark_app", {"toolchain": "openvino benchmark_app",
+                                                          "plugins": plugins, "source": "ingested reports"},
+                              {**machine_fingerprint(), "board": platform})
+        for m in todo:
+            if m.config_id in done:
+                with st.transaction():
+                    st.db.execute("DELETE FROM layers WHERE config IN (SELECT id FROM configs WHERE platform=? "
+                                  "AND suite=? AND config_id=?)", (platform, GRAPH_SUITE, m.config_id))
+                    st.db.execute("DELETE FROM configs WHERE platform=? AND suite=? AND config_id=?",
+                                  (platform, GRAPH_SUITE, m.config_id))
+            totals = m.parsed.totals_ms
+            st.add(run_id, platform, ConfigResult(
+                GRAPH_SUITE, m.config_id,
+                {"graph": os.path.abspath(m.graph), "report": os.path.abspath(m.report), "format": m.parsed.format,
+                 "plugin": m.parsed.plugin},
+                "ok", m.layers, e2e_median_ms=float(np.median(totals)), e2e_min_ms=float(totals.min()),
+                e2e_std_ms=float(totals.std()), iterations=int(totals.size)))
+            stored += 1
+    return stored, skipped

@@ -75,10 +75,17 @@ def add_parser(sub: Any) -> None:
     ex.add_argument("--out", required=True, help="CSV file to write")
     ex.add_argument("-p", "--platform")
     ex.add_argument("-s", "--suite")
-    ing = bs.add_parser("ingest", help="store profiler reports copied back from a board (zcu102)")
-    ing.add_argument("reports", nargs="+", metavar="REPORT", help="report files or job folders")
+    ing = bs.add_parser("ingest", help="store profiler reports copied back from a board (zcu102 job folders; "
+                                       "ncs2 benchmark_app reports with --graph)")
+    ing.add_argument("reports", nargs="+", metavar="REPORT", help="report files or job folders; with --graph: "
+                                                                 "GRAPH REPORT pairs")
     ing.add_argument("-p", "--platform", default="zcu102")
     ing.add_argument("--db", default=DEFAULT_DB)
+    ing.add_argument("--graph", action="store_true",
+                     help="the arguments are GRAPH REPORT pairs: a network (.onnx or ANNETTE .json) and the "
+                          "OpenVINO benchmark_app counters report measured on it (-report_type average_counters "
+                          "or detailed_counters)")
+    ing.add_argument("--replace", action="store_true", help="with --graph: replace networks already stored")
     st = bs.add_parser("status", help="configurations stored per platform and suite")
     st.add_argument("--db", default=DEFAULT_DB)
 
@@ -152,6 +159,8 @@ def _run_suites(args: argparse.Namespace) -> int:
     runner, kw = _runner_for(args)
     if runner == "vitis":
         return _write_jobs(args)
+    if kw.get("device") == "MYRIAD":
+        _check_myriad()
     if runner in RUNNER_MODULES:  # checked here: the sweep's worker process would only say it failed to start
         require(f"'annette bench --platform {args.platform}'", RUNNER_MODULES[runner])
     status = 0
@@ -172,6 +181,29 @@ def _run_suites(args: argparse.Namespace) -> int:
             if budget is not None:
                 budget = max(budget - res.seconds, 1e-9)
     return status
+
+
+#: what `_check_myriad` says when no stick can be measured here
+NO_MYRIAD = ("ncs2: {why}; measuring needs OpenVINO 2019 R1 - 2022.3 (the last release with the MYRIAD plugin) "
+             "and an attached stick. Instead: export the suite's networks, run 'benchmark_app -m MODEL -d MYRIAD "
+             "-report_type average_counters' where the stick is, then 'annette bench ingest --platform ncs2 --graph "
+             "MODEL REPORT ...' (docs/ncs2-benchmarking.md)")
+
+
+def _check_myriad() -> None:
+    """Stop before measuring on the NCS2 unless OpenVINO lists a MYRIAD device (one error line if not)."""
+    try:
+        import openvino as ov
+    except ImportError:
+        raise AnnetteError(NO_MYRIAD.format(why="OpenVINO is not installed")) from None
+    version = str(getattr(ov, "__version__", "") or "?").split("-")[0]
+    try:
+        devices = list(ov.Core().available_devices)
+    except Exception as e:  # noqa: BLE001 - a broken plugin set is reported the same way
+        raise AnnetteError(NO_MYRIAD.format(why=f"OpenVINO {version} cannot list its devices ({e})")) from None
+    if not any(d.startswith("MYRIAD") for d in devices):
+        raise AnnetteError(NO_MYRIAD.format(why=f"OpenVINO {version} has no MYRIAD device (devices: "
+                                                f"{', '.join(devices) or 'none'})"))
 
 
 def _write_jobs(args: argparse.Namespace) -> int:
@@ -201,7 +233,15 @@ def _write_jobs(args: argparse.Namespace) -> int:
 
 def _ingest(args: argparse.Namespace) -> int:
     """Store reports copied back from a board, matched against the benchmark networks they came from."""
-    from ..bench.ingest import ingest_reports
+    from ..bench.ingest import ingest_benchmark_app, ingest_reports
+    if args.graph:
+        if len(args.reports) % 2:
+            raise AnnetteError("--graph takes GRAPH REPORT pairs: an odd number of paths was given")
+        pairs = list(zip(args.reports[::2], args.reports[1::2]))
+        stored, kept = ingest_benchmark_app(pairs, args.platform, args.db, replace_stored=args.replace)
+        print(f"ingested {stored} network(s) into {args.db}"
+              + (f"; {kept} already stored (--replace to store them again)" if kept else ""))
+        return 0
     n_ok, n_fail = ingest_reports(args.reports, args.platform, args.db)
     print(f"ingested {n_ok} benchmark(s) into {args.db}" + (f"; {n_fail} could not be read" if n_fail else ""))
     return 0 if n_ok or not n_fail else 1

@@ -103,8 +103,9 @@ class Platform:
         return k, self.layers[k]
 
     def model_labels(self) -> list[str]:
-        """Short description of each model slot, in the order of `predict`'s model indices."""
-        return [f"{self.layers[k].kind}:{k}" for k in self._keys]
+        """Short description of each model slot, in the order of `predict`'s model indices; a model whose
+        origin starts with ``published:`` or ``assumed:`` (a type the platform's measurements lack) says so."""
+        return [f"{self.layers[k].kind}:{k}" + _basis(self.layers[k]) for k in self._keys]
 
     def layer_bytes(self, net: Network) -> np.ndarray:
         """Bytes each layer moves (activations in + out, weights) at its model's bit widths."""
@@ -220,6 +221,15 @@ class Platform:
 
     def __repr__(self) -> str:
         return f"Platform({self.name!r}, {len(self.layers)} layer models, {len(self.mapping.rules)} fusion rules)"
+
+
+def _basis(model: LayerModel) -> str:
+    """`` (published)`` / `` (assumed)`` for a model not fitted on the platform's own measurements, else ''."""
+    origin = str(getattr(model, "origin", "") or "")
+    for basis in ("published", "assumed"):
+        if origin.startswith(basis + ":"):
+            return f" ({basis})"
+    return ""
 
 
 def dumps_platform(d: Any, indent: int = 2, _level: int = 0) -> str:
