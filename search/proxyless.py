@@ -57,7 +57,7 @@ from ..lookup import LatencyTable, supernet_blocks
 from ..platform import Platform, load_platform
 from .spaces import mbv2
 
-__all__ = ["ProxylessSupernet", "ChoiceSupernet", "ProxylessSearch", "EpochStats", "SearchResult", "search",
+__all__ = ["ProxylessSupernet", "ChoiceSupernet", "wrap_choices", "ProxylessSearch", "EpochStats", "SearchResult", "search",
            "digits_loaders", "project"]
 
 log = logging.getLogger(__name__)
@@ -214,17 +214,37 @@ class ProxylessSupernet(nn.Module):
         return self.head(x)
 
 
-class ChoiceSupernet(nn.Module):
-    """A user's supernet (searchable blocks as `annette_torch.lookup.Choice` modules) with architecture
-    logits ``alpha[b, k]``: the interface of `ProxylessSupernet` for `ProxylessSearch`."""
+def wrap_choices(model: nn.Module, choices: Any) -> nn.Module:
+    """Replace each block that ``choices(model)`` (or a list) names, ``[(qualified name, [candidates])]``, by a
+    `Choice` of its candidates, in place, so that training reaches every candidate; returns ``model``."""
+    from ..lookup import Choice
 
-    def __init__(self, model: nn.Module) -> None:
+    for name, cands in supernet_blocks(model, choices):
+        parent_name, _, attr = name.rpartition(".")
+        try:
+            parent = model.get_submodule(parent_name) if parent_name else model
+            getattr(parent, attr)
+        except AttributeError:
+            raise AnnetteError(f"choices: the supernet has no submodule {name!r}") from None
+        bad = [type(c).__name__ for c in cands if not isinstance(c, nn.Module)]
+        if bad:
+            raise AnnetteError(f"choices: the candidates of {name!r} must be nn.Modules, got {', '.join(bad)}")
+        setattr(parent, attr, Choice(*cands))
+    return model
+
+
+class ChoiceSupernet(nn.Module):
+    """A user's supernet (searchable blocks as `annette_torch.lookup.Choice` modules, or named by
+    ``choices``, see `wrap_choices`) with architecture logits ``alpha[b, k]``: the interface of
+    `ProxylessSupernet` for `ProxylessSearch`."""
+
+    def __init__(self, model: nn.Module, choices: Any = None) -> None:
         super().__init__()
-        self.model = model
+        self.model = model if choices is None else wrap_choices(model, choices)
         found = [(n, m) for n, m in model.named_modules() if getattr(m, "_annette_choice", False)]
         if not found:
             raise AnnetteError("the supernet has no searchable block: wrap each block's candidates in "
-                               "annette_torch.lookup.Choice")
+                               "annette_torch.lookup.Choice, or pass choices=function(model) -> [(name, [modules])]")
         self.block_names = [n for n, _ in found]
         self._choices = [m for _, m in found]
         self.ops = [list(m.names) if m.names else [str(k) for k in range(len(m.candidates))] for m in self._choices]
@@ -416,7 +436,9 @@ class ProxylessSearch:
     The supernet is the proxy `ProxylessSupernet` of the mbv2 space (``width_mult``, ``max_downsample``),
     whose latency table is built for the full-size space (``resolution``, ``num_classes_full``) on
     ``platform`` unless one is given; or ``supernet``, the user's own model with `Choice` blocks, whose
-    table is `LatencyTable.from_supernet` at ``input_shape`` (the deployed input). ``latency``:
+    table is `LatencyTable.from_supernet` at ``input_shape`` (the deployed input); with ``choices``
+    (``function(model) -> [(qualified submodule name, [candidate modules])]``) the named submodules are
+    replaced by `Choice` modules of their candidates first (`wrap_choices`). ``latency``:
     `Estimate.latency_ms` (default) or ``"device"`` (the layer sum). At the end (`result`) the derived
     architecture is the argmax, or the most probable architecture within ``margin`` of the target when
     the argmax misses it (`project`). The keyword ``target_ms`` of earlier releases still works, with a
@@ -430,7 +452,8 @@ class ProxylessSearch:
                  latency_loss: str = "squared", warmup_epochs: int = 0, resolution: int = 224,
                  num_classes_full: int = 1000, seed: int = 0, device: str | torch.device = "cpu", *,
                  margin: float = 0.05, supernet: nn.Module | None = None, input_shape: Sequence[int] | None = None,
-                 latency: str = "latency", progress: bool = False, **deprecated: Any) -> None:
+                 choices: Any = None, latency: str = "latency", progress: bool = False,
+                 **deprecated: Any) -> None:
         latency_ms = _renamed(deprecated, "target_ms", "latency_ms", latency_ms, "ProxylessSearch")
         if deprecated:
             raise TypeError(f"ProxylessSearch() got unexpected keyword arguments: {', '.join(deprecated)}")
@@ -450,12 +473,14 @@ class ProxylessSearch:
         self.user_supernet = supernet
         self.input_shape = None if input_shape is None else tuple(input_shape)
         torch.manual_seed(seed)
+        if choices is not None and supernet is None:
+            raise AnnetteError("choices= names the searchable blocks of your own supernet: pass supernet= too")
         if supernet is not None:
             if self.input_shape is None:
                 raise AnnetteError("a user supernet needs input_shape: the deployed input, e.g. (1, 3, 224, 224)")
+            self.net = ChoiceSupernet(supernet, choices)
             self.table = table or LatencyTable.from_supernet(supernet, self.platform, self.input_shape,
                                                              latency=latency)
-            self.net = ChoiceSupernet(supernet)
         else:
             self.table = table or mbv2.latency_table(self.platform, resolution, num_classes_full, self.blocks, latency)
             self.net = ProxylessSupernet(self.blocks, in_channels, num_classes, width_mult, max_downsample)
@@ -606,7 +631,8 @@ def search(platform: str | os.PathLike | Platform = "zcu102", latency_ms: float 
 
     ``data``: ``None`` (scikit-learn digits in batches of ``batch_size``), one ``DataLoader`` (weights and
     architecture both train on it) or a ``(train, val)`` pair; the input channels are read from the first
-    batch. ``kwargs`` go to `ProxylessSearch` (``supernet`` + ``input_shape`` for your own supernet,
+    batch. ``kwargs`` go to `ProxylessSearch` (``supernet`` + ``input_shape`` for your own supernet, and
+    ``choices`` when its blocks are ordinary submodules rather than `Choice` modules,
     ``margin``, ``latency``, ``width_mult``, ``arch_lr``, ``latency_loss``, ``num_classes``, ``table`` ...).
     A progress bar shows the epochs (``progress=False`` hides it). Seeds numpy and torch with ``seed``.
     The keyword ``target_ms`` of earlier releases still works, with a `DeprecationWarning`.

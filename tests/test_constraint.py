@@ -262,3 +262,53 @@ def test_a_killed_workers_trial_is_failed(tmp_path):
     assert failed == 1
     states = [t.state for t in study.get_trials()]
     assert states == [optuna.trial.TrialState.FAIL]
+
+
+def _plain_supernet_and_choices():
+    """A supernet whose searchable blocks are ordinary submodules, and the function that lists them."""
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.stem = nn.Conv2d(1, 8, 3, padding=1)
+            self.b1 = nn.Conv2d(8, 8, 3, padding=1)
+            self.b2 = nn.Conv2d(8, 8, 3, padding=1)
+            self.head = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 10))
+
+        def forward(self, x):
+            return self.head(self.b2(self.b1(self.stem(x))))
+
+    def choices(model):
+        return [(name, [nn.Conv2d(8, 8, 3, padding=1), nn.Conv2d(8, 8, 7, padding=3), nn.Identity()])
+                for name in ("b1", "b2")]
+    return Net(), choices
+
+
+@pytest.mark.slow
+def test_proxyless_on_a_user_supernet_named_by_a_choices_function():
+    from annette_torch.search.proxyless import ProxylessSearch, digits_loaders
+    torch.manual_seed(0)
+    model, choices = _plain_supernet_and_choices()
+    with pytest.raises(AnnetteError, match="supernet="):
+        ProxylessSearch("zcu102", 1.0, choices=choices)
+    table = LatencyTable.from_supernet(_plain_supernet_and_choices()[0], "zcu102", (1, 1, 8, 8), choices=choices)
+    target = table.exact([0, 1])  # an architecture of the space: the derived one must end within 5% of it
+    s = ProxylessSearch("zcu102", target, supernet=model, input_shape=(1, 1, 8, 8), choices=choices)
+    assert isinstance(model.b1, Choice) and len(model.b1.candidates) == 3  # wrapped in place, so training reaches them
+    assert s.table.ops == table.ops and np.allclose(s.table.lat, table.lat)
+    train, val = digits_loaders(64, seed=0)
+    s.fit(train, val, 1)
+    res = s.result()
+    path = [s.table.ops[b].index(c) for b, c in enumerate(res.choices)]
+    for b, k in zip((model.b1, model.b2), path):
+        b.active = k
+    assert res.predicted_ms == pytest.approx(at.estimate(model, "zcu102", (1, 1, 8, 8)).latency_ms, rel=1e-9)
+    assert abs(res.predicted_ms - target) <= 0.05 * target
+
+
+def test_choices_naming_no_submodule_is_one_error():
+    from annette_torch.search.proxyless import wrap_choices
+    model, _ = _plain_supernet_and_choices()
+    with pytest.raises(AnnetteError, match="no submodule 'b9'"):
+        wrap_choices(model, lambda m: [("b9", [nn.Identity()])])
+    with pytest.raises(AnnetteError, match="must be nn.Modules"):
+        wrap_choices(model, [("b1", ["conv"])])
