@@ -38,6 +38,7 @@ import pathlib
 import sys
 import time
 
+import numpy as np
 
 import annette_torch as at
 from annette_torch import validate as V  # noqa: E402
@@ -79,33 +80,24 @@ def get_variants(args) -> dict:
 
 
 def zcu102_report() -> int:
-    try:
-        from annette_torch.fit import calibrate_network
-        loo_report = calibrate_network.loo_report
-    except (ImportError, AttributeError):
-        print("zcu102: the calibration leave-one-out report (annette_torch.fit.calibrate_network.loo_report) "
-              "is not available yet")
-        return 2
+    """Leave-one-out table of the zcu102 network-level calibration against the published latencies."""
+    from scipy.stats import spearmanr
+
+    from annette_torch.fit.calibrate_network import loo_report
+
     rep = loo_report()
-    if isinstance(rep, str):
-        print(rep)
-    elif hasattr(rep, "format") and not isinstance(rep, dict):
-        print(rep.format())
-    elif isinstance(rep, dict) and isinstance(rep.get("rows"), list):
-        print("zcu102: network-level calibration against the published end-to-end latencies, leave-one-out")
-        print(f"{'graph':22s} {'measured ms':>11s} {'layer model':>11s} {'LOO pred':>9s} {'LOO err':>8s}")
-        for r in rep["rows"]:
-            print(f"{str(r.get('graph', '?')):22s} {r.get('measured_ms', float('nan')):11.2f} "
-                  f"{r.get('layer_model_ms', float('nan')):11.2f} {r.get('loo_pred_ms', float('nan')):9.2f} "
-                  f"{100 * r.get('loo_error', float('nan')):+7.1f}%")
-        for k in ("uncalibrated_mape", "in_sample_mape", "loo_mape"):
-            if k in rep:
-                print(f"{k.replace('_', ' ')}: {100 * rep[k]:.1f}%")
-        if "calibration" in rep:
-            print(f"calibration: {rep['calibration']}")
-    else:
-        import json
-        print(json.dumps(rep, indent=2, default=str))
+    rows = rep["rows"]
+    print("zcu102: network-level calibration against the published end-to-end latencies, leave-one-out")
+    print(f"{'graph':22s} {'measured ms':>11s} {'layer model':>11s} {'LOO pred':>9s} {'LOO err':>8s}")
+    for r in rows:
+        print(f"{r['graph']:22s} {r['measured_ms']:11.2f} {r['layer_model_ms']:11.2f} {r['loo_pred_ms']:9.2f} "
+              f"{100 * r['loo_error']:+7.1f}%")
+    err = np.array([r["loo_error"] for r in rows])
+    rho = spearmanr([r["measured_ms"] for r in rows], [r["loo_pred_ms"] for r in rows])[0]
+    print(f"uncalibrated MAPE {100 * rep['uncalibrated_mape']:.1f}%, in sample {100 * rep['in_sample_mape']:.1f}%")
+    print(f"leave-one-out: MAPE {100 * rep['loo_mape']:.1f}%, within +-10% {100 * np.mean(np.abs(err) <= 0.1):.0f}%, "
+          f"Spearman {rho:.3f}")
+    print(f"calibration: {rep['calibration'].coef}")
     return 0
 
 

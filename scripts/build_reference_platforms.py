@@ -1,4 +1,6 @@
-"""Build the shipped zcu102 and ncs2 platform files from the original ANNETTE release's published models.
+"""Build the shipped zcu102 platform file from the original ANNETTE release's published models, with its
+network-level calibration against the published ZCU102 latencies (ncs2 is fitted from NCS2 reports by
+``scripts/build_ncs2_platform.py``).
 
 Run from the repository root: ``python scripts/build_reference_platforms.py [../shared/annette-reference]``.
 Every layer model and fusion rule records its origin (file and entry) in the platform file.
@@ -22,13 +24,6 @@ SPECS = {
                     "parameters; predicts DPU execution time",
         meta={"device": "Xilinx Zynq UltraScale+ ZCU102, DPU B4096 (DNNDK v3.1)", "precision": "int8",
               "predicts": "DPU execution time per inference (no CPU pre/post-processing)"},
-    ),
-    "ncs2": dict(
-        layers="ncs2-ref_roofline.json", mapping="ov.json",
-        description="Intel Neural Compute Stick 2 (Myriad X VPU, OpenVINO), FP16: published ANNETTE "
-                    "refined-roofline parameters",
-        meta={"device": "Intel Movidius Myriad X (NCS2), OpenVINO MYRIAD plugin", "precision": "fp16",
-              "predicts": "VPU execution time per inference"},
     ),
 }
 

@@ -14,8 +14,8 @@ from annette_torch.errors import PlatformError
 def test_fit_recovers_known_coefficients():
     rng = np.random.default_rng(0)
     terms = [{"layers": rng.uniform(1, 30), "depthwise": rng.uniform(0, 2), "cpu_tail": rng.uniform(0, 1),
-              "constant": 1.0} for _ in range(12)]
-    true = {"layers": 1.3, "depthwise": 3.0, "cpu_tail": 5.0, "constant": 0.4}
+              "constant": 1.0, "weights": rng.uniform(1, 50)} for _ in range(12)]
+    true = {"layers": 1.3, "depthwise": 3.0, "cpu_tail": 5.0, "constant": 0.4, "weights": 0.04}
     y = [sum(true[k] * t[k] for k in t) for t in terms]
     cal = fit_calibration(terms, y)
     for k, v in true.items():
@@ -91,7 +91,7 @@ def test_zcu102_leave_one_out_within_target(ref_dir):
     rep = loo_report("zcu102")
     assert len(rep["rows"]) == 10
     assert rep["uncalibrated_mape"] > 0.3  # the published layer models alone are far off the e2e figures
-    assert rep["loo_mape"] <= 0.10
+    assert rep["loo_mape"] <= 0.08  # the target for networks outside the calibration set
     shipped = at.load_platform("zcu102").end_to_end
     assert shipped is not None and shipped.coef == pytest.approx(rep["calibration"].coef)
 

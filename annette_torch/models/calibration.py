@@ -3,7 +3,9 @@ the latency a platform's users measure end to end (fitted by `annette_torch.fit.
 
 The terms: ``layers`` (the layer models' total), ``depthwise`` (its depthwise-convolution part),
 ``cpu_tail`` (millions of elements processed after the last conv / FC layer, i.e. host post-processing),
-``constant`` (per inference) and ``executed_layers`` (per executed node, for runtimes with a per-node cost).
+``constant`` (per inference), ``executed_layers`` (per executed node, for runtimes with a per-node cost) and
+``weights`` (millions of weights the network loads per inference: on an accelerator that fetches every
+layer's weights from DRAM, the part of that traffic a layer roofline's max(compute, memory) hides).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from .base import check_number
 
 __all__ = ["TERMS", "SIGNED_TERMS", "network_terms", "network_terms_many", "Calibration"]
 
-TERMS = ("layers", "depthwise", "cpu_tail", "constant", "executed_layers")
+TERMS = ("layers", "depthwise", "cpu_tail", "constant", "executed_layers", "weights")
 #: terms whose coefficient may be negative (a per-node cost the profiled layer times over-count)
 SIGNED_TERMS = ("executed_layers",)
 _HEAVY = (LayerType.CONV, LayerType.DEPTHWISE_CONV, LayerType.GROUP_CONV, LayerType.CONV_POOL,
@@ -46,7 +48,7 @@ def network_terms(est: Any) -> dict[str, float]:
     dw = float(est.mapped_time_ms[labels == LayerType.DEPTHWISE_CONV].sum())
     executed = int(np.count_nonzero(labels != LayerType.INPUT))
     return {"layers": est.total_ms, "depthwise": dw, "cpu_tail": _cpu_tail_elems(est.network) / 1e6,
-            "constant": 1.0, "executed_layers": float(executed)}
+            "constant": 1.0, "executed_layers": float(executed), "weights": float(est.network.weights.sum()) / 1e6}
 
 
 def network_terms_many(net: Network, segments: np.ndarray, mapped_types: np.ndarray, mapped_segments: np.ndarray,
@@ -74,7 +76,8 @@ def network_terms_many(net: Network, segments: np.ndarray, mapped_types: np.ndar
             "depthwise": np.bincount(mapped_segments[dw], weights=mapped_time_ms[dw], minlength=n),
             "cpu_tail": np.bincount(segments[tail], weights=np.asarray(net.in_elems, float)[tail], minlength=n) / 1e6,
             "constant": np.ones(n),
-            "executed_layers": np.bincount(mapped_segments[mapped_types != LayerType.INPUT], minlength=n).astype(float)}
+            "executed_layers": np.bincount(mapped_segments[mapped_types != LayerType.INPUT], minlength=n).astype(float),
+            "weights": np.bincount(segments, weights=np.asarray(net.weights, float), minlength=n) / 1e6}
 
 
 @dataclass
