@@ -18,7 +18,7 @@ import numpy as np
 
 from .errors import ModelLoadError
 from .ir import LayerType, Network
-from .mapping import MappedNetwork
+from .mapping import MappedNetwork, Placement
 from .models.calibration import network_terms, network_terms_many
 from .platform import Platform, load_platform
 
@@ -29,7 +29,11 @@ __all__ = ["Estimate", "estimate", "estimate_many", "to_network", "latency_defin
 LATENCY_KINDS = ("latency", "device")
 
 TABLE_COLUMNS = ("name", "type", "input_shape", "output_shape", "ops", "bytes", "fused_into", "absorbed",
-                 "time_ms", "model")
+                 "time_ms", "model", "executes_on", "flag")
+#: `TABLE_COLUMNS`' ``executes_on`` values
+ACCELERATOR, HOST = "accelerator", "host"
+#: `Estimate.by_type`'s key of the accelerator<->host switches
+SWITCHES = "(switches)"
 
 
 def latency_definition(platform: Platform, kind: str = "latency") -> str:
@@ -40,6 +44,8 @@ def latency_definition(platform: Platform, kind: str = "latency") -> str:
         return platform.end_to_end.predicts.split(";")[0].strip() or "end-to-end latency"
     if platform.overhead is not None:  # a CPU runtime: per-layer and per-inference costs fitted end to end
         return "one inference on the runtime: the executed layers' times, calibrated end to end"
+    if platform.support is not None:
+        return "sum of the executed layers' times (device time, host-run layers and switches included)"
     return "sum of the executed layers' times (device time)"
 
 
@@ -78,8 +84,14 @@ def to_network(model: Any, input_shape: Sequence[int] | None = None) -> Network:
 class Estimate:
     """The predicted execution time of one network on one platform, per layer and in total.
 
-    Per original layer: ``time_ms`` (0 for layers fused into another), the model that produced it, and
-    the layer that executes it (``fused_into``).
+    Per original layer: ``time_ms`` (0 for layers fused into another), the model that produced it, the
+    layer that executes it (``fused_into``) and, on a platform with operator support, whether the accelerator
+    or its host runs it (``placement``; see `annette_torch.mapping.support`).
+
+    Which total includes what: `device_ms` (= `total_ms`) is the sum of all executed layers' times, host-run
+    layers and accelerator<->host switches included (`accelerator_ms` + `host_ms` + `switch_ms`);
+    `latency_ms` is the platform's end-to-end model applied to the accelerator's part plus `host_ms` and
+    `switch_ms` where the platform has one, else `device_ms`.
     """
 
     network: Network
@@ -87,11 +99,75 @@ class Estimate:
     mapped: MappedNetwork
     mapped_time_ms: np.ndarray
     mapped_model: np.ndarray
+    #: where each executed layer runs (None: the platform declares no operator support, all on its device)
+    placement: Placement | None = None
 
     @property
     def device_ms(self) -> float:
-        """The layer models' sum in ms: the accelerator's (or CPU runtime's) execution time of the layers."""
+        """The executed layers' times in ms: the accelerator's (or CPU runtime's) execution time, plus the
+        host-run layers and the switches between them on a platform with operator support."""
         return float(self.mapped_time_ms.sum())
+
+    @cached_property
+    def on_host(self) -> np.ndarray:
+        """Per executed layer: whether the host runs it (all False without operator support)."""
+        pl = self.placement
+        return np.zeros(len(self.mapped_time_ms), dtype=bool) if pl is None else pl.on_host
+
+    @cached_property
+    def _switch(self) -> np.ndarray:
+        pl = self.placement
+        return np.zeros(len(self.mapped_time_ms)) if pl is None else pl.switch_ms
+
+    @cached_property
+    def accelerator_time_ms(self) -> np.ndarray:
+        """Per executed layer: its time on the accelerator (0 for host-run layers, switches left out)."""
+        pl = self.placement
+        if pl is None or not pl.moves:
+            return self.mapped_time_ms
+        return np.where(pl.on_host, 0.0, self.mapped_time_ms - pl.switch_ms)
+
+    @property
+    def accelerator_ms(self) -> float:
+        """The accelerator's part of `device_ms` (all of it without host-run layers and switches)."""
+        return float(self.accelerator_time_ms.sum())
+
+    @property
+    def host_ms(self) -> float:
+        """Time of the host-run layers in ms (their switches not included)."""
+        on = self.on_host
+        return float((self.mapped_time_ms[on] - self._switch[on]).sum()) if on.any() else 0.0
+
+    @property
+    def switch_ms(self) -> float:
+        """Time of the tensors crossing between accelerator and host, in ms."""
+        return float(self._switch.sum())
+
+    @property
+    def switches(self) -> int:
+        """Number of tensors crossing between accelerator and host."""
+        return 0 if self.placement is None else self.placement.switches
+
+    @property
+    def host_layers(self) -> list[str]:
+        """Names of the executed layers the host runs."""
+        names = self.network.names
+        return [names[int(r)] for r in self.mapped.kept[self.on_host]]
+
+    def host_summary(self) -> str:
+        """``3 of 57 executed layers run on the host (SiLU x2, Resize)``; '' without operator support."""
+        if self.platform.support is None:
+            return ""
+        n, k = len(self.mapped.kept), int(self.on_host.sum())
+        text = f"{k} of {n} executed layers run on the host"
+        if k:
+            labels = self.mapped.network.type_labels()
+            counts: dict[str, int] = {}
+            for i in np.flatnonzero(self.on_host):
+                counts[labels[i]] = counts.get(labels[i], 0) + 1
+            text += " (" + ", ".join(f"{lab} x{c}" if c > 1 else lab
+                                     for lab, c in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))) + ")"
+        return text
 
     @property
     def total_ms(self) -> float:
@@ -114,12 +190,15 @@ class Estimate:
     def e2e_ms(self) -> float | None:
         """End-to-end latency from the platform's network-level calibration (None if it has none).
 
-        E.g. the ZCU102's whole-application latency: accelerator time scaled plus host-side overheads.
+        E.g. the ZCU102's whole-application latency: accelerator time scaled plus host-side overheads; layers
+        the accelerator leaves to the host and the switches to them add their own time (`host_ms`,
+        `switch_ms`) unscaled.
         """
         cal = self.platform.end_to_end
         if cal is None:
             return None
-        return cal.predict(network_terms(self))
+        e2e = cal.predict(network_terms(self))
+        return e2e if self.placement is None or not self.placement.moves else e2e + self.host_ms + self.switch_ms
 
     @cached_property
     def time_ms(self) -> np.ndarray:
@@ -142,12 +221,23 @@ class Estimate:
         """Names of layers of unsupported type (estimated from their tensor sizes only)."""
         return [self.network.names[i] for i in np.flatnonzero(self.network.types == LayerType.UNKNOWN)]
 
+    @property
+    def flagged_layers(self) -> list[str]:
+        """On a platform with operator support: names of the layers of a type nobody declared (Unknown), kept
+        on the accelerator and costed from their tensor sizes; [] elsewhere."""
+        return self.unknown_layers if self.platform.support is not None else []
+
     def by_type(self) -> dict[str, float]:
-        """Predicted time per executed layer type (after fusion), in ms, largest first."""
+        """Predicted time per executed layer type (after fusion), in ms, largest first; accelerator<->host
+        switches under ``(switches)``."""
         labels = self.mapped.network.type_labels()
         acc: dict[str, float] = {}
-        for lab, t in zip(labels, self.mapped_time_ms):
+        moves = self.placement is not None and self.placement.moves
+        times = self.mapped_time_ms - self._switch if moves else self.mapped_time_ms
+        for lab, t in zip(labels, times):
             acc[lab] = acc.get(lab, 0.0) + float(t)
+        if moves and self.switches:
+            acc[SWITCHES] = self.switch_ms
         return dict(sorted(acc.items(), key=lambda kv: -kv[1]))
 
     def table(self) -> list[dict[str, Any]]:
@@ -162,6 +252,10 @@ class Estimate:
                 absorbed.setdefault(int(r), []).append(net.names[i])
         mn = m.network
         plat_bytes = self.platform.layer_bytes(mn)
+        if self.on_host.any() and self.platform.host is not None:  # host-run layers at the host's widths
+            plat_bytes = np.where(self.on_host, self.platform.host.layer_bytes(mn), plat_bytes)
+        host_of = {int(r): bool(h) for r, h in zip(m.kept, self.on_host)}
+        flags = self._flags()
         rows = []
         for i, name in enumerate(net.names):
             r = int(m.fused_into[i])
@@ -177,18 +271,38 @@ class Estimate:
                 "absorbed": ";".join(absorbed.get(i, [])),
                 "time_ms": float(self.time_ms[i]),
                 "model": self.model_used[i],
+                "executes_on": HOST if host_of.get(r, False) else ACCELERATOR,
+                "flag": flags.get(i, ""),
             })
         return rows
 
+    def _flags(self) -> dict[int, str]:
+        """Per original layer row: why it is flagged (layers of unknown type on a platform with operator
+        support)."""
+        if self.platform.support is None:
+            return {}
+        ops = self.network.attrs.get("op")
+        out = {}
+        for i in np.flatnonzero(self.network.types == LayerType.UNKNOWN):
+            op = (ops[i] if ops else None) or "?"
+            out[int(i)] = (f"unknown type (op {op}): not in the operator support, kept on the accelerator and "
+                           "costed from its tensor sizes")
+        return out
+
     def to_dict(self, per_layer: bool = True) -> dict[str, Any]:
         """JSON-ready summary: network, platform (and its file), latency_ms with its definition, device_ms
-        (``total_ms`` is its alias), time by type, unknown layers, layers."""
+        (``total_ms`` is its alias), time by type, unknown layers, layers; on a platform with operator support
+        also the accelerator, host and switch parts, the host-run and the flagged layers."""
         d: dict[str, Any] = {"network": self.network.name, "platform": self.platform.name,
                              "platform_file": self.platform.source, "latency_ms": self.latency_ms,
                              "latency_definition": self.latency_definition, "device_ms": self.device_ms,
                              "total_ms": self.total_ms, "layers_in": len(self.network),
                              "layers_executed": len(self.mapped.kept), "by_type_ms": self.by_type(),
                              "unknown_layers": self.unknown_layers}
+        if self.platform.support is not None:
+            d.update(accelerator_ms=self.accelerator_ms, host_ms=self.host_ms, switch_ms=self.switch_ms,
+                     switches=self.switches, layers_on_host=int(self.on_host.sum()), host_layers=self.host_layers,
+                     host_summary=self.host_summary(), flagged_layers=self.flagged_layers)
         if self.platform.end_to_end is not None:
             d["e2e_ms"] = self.e2e_ms
             d["e2e_predicts"] = self.platform.end_to_end.predicts
@@ -221,8 +335,9 @@ def estimate(model: Any, platform: str | os.PathLike | Platform = "zcu102",
     plat.check_machine()
     net = to_network(model, input_shape)
     mapped = plat.mapping.apply(net)
-    t, mi = plat.predict(mapped.network)
-    return Estimate(net, plat, mapped, t, mi)
+    placement = plat.placement(mapped.network)
+    t, mi = plat.predict(mapped.network, placement=placement)
+    return Estimate(net, plat, mapped, t, mi, placement)
 
 
 def estimate_many(networks: Sequence[Network], platform: str | os.PathLike | Platform = "zcu102",
@@ -249,11 +364,17 @@ def estimate_many(networks: Sequence[Network], platform: str | os.PathLike | Pla
         big, seg = Network.concat(nets[start:stop], keep_names=False)
         mapped = plat.mapping.apply(big, light=True)
         mseg = seg[mapped.kept]
-        t, _ = plat.predict(mapped.network, segments=mseg)
+        pl = plat.placement(mapped.network)
+        t, _ = plat.predict(mapped.network, segments=mseg, placement=pl)
         if end_to_end is None:
             out[start:stop] = np.bincount(mseg, weights=t, minlength=stop - start)
-        else:
+        elif pl is None or not pl.moves:
             terms = network_terms_many(big, seg, mapped.network.types, mseg, t, stop - start)
             out[start:stop] = end_to_end.predict_many(terms)
+        else:  # the end-to-end model scales the accelerator's part; host layers and switches add their time
+            acc = np.where(pl.on_host, 0.0, t - pl.switch_ms)
+            terms = network_terms_many(big, seg, mapped.network.types, mseg, acc, stop - start)
+            out[start:stop] = end_to_end.predict_many(terms) + np.bincount(mseg, weights=t - acc,
+                                                                           minlength=stop - start)
         start = stop
     return out

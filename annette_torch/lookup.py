@@ -123,7 +123,7 @@ def block_latencies(plat: Platform, nets: Sequence[Network], count_input: bool =
     ``count_output=True`` for the part writing the network's output).
     ``context_bytes``: the traffic of the network the blocks belong to (for the platform's cache model).
     ``latency="device"``: the layer sum; ``"latency"``: each network's share of `Estimate.latency_ms` on a
-    platform with an end-to-end calibration (its layer, depthwise and per-node terms; the per-inference
+    platform with an end-to-end calibration (its layer, depthwise, per-node and weight terms; the per-inference
     terms, ``constant`` and ``cpu_tail``, belong to the whole network: `network_latency_terms`).
     """
     if latency not in _KINDS:
@@ -132,8 +132,9 @@ def block_latencies(plat: Platform, nets: Sequence[Network], count_input: bool =
         return np.zeros(0)
     big, seg = Network.concat(list(nets))
     mapped = plat.mapping.apply(big)
+    pl = plat.placement(mapped.network)
     t, _ = plat.predict(mapped.network, segments=seg[mapped.kept], context_bytes=context_bytes,
-                        input_reorders=count_input, output_reorders=count_output)
+                        input_reorders=count_input, output_reorders=count_output, placement=pl)
     types = mapped.network.types
     if not count_input:
         t = np.where(types == LayerType.INPUT, 0.0, t)
@@ -142,12 +143,20 @@ def block_latencies(plat: Platform, nets: Sequence[Network], count_input: bool =
     cal = plat.end_to_end if latency == "latency" else None
     if cal is None:
         return layers
+    host = np.zeros(len(nets))
+    if pl is not None and pl.moves:  # as `Estimate.e2e_ms`: host-run layers and switches are not calibrated
+        acc = np.where(pl.on_host, 0.0, t - pl.switch_ms)
+        host = np.bincount(mseg, weights=t - acc, minlength=len(nets))
+        t = acc
+        layers = np.bincount(mseg, weights=t, minlength=len(nets))
     dw = types == LayerType.DEPTHWISE_CONV
     executed = np.bincount(mseg[types != LayerType.INPUT], minlength=len(nets)).astype(float)
     coef = cal.coef
     return (coef.get("layers", 0.0) * layers
             + coef.get("depthwise", 0.0) * np.bincount(mseg[dw], weights=t[dw], minlength=len(nets))
-            + coef.get("executed_layers", 0.0) * executed)
+            + coef.get("executed_layers", 0.0) * executed
+            + coef.get("weights", 0.0) * np.bincount(seg, weights=np.asarray(big.weights, float), minlength=len(nets)) / 1e6
+            + host)
 
 
 def network_latency_terms(plat: Platform, last: Network | None, latency: str = "latency") -> float:

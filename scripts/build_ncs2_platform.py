@@ -7,8 +7,9 @@ Run from the repository root::
 Steps: each report is parsed and matched against its ANNETTE graph and stored (``annette bench ingest
 --platform ncs2 --graph ...`` into a temporary database), the model generator fits the platform
 (`annette_torch.fit.ncs2`), leave-one-network-out and the published ANNETTE model's errors on the same
-networks are computed, and ``platforms/ncs2.json`` is written atomically. Top-level keys of the existing file
-that this build does not produce (e.g. ``support``) are kept. Prints the accuracy table of docs/accuracy.md.
+networks are computed, and ``platforms/ncs2.json`` is written atomically with the MYRIAD plugin's operator
+support (`NCS2_SUPPORT`). Top-level keys of the existing file that this build does not produce are kept.
+Prints the accuracy table of docs/accuracy.md.
 """
 
 from __future__ import annotations
@@ -39,7 +40,39 @@ REPORTS = {
     "cf_inceptionv4_imagenet_299_299_24.5G_avg_cnt_rep.csv": "cf_inceptionv4.json",
 }
 #: top-level keys this build owns: not carried over from the existing file when the fit does not produce them
-BUILT = {"overhead", "fit_report", "end_to_end", "fingerprint", "cache"}
+BUILT = {"overhead", "fit_report", "end_to_end", "fingerprint", "cache", "support"}
+#: the assumed host of a stick: OpenVINO's HETERO plugin runs what MYRIAD lacks on the user's own CPU
+_HOST = ("one core of a modest x86 laptop CPU (about 2.5 GHz, AVX2) running OpenVINO's CPU plugin under "
+         "HETERO:MYRIAD,CPU")
+#: Which layers the MYRIAD plugin runs on the stick and which OpenVINO's HETERO plugin leaves to the host CPU
+#: (see annette_torch.mapping.support and docs/platform-format.md).
+NCS2_SUPPORT = {
+    "origin": (
+        "OpenVINO Inference Engine documentation, Supported Devices -> Supported Layers, VPU column (the MYRIAD "
+        "plugin; openvinotoolkit/openvino docs/IE_DG/supported_plugins/Supported_Devices.md as of the 2021.4 "
+        "and 2022.1 releases; the stick was measured with the 2019 plugin): Convolution (ordinary, dilated, "
+        "grouped), Deconvolution, FullyConnected, Gemm, Pooling (AVG, MAX), BatchNormalization, Activation "
+        "(ReLU, ReLU6, Leaky ReLU, Sigmoid, TanH, Clamp), Softplus, Eltwise (Sum, Sub, Mul, Div), Concat, "
+        "Permute, Interp / Resample, Pad, Crop / StridedSlice, SoftMax, LRN, ReduceMean, MVN: Supported; "
+        "HardSigmoid: Not Supported (runs on the host). 2D layers only (3D convolutions and pools are Not "
+        "Supported; the IR holds 2D layers). SiLU, HardSwish and GELU are not rows of the table: the Model "
+        "Optimizer writes them with supported layers (Sigmoid and Eltwise-Mul; Clamp and Eltwise; Erf) and "
+        "later releases have MYRIAD kernels for them, so they stay on the stick."),
+    "accelerator": {t: {} for t in (
+        "Conv", "DepthwiseConv", "GroupConv", "ConvTranspose", "FullyConnected", "MatMul", "MaxPool", "AvgPool",
+        "GlobalPool", "BatchNorm", "Relu", "Relu6", "LeakyRelu", "Sigmoid", "Tanh", "Clip", "Softplus", "SiLU",
+        "HardSwish", "GELU", "Add", "Sub", "Mul", "Div", "Concat", "Transpose", "Resize", "Pad", "Slice",
+        "Softmax", "LRN", "ReduceMean", "LayerNorm")},
+    "host": {
+        "device": f"assumed host: {_HOST}",
+        "layers": {"Base": {"model": "roofline", "op_s": 2.0e10, "bandwidth": 1.0e10, "bit_act": 32, "bit_weights": 32,
+                            "origin": f"assumed: {_HOST}; FP32, 8 operations per cycle (a quarter of the AVX2 FMA "
+                                      "peak), 10 GB/s streamed by one core"}},
+    },
+    "switch": {"ms": 0.5, "bandwidth": 2.0e8, "bit_act": 16,
+               "origin": "assumed: one more MYRIAD infer request and USB round trip per crossing (0.5 ms), the FP16 "
+                         "tensor over USB 3.0 at 200 MB/s"},
+}
 #: what a stick user sees besides the device time (documented, not modelled: no end-to-end measurement)
 END_TO_END_NOTE = (
     "latency_ms is the device time (the reports' Total: the sum of the stages the MYRIAD plugin times on the "
@@ -60,7 +93,8 @@ def description() -> str:
             f"{assumed} are assumed to run as SHAVE stages at the measured rate of the kernel named in their "
             "origin ('assumed: ...'), so an SE block costs its global pool (measured), its 1x1 convolutions "
             "(measured Conv model) and an assumed SHAVE multiply, and a hard-swish an assumed SHAVE activation. "
-            "Operator support from OpenVINO's Supported Layers (VPU), other layers on the host CPU")
+            "Operator support from OpenVINO's Supported Layers table (VPU column): layers the MYRIAD plugin lacks "
+            "(HardSigmoid) run on the host CPU through the HETERO plugin")
 
 
 def _table(loo: dict[str, Any], pub: dict[str, Any]) -> str:
@@ -113,7 +147,8 @@ def main(argv: list[str] | None = None) -> int:
     meta = {
         "device": "Intel Movidius Myriad X (NCS2), OpenVINO MYRIAD plugin",
         "precision": "fp16",
-        "predicts": "VPU device time per inference (the benchmark_app report's Total), no USB transfer",
+        "predicts": ("VPU device time per inference (the benchmark_app report's Total), no USB transfer; plus the "
+                     "host CPU's time for layers the MYRIAD plugin lacks and the switches to them"),
         "source": {"measurements": "ncs2-reports/*.csv (benchmark_app -report_type average_counters, OpenVINO "
                                    "2019 MYRIAD plugin; embedded-machine-learning/inference_modules 5b792a7)",
                    "graphs": "annette-reference/graphs/{tf_resnet50,tf_inceptionv1,cf_inceptionv3,cf_inceptionv4}.json",
@@ -133,12 +168,12 @@ def main(argv: list[str] | None = None) -> int:
     }
     report["input_conversion"] = fit.report["input_conversion"]
     extra = {"overhead": fit.platform.meta["overhead"]} if "overhead" in fit.platform.meta else {}
-    d = Platform("ncs2", fit.platform.layers, fit.platform.mapping, description(), {**meta, **extra}).to_dict()
-    for k, v in old.items():  # keep what other builds put there (operator support, ...)
+    d = Platform("ncs2", fit.platform.layers, fit.platform.mapping, description(),
+                 {**meta, **extra, "support": NCS2_SUPPORT}).to_dict()
+    for k, v in old.items():  # keep what other builds put there
         if k not in d and k not in BUILT:
             d[k] = v
-    if "support" in d:
-        d = {k: d[k] for k in [*[k for k in d if k not in ("layers", "mapping")], "layers", "mapping"]}
+    d = {k: d[k] for k in [*[k for k in d if k not in ("layers", "mapping")], "layers", "mapping"]}
     Platform.from_dict(d, str(args.out))  # validate before writing
     tmp_path = args.out.with_suffix(".json.tmp")
     tmp_path.write_text(dumps_platform(d) + "\n", encoding="utf-8")

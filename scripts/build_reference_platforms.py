@@ -3,7 +3,8 @@ network-level calibration against the published ZCU102 latencies (ncs2 is fitted
 ``scripts/build_ncs2_platform.py``).
 
 Run from the repository root: ``python scripts/build_reference_platforms.py [../shared/annette-reference]``.
-Every layer model and fusion rule records its origin (file and entry) in the platform file.
+Every layer model and fusion rule records its origin (file and entry) in the platform file; the file also
+carries the DPU's operator support (`ZCU102_SUPPORT`) with the documents it follows.
 """
 
 from __future__ import annotations
@@ -17,13 +18,79 @@ from annette_torch.platform import Platform
 REF = Path(sys.argv[1] if len(sys.argv) > 1 else "../shared/annette-reference")
 OUT = Path(__file__).resolve().parent.parent / "platforms"
 
+#: B4096: 16 channels in parallel; the DPU's channel limits are 256 * channel_parallel
+_CH = 256 * 16
+#: activations the DPU applies in a convolution's epilogue (RELU_LEAKYRELU_RELU6 configuration)
+_CONV_ACT = ["Relu", "Relu6", "LeakyRelu"]
+_CONV = {"kernel": [1, 16], "stride": [1, 4], "c_in": [1, _CH], "c_out": [1, _CH], "dilation_x_c_in": [1, _CH],
+         "activations": _CONV_ACT}
+_A53 = ("one Arm Cortex-A53 core of the ZCU102's XCZU9EG (UG1182) at the 1.2 GHz the DNNDK board image runs it, "
+        "as in the single-thread published latencies")
+#: Which layers DNNDK v3.1 runs on the ZCU102's DPU (B4096), which it leaves to the Arm host, and what the host
+#: and a switch between them cost (see annette_torch.mapping.support and docs/platform-format.md).
+ZCU102_SUPPORT = {
+    "origin": (
+        "Xilinx PG338 v3.0 (DPU for Convolutional Neural Network v3.0, 2019-08-13; the DPU IP of the DNNDK v3.1 "
+        "board images), table of the deep neural network features and parameters the DPU supports, with "
+        "channel_parallel = 16 for B4096 (channel limits 256 * 16 = 4096, fully connected input 2048 * 16); "
+        "UG1327 v1.6 (DNNDK User Guide): DNNC compiles the supported layers into DPU kernels and leaves the rest "
+        "to the Arm CPU. The same engine's later table (UG1414 v1.4.1, DPUCZDX8G_ISA0_B4096, Vitis AI) allows "
+        "strides up to 8. Not in the v3.0 table, so on the host: element-wise multiply (PG338 v3.4 lists "
+        "Elementwise-Multiply; v3.0 has element-wise sum only), upsampling, channel slices, transposes, LRN, "
+        "grouped convolutions other than depthwise and every activation besides ReLU, ReLU6 and LeakyReLU. "
+        "BatchNorm is folded by the tool chain, Softmax runs on the DPU's softmax module, Pad is folded into the "
+        "next layer's padding, a mean over the whole feature map (TensorFlow's Mean in SE blocks and heads) is "
+        "an average pool, a 1x1 average pool a copy. GlobalPool has no kernel limit: the "
+        "calibration networks cf_squeezenet (14x14), cf_reid (5x3) and cf_SPnet (7x4) pool outside the "
+        "average-pool table and their published end-to-end latencies, which the end_to_end model fits (its "
+        "cpu_tail term: host work after the last convolution), hold wherever DNNDK ran them."),
+    "accelerator": {
+        "Conv": _CONV,
+        "ConvPool": _CONV,
+        "DepthwiseConv": {**_CONV, "activations": ["Relu", "Relu6"]},
+        "ConvTranspose": {"kernel": [1, 16], "stride": [1, 16], "c_in": [1, _CH], "c_out": [1, _CH],
+                          "activations": ["Relu", "LeakyRelu"]},
+        "FullyConnected": {"c_in": [1, 2048 * 16]},
+        "MaxPool": {"kernel": [1, 8], "stride": [1, 4]},
+        "AvgPool": {"kernel": [1, 8], "square": True, "stride": [1, 4]},
+        "GlobalPool": {},
+        "ReduceMean": {"h_out": [1, 1], "w_out": [1, 1]},
+        "Add": {"c_out": [1, _CH], "activations": ["Relu"]},
+        "Concat": {},
+        "BatchNorm": {},
+        "Relu": {},
+        "Relu6": {},
+        "LeakyRelu": {},
+        "Softmax": {},
+        "Pad": {},
+    },
+    "host": {
+        "device": f"Arm Cortex-A53 (ZCU102 processing system), {_A53}",
+        "layers": {
+            "Base": {"model": "roofline", "op_s": 2.4e9, "bandwidth": 2.0e9, "bit_act": 32, "bit_weights": 32,
+                     "origin": f"assumed: {_A53}; FP32, 2 operations per cycle (half the NEON FMA peak), 2 GB/s "
+                               "streamed by one core"},
+            **{t: {"model": "roofline", "op_s": 4.8e7, "bandwidth": 2.0e9, "bit_act": 32, "bit_weights": 32,
+                   "origin": f"assumed: {_A53}; 25 cycles per element (a scalar expf and a division)"}
+               for t in ("Sigmoid", "SiLU", "Tanh", "GELU", "Softplus")},
+        },
+    },
+    "switch": {"ms": 0.1, "bandwidth": 2.5e8, "bit_act": 8,
+               "origin": "assumed: one more DPU task launched and waited for through the DNNDK runtime (0.1 ms), "
+                         "and the crossing INT8 tensor converted to or from FP32 by one A53 core (4 ns per "
+                         "element)"},
+}
+
 SPECS = {
     "zcu102": dict(
         layers="dnndk-ref_roofline.json", mapping="dnndk.json",
         description="Xilinx ZCU102, DPU B4096 @ ~287 MHz, INT8 (DNNDK): published ANNETTE refined-roofline "
-                    "parameters; predicts DPU execution time",
+                    "parameters; predicts DPU execution time. Operator support from Xilinx PG338 v3.0 and UG1327 "
+                    "v1.6: layers the DPU cannot run execute on the Arm Cortex-A53 host",
         meta={"device": "Xilinx Zynq UltraScale+ ZCU102, DPU B4096 (DNNDK v3.1)", "precision": "int8",
-              "predicts": "DPU execution time per inference (no CPU pre/post-processing)"},
+              "predicts": "DPU execution time per inference (no CPU pre/post-processing), plus the Arm host's time "
+                          "for layers the DPU cannot run and the switches to them"},
+        support=ZCU102_SUPPORT,
     ),
 }
 
@@ -66,6 +133,8 @@ def main() -> None:
         })
         if name == "zcu102":
             plat = calibrate_zcu102(plat)
+        if "support" in spec:  # after the calibration: its networks run on the DPU alone
+            plat = Platform.from_dict({**plat.to_dict(), "support": spec["support"]}, name)
         path = OUT / f"{name}.json"
         plat.save(path)
         print(f"wrote {path}: {plat}")

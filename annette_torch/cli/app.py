@@ -169,8 +169,16 @@ def _summary(est) -> str:
              f"platform  {plat.name}" + (f" ({desc})" if desc else ""),
              f"file      {plat.source or '(built in memory)'}",
              f"latency   {est.latency_ms:.4f} ms  ({est.latency_definition})"]
+    hosted = est.platform.support is not None
     if est.e2e_ms is not None:
-        lines.append(f"device    {total:.4f} ms  (sum of the executed layers' times)")
+        lines.append(f"device    {total:.4f} ms  (sum of the executed layers' times"
+                     + (", host-run layers and switches included)" if hosted else ")"))
+    if hosted:
+        line = f"host      {est.host_summary()}"
+        if est.on_host.any() or est.switches:
+            line += (f": {est.host_ms:.4f} ms on the host, {est.switch_ms:.4f} ms for {est.switches} "
+                     f"switch{'es' if est.switches != 1 else ''}")
+        lines.append(line)
     items = list(est.by_type().items())
     w = max((len(k) for k, _ in items[:5]), default=0)
     for i, (label, t) in enumerate(items[:5]):
@@ -182,15 +190,23 @@ def _summary(est) -> str:
     unknown = est.unknown_layers
     if unknown:
         shown = ", ".join(unknown[:5]) + (f", ... ({len(unknown) - 5} more)" if len(unknown) > 5 else "")
-        lines.append(f"warning   {len(unknown)} layer(s) of unsupported type, estimated from tensor sizes only: "
-                     f"{shown}")
+        if est.flagged_layers:
+            ops = ", ".join(est.network.unknown_ops())
+            lines.append(f"flagged   {len(unknown)} layer(s) of unknown type ({ops}): not in {plat.name}'s operator "
+                         f"support, kept on the accelerator and estimated from tensor sizes only: {shown}")
+        else:
+            lines.append(f"warning   {len(unknown)} layer(s) of unsupported type, estimated from tensor sizes only: "
+                         f"{shown}")
     return "\n".join(lines)
 
 
 def _per_layer(est) -> str:
-    head = ("name", "type", "out shape", "MOPs", "time_ms", "model", "fused_into")
+    hosted = est.platform.support is not None  # where each layer runs is news only with operator support
+    head = ("name", "type", "out shape", "MOPs", "time_ms", "model", "fused_into") + (("runs on",) if hosted else ())
     rows = [(_short(r["name"]), r["type"], r["output_shape"], f"{r['ops'] / 1e6:.2f}", f"{r['time_ms']:.4f}",
-             r["model"], _short(r["fused_into"])) for r in est.table()]
+             r["model"], _short(r["fused_into"]))
+            + (((r["executes_on"] + (" (flagged)" if r["flag"] else "")),) if hosted else ())
+            for r in est.table()]
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(head)]
     right = {3, 4}
 

@@ -245,9 +245,17 @@ def adapt(platform: Any, networks: int = DEFAULT_NETWORKS, latencies: str | os.P
     # an `end_to_end` model on top of them (the whole-application latency)
     cpu = base.end_to_end is None and (base.overhead is not None or latencies is None)
     raw = without_overhead(base) if cpu else base
-    terms = [network_terms(estimate(n, raw)) for n in nets]
+    ests = [estimate(n, raw) for n in nets]
+    terms = [network_terms(e) for e in ests]
+    # layers the accelerator leaves to its host, and the switches to them, are not calibrated: the refit
+    # explains what remains of each latency
+    y_fit = y - np.array([e.host_ms + e.switch_ms for e in ests])
+    if np.any(y_fit <= 0):
+        bad = names[int(np.argmin(y_fit))]
+        raise AdaptError(f"adapt: the latency given for {bad} is below the time {base.name} predicts for its "
+                         "host-run layers and switches alone")
     use = _cpu_terms(len(y)) if cpu else _board_terms(len(y))
-    cal, loo = _fit(terms, y, use, names, cpu)
+    cal, loo = _fit(terms, y_fit, use, names, cpu)
     d = raw.to_dict()
     origin = f"adapted with annette adapt from {base_file} on {source}"
     if cpu:

@@ -182,6 +182,10 @@ def loo_report(platform: Any = "zcu102", use: Sequence[str] = ZCU102_TERMS) -> d
     ests = [estimate(net, plat) for _, net, _ in data]
     terms = [network_terms(e) for e in ests]
     y = np.array([m for _, _, m in data])
+    host = np.array([e.host_ms + e.switch_ms for e in ests])
+    if host.any():  # the calibration explains the DPU's part; host-run layers add their own time
+        raise AnnetteError("loo_report: a calibration network runs layers on the host; the published end-to-end "
+                           "latencies calibrate a DPU that runs the whole network")
     loo = leave_one_out(terms, y, use)
     full = fit_calibration(terms, y, use, [g for g, _, _ in data])
     full.loo_mape = float(np.mean(np.abs(loo)))

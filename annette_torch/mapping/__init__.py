@@ -1,9 +1,12 @@
 """The mapping model: what a platform's toolchain does to a network before its layers run (stride
-propagation, pattern folds, pairwise fusions and what fused layers still cost), as one vectorised pass."""
+propagation, pattern folds, pairwise fusions, what fused layers still cost, and which layers the accelerator
+leaves to its host), as one vectorised pass."""
 
 from .costs import MappingCosts
 from .folds import FOLDS, apply_folds, hardswish_groups, swish_diamonds
 from .model import Condition, FusionRule, MappedNetwork, MappingModel, attr_values, expand_types
+from .support import NEUTRAL_TYPES, OperatorSupport, Placement, Switch, TypeSupport
 
 __all__ = ["MappingModel", "MappedNetwork", "FusionRule", "Condition", "MappingCosts", "FOLDS", "apply_folds",
-           "swish_diamonds", "hardswish_groups", "attr_values", "expand_types"]
+           "swish_diamonds", "hardswish_groups", "attr_values", "expand_types", "OperatorSupport", "TypeSupport",
+           "Switch", "Placement", "NEUTRAL_TYPES"]

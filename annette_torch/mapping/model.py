@@ -234,6 +234,21 @@ class MappingModel:
         self._result = np.array([int(r._types[2]) if r._types[2] is not None else -1 for r in self.rules] or [-1])
         self._multi = np.array([r.multi_input for r in self.rules] or [False])
         self._conditional = [i for i, r in enumerate(self.rules) if r.when]
+        #: (primary, secondary) type pairs no rule may fuse (set by `blocking`)
+        self.blocked: tuple[tuple[LayerType, LayerType], ...] = ()
+
+    def blocking(self, pairs: Sequence[tuple[LayerType, LayerType]]) -> "MappingModel":
+        """This model, except that no rule fuses a secondary of the second type into a primary of the first
+        for the given pairs (an accelerator that cannot apply an activation leaves it a layer of its own,
+        `annette_torch.mapping.support`); ``self`` when no rule would fuse any of them."""
+        hit = [(p, s) for p, s in pairs if (self._table[:, p, s] >= 0).any()]
+        if not hit:
+            return self
+        out = MappingModel(self.rules, self.costs, self.folds, self.strides)
+        for p, s in hit:
+            out._table[:, p, s] = -1
+        out.blocked = tuple(hit)
+        return out
 
     @classmethod
     def from_dict(cls, d: Any, where: str = "mapping") -> "MappingModel":

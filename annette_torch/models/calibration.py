@@ -43,11 +43,13 @@ def _cpu_tail_elems(net: Network) -> float:
 
 
 def network_terms(est: Any) -> dict[str, float]:
-    """The calibration terms of one `Estimate`."""
+    """The calibration terms of one `Estimate`: of its accelerator's part (layers the accelerator leaves to
+    its host, and the switches to them, are not calibrated: `Estimate.e2e_ms` adds their time as it is)."""
     labels = est.mapped.network.types
-    dw = float(est.mapped_time_ms[labels == LayerType.DEPTHWISE_CONV].sum())
+    acc = est.accelerator_time_ms
+    dw = float(acc[labels == LayerType.DEPTHWISE_CONV].sum())
     executed = int(np.count_nonzero(labels != LayerType.INPUT))
-    return {"layers": est.total_ms, "depthwise": dw, "cpu_tail": _cpu_tail_elems(est.network) / 1e6,
+    return {"layers": est.accelerator_ms, "depthwise": dw, "cpu_tail": _cpu_tail_elems(est.network) / 1e6,
             "constant": 1.0, "executed_layers": float(executed), "weights": float(est.network.weights.sum()) / 1e6}
 
 
@@ -56,8 +58,9 @@ def network_terms_many(net: Network, segments: np.ndarray, mapped_types: np.ndar
     """`network_terms` of ``n`` networks stacked into one (``Network.concat``), as arrays, in one pass.
 
     ``segments`` gives each original layer's network, ``mapped_*`` the executed layers' types, networks and
-    times. The tail (layers after the last heavy layer on every path) is found by propagating "feeds a heavy
-    layer" backwards over the edge list to a fixed point, not layer by layer.
+    accelerator times (0 for host-run layers). The tail (layers after the last heavy layer on every path) is
+    found by propagating "feeds a heavy layer" backwards over the edge list to a fixed point, not layer by
+    layer.
     """
     heavy = np.isin(net.types, _HEAVY)
     feeds = np.zeros(len(net), dtype=bool)

@@ -15,7 +15,7 @@ import numpy as np
 
 from ..errors import PlatformError, read_json_file
 from ..ir import TYPE_FALLBACKS, LayerType, Network
-from ..mapping import MappingModel
+from ..mapping import MappingModel, OperatorSupport, Placement
 from ..models import LayerFeatures, LayerModel, Roofline, model_from_dict
 from ..models.base import check_number
 from ..models.cache import CacheModel
@@ -56,6 +56,12 @@ class Platform:
         self.end_to_end = None
         if "end_to_end" in self.meta:  # network-level calibration (see models.calibration)
             self.end_to_end = Calibration.from_dict(self.meta["end_to_end"], f"platform {name!r}: end_to_end")
+        #: operator support of the accelerator and the host's layer models (None: everything runs on the device)
+        self.support: OperatorSupport | None = None
+        self.host: Platform | None = None
+        if self.meta.get("support") is not None:
+            self.support, self.host = _read_support(self.meta["support"], name)
+            self.mapping = self.mapping.blocking(self.support.blocked_pairs())
         self._build_tables()
 
     def _build_tables(self) -> None:
@@ -104,8 +110,17 @@ class Platform:
 
     def model_labels(self) -> list[str]:
         """Short description of each model slot, in the order of `predict`'s model indices; a model whose
-        origin starts with ``published:`` or ``assumed:`` (a type the platform's measurements lack) says so."""
-        return [f"{self.layers[k].kind}:{k}" + _basis(self.layers[k]) for k in self._keys]
+        origin starts with ``published:`` or ``assumed:`` (a type the platform's measurements lack) says so.
+        The host's models (platforms with operator support) follow, labelled ``host:...``."""
+        labels = [f"{self.layers[k].kind}:{k}" + _basis(self.layers[k]) for k in self._keys]
+        if self.host is not None:
+            labels += ["host:" + lab for lab in self.host.model_labels()]
+        return labels
+
+    def placement(self, net: Network) -> Placement | None:
+        """Where each layer of a mapped network executes (`annette_torch.mapping.support`); None on a platform
+        without operator support (everything runs on its device)."""
+        return None if self.support is None else self.support.place(net)
 
     def layer_bytes(self, net: Network) -> np.ndarray:
         """Bytes each layer moves (activations in + out, weights) at its model's bit widths."""
@@ -125,7 +140,8 @@ class Platform:
 
     def predict(self, net: Network, segments: np.ndarray | None = None,
                 context_bytes: float | np.ndarray | None = None,
-                input_reorders: bool = True, output_reorders: bool = True) -> tuple[np.ndarray, np.ndarray]:
+                input_reorders: bool = True, output_reorders: bool = True,
+                placement: Placement | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Time in ms per layer of an (already mapped) network, and the index of the model used.
 
         With a `cache` model, weighted layers pay for weights the network's traffic pushed out of the caches:
@@ -133,6 +149,10 @@ class Platform:
         gives it (e.g. the whole network a block belongs to). With mapping costs, each layer also carries its
         fused layers' work and (``input_reorders`` / ``output_reorders``) the reorders the toolchain adds at
         graph inputs and outputs (a block cut out of a network has neither).
+
+        On a platform with operator support, layers the accelerator cannot run take the host's time (their
+        model index counts on after the device's models, see `model_labels`) and a layer reading a tensor from
+        the other side also carries the switch (``placement``: from `placement`, computed when not given).
         """
         mi = self._model_of_type[net.types]
         wbytes = net.weights * self.weight_bytes[mi]
@@ -156,6 +176,16 @@ class Platform:
             scales = np.where(net.types == LayerType.DEPTHWISE_CONV, dw_scale, scale)
             t = np.maximum(t * scales + np.where(is_input, 0.0, per_layer), 0.0)
             t[is_input & (net.n_inputs == 0)] += per_net
+        if self.support is not None:
+            pl = placement if placement is not None else self.support.place(net)
+            if pl.moves:
+                rows = np.flatnonzero(pl.on_host)
+                if rows.size:
+                    assert self.host is not None
+                    ht, hmi = self.host.predict(net)
+                    t[rows] = ht[rows]
+                    mi[rows] = hmi[rows] + len(self._keys)
+                t = t + pl.switch_ms
         return t, mi
 
     # ------------------------------------------------------------------------------------------------
@@ -198,14 +228,7 @@ class Platform:
         layers_d = d.get("layers")
         if not isinstance(layers_d, Mapping) or not layers_d:
             raise PlatformError(f"{source}: layers: expected an object of layer models")
-        layers: dict[str, LayerModel] = {}
-        for k, md in layers_d.items():
-            if k not in LAYER_KEYS:
-                raise PlatformError(f"{source}: layers.{k}: unknown layer type")
-            m = model_from_dict(md, f"{source}: layers.{k}")
-            if isinstance(md, Mapping) and "origin" in md:
-                m.origin = str(md["origin"])  # type: ignore[attr-defined]
-            layers[k] = m
+        layers = _read_layers(layers_d, f"{source}: layers")
         mapping = MappingModel.from_dict(d.get("mapping", {"rules": []}), f"{source}: mapping")
         meta = {k: v for k, v in d.items() if k not in ("schema", "schema_version", "name", "description",
                                                          "layers", "mapping")}
@@ -221,6 +244,34 @@ class Platform:
 
     def __repr__(self) -> str:
         return f"Platform({self.name!r}, {len(self.layers)} layer models, {len(self.mapping.rules)} fusion rules)"
+
+
+def _read_layers(d: Mapping[str, Any], where: str) -> dict[str, LayerModel]:
+    """Layer models keyed by `LAYER_KEYS`, each with its ``origin``; errors name ``where.<key>``."""
+    layers: dict[str, LayerModel] = {}
+    for k, md in d.items():
+        if k not in LAYER_KEYS:
+            raise PlatformError(f"{where}.{k}: unknown layer type")
+        m = model_from_dict(md, f"{where}.{k}")
+        if isinstance(md, Mapping) and "origin" in md:
+            m.origin = str(md["origin"])  # type: ignore[attr-defined]
+        layers[k] = m
+    return layers
+
+
+def _read_support(d: Any, name: str) -> tuple[OperatorSupport, "Platform"]:
+    """The ``support`` section: the accelerator's declaration and switch cost, and the host as a platform of
+    its own (its ``layers``, ``Base`` required; no mapping)."""
+    where = f"platform {name!r}: support"
+    support = OperatorSupport.from_dict(d, where)
+    host = d.get("host")
+    if not isinstance(host, Mapping) or not isinstance(host.get("layers"), Mapping) or not host["layers"]:
+        raise PlatformError(f"{where}.host: expected an object with 'layers' (the host's layer models, Base "
+                            "required)")
+    layers = _read_layers(host["layers"], f"{where}.host.layers")
+    if "Base" not in layers:
+        raise PlatformError(f"{where}.host.layers.Base: missing (every layer the host runs needs a fallback model)")
+    return support, Platform(f"{name} host", layers, description=str(host.get("device", "")))
 
 
 def _basis(model: LayerModel) -> str:
