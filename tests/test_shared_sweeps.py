@@ -101,7 +101,7 @@ def test_two_workers_measure_the_plan_once(store_target, tmp_path):
     (s,) = prog.suites
     assert (s.planned, s.ok, s.failed, s.measuring, s.remaining) == (n, n, 0, 0, 0)
     assert {w.worker for w in prog.workers} == {"w1", "w2"} and sum(w.ok for w in prog.workers) == n
-    assert [m.worker for m in prog.machines] == ["2"]
+    assert [(m.workers, m.ok) for m in prog.machines] == [(2, n)]
 
 
 @pytest.mark.slow
@@ -224,6 +224,9 @@ def test_job_folders_shared_by_two_machines(store_target, tmp_path, capsys):
     assert "wrote 2 job folders" in out and "wrote 0 job folders" in out and "4 claimed by other workers" in out
     jobs = sorted(p.parent for host in "ab" for p in (tmp_path / host).glob("*/annette-job.json"))
     assert len(jobs) == 4 and not list((tmp_path / "c").glob("*/annette-job.json"))
+    assert main(argv + ["--jobs-dir", str(tmp_path / "a"), "--take", "2", "--worker", "a"]) == 0  # again: its own
+    assert "wrote 2 job folders" in capsys.readouterr().out
+    assert sorted(p.parent for host in "ab" for p in (tmp_path / host).glob("*/annette-job.json")) == jobs
     assert len({json.loads((j / "annette-job.json").read_text())["config"]["config_id"] for j in jobs}) == 4
     with Store(store_target) as st:
         (s,) = C.progress(st).suites
@@ -238,3 +241,17 @@ def test_job_folders_shared_by_two_machines(store_target, tmp_path, capsys):
     with Store(store_target) as st:
         (s,) = C.progress(st).suites
         assert (s.planned, s.ok, s.measuring, s.remaining) == (4, 4, 0, 0)
+
+
+@pytest.mark.slow
+def test_boards_with_their_own_host_measure_in_parallel(tmp_path):
+    """A hardware module that does not time this machine's CPU (a board) takes no machine lock."""
+    db, trace = str(tmp_path / "m.sqlite"), tmp_path / "trace.txt"
+    kw = {"slow": 0.4, "trace": str(trace), "host_cpu": False}
+    procs = [subprocess.Popen(_worker_cmd(db, f"board{i}", 8, kw), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True) for i in (1, 2)]
+    outs = [p.communicate(timeout=300) for p in procs]
+    assert all(p.returncode == 0 for p in procs), [o[1][-2000:] for o in outs]
+    spans = sorted((float(a), float(b), pid) for pid, a, b in (line.split() for line in trace.read_text().splitlines()))
+    assert len(spans) == 8 and len({s[2] for s in spans}) == 2
+    assert any(nxt[0] < cur[1] and nxt[2] != cur[2] for cur, nxt in zip(spans, spans[1:]))  # overlapping

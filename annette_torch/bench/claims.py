@@ -21,8 +21,8 @@ from sqlalchemy import Float, Text, and_, bindparam, delete, exists, func, liter
 from . import schema as S
 from .store import Store
 
-__all__ = ["LEASE_S", "ClaimResult", "SuiteProgress", "WorkerProgress", "Progress", "default_worker",
-           "this_machine", "add_plan", "claim", "renew", "release", "progress"]
+__all__ = ["LEASE_S", "ClaimResult", "SuiteProgress", "WorkerProgress", "MachineProgress", "Progress",
+           "default_worker", "this_machine", "add_plan", "claim", "renew", "release", "progress"]
 
 #: default lease of a claim (seconds); a measuring worker renews it several times per lease
 LEASE_S = 60.0
@@ -57,7 +57,7 @@ def add_plan(store: Store, platform: str, suite: str, config_ids: Sequence[str])
                   [{"platform": platform, "suite": suite, "config_id": cid} for cid in dict.fromkeys(config_ids)])
 
 
-def _claim_statement(retry_failed: bool, store: Store) -> Any:
+def _claim_statement(retry_failed: bool, again: bool, store: Store) -> Any:
     """The claim upsert, with bind parameters."""
     cl, cf = S.claims, S.configs
     p = {k: bindparam(k, type_=S.claims.c[k].type) for k in ("platform", "suite", "config_id", "worker",
@@ -74,6 +74,8 @@ def _claim_statement(retry_failed: bool, store: Store) -> Any:
     takeover = and_(cl.c.state == "claimed", cl.c.lease_until < now)
     if retry_failed:
         takeover = or_(takeover, cl.c.state == "failed")
+    if again:
+        takeover = or_(takeover, and_(cl.c.state == "claimed", cl.c.worker == p["worker"]))
     ins = ins.on_conflict_do_update(
         index_elements=["platform", "suite", "config_id"],
         set_={k: ins.excluded[k] for k in ("worker", "machine", "run_id", "state", "claimed", "heartbeat",
@@ -92,17 +94,19 @@ def _stored_statement(retry_failed: bool) -> Any:
 
 
 def claim(store: Store, platform: str, suite: str, config_ids: Sequence[str], worker: str, machine: str,
-          run_id: int | None = None, lease_s: float = LEASE_S, retry_failed: bool = False) -> ClaimResult:
+          run_id: int | None = None, lease_s: float = LEASE_S, retry_failed: bool = False,
+          again: bool = False) -> ClaimResult:
     """Claim each of ``config_ids`` for ``worker`` until the store's clock passes now + ``lease_s``.
 
     Per configuration, one statement: it inserts the claim unless the configuration is stored (as measured;
     with ``retry_failed`` a failed one may be claimed again), and takes over an existing claim only when its
-    lease has expired (its worker died) or it ended failed and ``retry_failed``.
+    lease has expired (its worker died), it ended failed and ``retry_failed``, or (``again``) ``worker``
+    holds it already (job folders written a second time by the same machine).
     """
     out = ClaimResult()
     if not config_ids:
         return out
-    stmt = store.prepared(("claim", retry_failed), lambda: _claim_statement(retry_failed, store))
+    stmt = store.prepared(("claim", retry_failed, again), lambda: _claim_statement(retry_failed, again, store))
     stored = store.prepared(("claim.stored", retry_failed), lambda: _stored_statement(retry_failed))
     with store.raw_transaction() as tx:
         now = store.raw_clock(tx)
@@ -172,6 +176,18 @@ class WorkerProgress:
 
 
 @dataclass
+class MachineProgress:
+    """One machine: how many workers ran there and their counts summed."""
+
+    machine: str
+    workers: int = 0
+    ok: int = 0
+    failed: int = 0
+    measuring: int = 0
+    last: float = 0.0
+
+
+@dataclass
 class Progress:
     """`progress`: per platform and suite, per worker, per machine; ``now`` by the store's clock."""
 
@@ -180,17 +196,14 @@ class Progress:
     now: float
 
     @property
-    def machines(self) -> list[WorkerProgress]:
-        """The workers' counts summed per machine (``worker`` holds how many workers)."""
-        out: dict[str, WorkerProgress] = {}
-        n: dict[str, int] = {}
+    def machines(self) -> list[MachineProgress]:
+        """The workers' counts summed per machine."""
+        out: dict[str, MachineProgress] = {}
         for w in self.workers:
-            m = out.setdefault(w.machine, WorkerProgress("", w.machine))
+            m = out.setdefault(w.machine, MachineProgress(w.machine))
+            m.workers += 1
             m.ok, m.failed, m.measuring = m.ok + w.ok, m.failed + w.failed, m.measuring + w.measuring
             m.last = max(m.last, w.last)
-            n[w.machine] = n.get(w.machine, 0) + 1
-        for k, m in out.items():
-            m.worker = str(n[k])
         return sorted(out.values(), key=lambda m: m.machine)
 
 
@@ -245,8 +258,9 @@ def progress(store: Store, platform: str | None = None) -> Progress:
             e = who(w, m)
             setattr(e, "ok" if st == "ok" else "failed", getattr(e, "ok" if st == "ok" else "failed") + int(n))
             e.last = max(e.last, float(last or 0))
-        for w, m, n, last in c.execute(only(cl, select(cl.c.worker, cl.c.machine, func.count(), func.max(cl.c.heartbeat))
-                                                 .where(live).group_by(cl.c.worker, cl.c.machine))):
+        held = (select(cl.c.worker, cl.c.machine, func.count(), func.max(cl.c.heartbeat)).where(live)
+                .group_by(cl.c.worker, cl.c.machine))
+        for w, m, n, last in c.execute(only(cl, held)):
             e = who(w, m)
             e.measuring += int(n)
             e.last = max(e.last, float(last or 0))

@@ -73,7 +73,9 @@ def check_file(path: str, marker: str, error: type[AnnetteError], description: s
         if not create:
             if not state.exists:
                 raise error(f"{path}: no such {description}")
-            raise error(f"{path}: empty file ({state.size} bytes), not a {description}")
+            if state.size == 0:
+                raise error(f"{path}: empty file (0 bytes), not a {description}")
+            raise error(f"{path}: an SQLite database without tables, not a {description}")
         return state
     if marker not in state.tables:
         shown = ", ".join(sorted(state.tables)[:6]) + (", ..." if len(state.tables) > 6 else "")

@@ -45,8 +45,8 @@ EXPORT_COLUMNS = ("platform", "suite", "config_id", "status", "layer", "layer_ty
                   "error")
 
 #: the columns `Store.add` writes
-_CONFIG_COLUMNS = ("run_id", "platform", "suite", "config_id", "params", "status", "error", "e2e_median_ms", "e2e_min_ms",
-                   "e2e_std_ms", "iterations", "seconds", "finished")
+_CONFIG_COLUMNS = ("run_id", "platform", "suite", "config_id", "params", "status", "error", "e2e_median_ms",
+                   "e2e_min_ms", "e2e_std_ms", "iterations", "seconds", "finished")
 _LAYER_COLUMNS = ("config", "idx", "layer", "layer_type", "fused", "fused_into", "node", "node_type", "exec_kind",
                   "time_ms", "min_ms", "std_ms", "absorbed", "params")
 #: SQLite connection settings: write-ahead log (readers never block the writer), foreign keys on
@@ -343,7 +343,8 @@ class Store:
         cf, la, cl = S.configs, S.layers, S.claims
 
         def key(t: Any) -> Any:
-            return ((t.c.platform == bindparam("k_platform", type_=Text)) & (t.c.suite == bindparam("k_suite", type_=Text))
+            return ((t.c.platform == bindparam("k_platform", type_=Text))
+                    & (t.c.suite == bindparam("k_suite", type_=Text))
                     & (t.c.config_id == bindparam("k_config_id", type_=Text)))
 
         insert = self.prepared("add.insert", lambda: self.insert(cf).on_conflict_do_nothing(

@@ -2,17 +2,18 @@
 
 Measurements run in a separate worker process, so a configuration that crashes the toolchain, hangs past
 its timeout or runs out of memory is recorded as failed with its error and the sweep goes on with a fresh
-worker. Every finished configuration is committed at once (see `store.Store`), so an interrupted sweep
-loses nothing and a re-run resumes where it stopped.
+worker. Each finished configuration is committed atomically (see `store.Store`) while the worker process
+builds and compiles the next one (before that one's timing starts), or at once when the sweep stops or
+waits; an interrupted sweep keeps everything it measured, a killed one at most loses the result it had not
+stored yet, and a re-run resumes where it stopped.
 
 Any number of sweeps of the same suite may run on one store at once (processes, or machines each with its
-own board): each configuration is claimed before it is measured (`claims`), with a lease the sweep renews
-while it measures, so none is measured twice and a killed sweep's configuration returns to the pool when its
-lease runs out. A sweep that has nothing left to claim waits for the configurations other sweeps hold and
-takes over those whose lease expires. Measurements that time this machine's CPU take its measuring lock
-(`hostlock`): sweeps on one machine measure one at a time. A sweep stores a result while its worker process
-builds and compiles the next configuration (before any timing starts), under the same lock; when another
-sweep waits for the machine, it stores before handing the lock over.
+own board): each configuration is claimed before it is measured (`claims`; a sweep claims `CLAIM_AHEAD`
+at a time), with a lease the sweep renews while it measures, so none is measured twice and a killed sweep's
+configurations return to the pool when their lease runs out. A sweep that has nothing left to claim waits
+for the configurations other sweeps hold and takes over those whose lease expires. Measurements that time
+this machine's CPU take its measuring lock (`hostlock`): sweeps on one machine measure one at a time, and
+one that finishes while another waits stores its result before handing the lock over.
 """
 
 from __future__ import annotations
@@ -336,7 +337,7 @@ class _Sweep:
                 self.flush()
                 if self.bar is not None:
                     self.bar.set_postfix(ok=res.measured, failed=res.failed, elsewhere=len(self.elsewhere))
-                time.sleep(min(self.every, 5.0))
+                time.sleep(min(self.every, 1.0))
                 self.retried.update(self.elsewhere)
                 self.pending.extend(self.elsewhere.values())
                 self.elsewhere.clear()

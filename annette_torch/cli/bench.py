@@ -73,7 +73,8 @@ def add_parser(sub: Any) -> None:
     b.add_argument("--runner", help="custom hardware module as package.module:ClassName")
     b.add_argument("--jobs-dir", default="annette-jobs",
                    help="zcu102: where the per-benchmark job folders are written (default: annette-jobs)")
-    b.add_argument("--worker", help="this worker's name in 'annette bench status' (default: <host>-<pid>)")
+    b.add_argument("--worker", help="this worker's name in 'annette bench status' (default: <host>-<pid>; job "
+                                    "folders: <host>)")
     b.add_argument("--lease", help="how long a claimed configuration stays this worker's without a heartbeat "
                                    "before another worker may take it over, e.g. 60s (default: 60s; job folders: 7d)")
     b.add_argument("--take", type=_at_least_one,
@@ -232,14 +233,15 @@ JOB_LEASE_S = 7 * 86400.0
 def _write_jobs(args: argparse.Namespace) -> int:
     """zcu102: write one job folder per configuration for the vendor toolchain and the board.
 
-    Configurations already in the store are skipped; the others are claimed for this worker (lease:
-    ``--lease``, default a week) before their folders are written, so that machines with their own boards
-    share one sweep (``--take N`` each) and ``annette bench ingest`` settles the claims.
+    Configurations already in the store are skipped; the others are claimed for this machine (its name, or
+    ``--worker``; lease: ``--lease``, default a week) before their folders are written, so that machines with
+    their own boards share one sweep (``--take N`` each), the same command again writes the same folders, and
+    ``annette bench ingest`` ends the claims.
     """
     import json
 
     from ..atomic import write_text
-    from ..bench.claims import add_plan, claim, default_worker, this_machine
+    from ..bench.claims import add_plan, claim, this_machine
     from ..bench.export import to_onnx
     from ..bench.runners import get_runner
     from ..bench.runners.vitis import write_run_params
@@ -249,7 +251,7 @@ def _write_jobs(args: argparse.Namespace) -> int:
     os.makedirs(args.jobs_dir, exist_ok=True)
     runner = get_runner("vitis", workdir=args.jobs_dir)
     lease = _lease(args, JOB_LEASE_S)
-    worker = args.worker or default_worker()
+    worker = args.worker or this_machine()
     n = stored = busy = 0
     with Store(args.db) as st:
         for suite in args.suite:
@@ -258,7 +260,8 @@ def _write_jobs(args: argparse.Namespace) -> int:
             for c in configs:
                 if args.take is not None and n >= args.take:
                     break
-                got = claim(st, args.platform, suite, [c["config_id"]], worker, this_machine(), lease_s=lease)
+                got = claim(st, args.platform, suite, [c["config_id"]], worker, this_machine(), lease_s=lease,
+                            again=True)
                 stored, busy = stored + len(got.stored), busy + len(got.busy)
                 if not got.claimed:
                     continue
@@ -306,7 +309,8 @@ def _table(head: tuple[str, ...], rows: list[tuple[str, ...]], right: set[int]) 
     widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(head)]
 
     def fmt(cells: tuple[str, ...]) -> str:
-        return "  ".join(c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
+        return "  ".join(c.rjust(w) if i in right else c.ljust(w)
+                         for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
     return [fmt(head)] + [fmt(r) for r in rows]
 
 
@@ -326,7 +330,7 @@ def format_status(prog: Any, label: str) -> str:
                              [(w.worker, w.machine, str(w.ok), str(w.failed), str(w.measuring),
                                _ago(prog.now - w.last) if w.last else dash) for w in prog.workers], {2, 3, 4})
         out += [""] + _table(("machine", "workers", "measured", "failed", "measuring", "last activity"),
-                             [(m.machine, m.worker, str(m.ok), str(m.failed), str(m.measuring),
+                             [(m.machine, str(m.workers), str(m.ok), str(m.failed), str(m.measuring),
                                _ago(prog.now - m.last) if m.last else dash) for m in prog.machines], {1, 2, 3, 4})
     return "\n".join(out)
 
@@ -340,7 +344,8 @@ def add_calibrate_parser(sub: Any) -> None:
     c.add_argument("--quick", action="store_true", help="a smaller plan (<= 10 minutes on 2 cores)")
     c.add_argument("--out", help="platform file to write (default: <platform>.json in your platform folder, "
                                  "which the platform's name then loads; see 'annette platforms')")
-    c.add_argument("--db", help="measurement database (default: annette-calibrate-<platform>.sqlite; resumable)")
+    c.add_argument("--db", help="measurement store, an SQLite file or a database URL (default: "
+                                "annette-calibrate-<platform>.sqlite; resumable)")
     c.add_argument("--budget", help="time limit for the benchmark suites, e.g. 30m")
 
 
@@ -356,7 +361,8 @@ def run_calibrate(args: argparse.Namespace) -> int:
 
     loads = resolve_platform(args.platform) == os.path.abspath(rep["out"])
     print(f"wrote {rep['out']}: {rep['layer_models']} layer models, {rep['rules']} fusion rules; measurements in "
-          f"{rep['db']}" + (f"; '-p {args.platform}' now loads it" if loads else f"; use it with '-p {rep['out']}'"))
+          f"{mask_url(rep['db'])}"
+          + (f"; '-p {args.platform}' now loads it" if loads else f"; use it with '-p {rep['out']}'"))
     print(f"end-to-end calibration on {e2e['networks']} networks: leave-one-out MAPE {e2e['loo_mape']:.1%} "
           f"(layer sum alone {e2e['layers_only_mape']:.1%})")
     print(f"time: benchmarks {rep['seconds_bench']:.0f} s, fitting {rep['seconds_fit']:.0f} s, "
