@@ -298,9 +298,10 @@ def run_sweep(store: Store, platform: str, suite: str, configs: Sequence[dict[st
         res.interrupted = True
     finally:
         try:
+            sweep.flush_last()
+            res.seconds = time.perf_counter() - t0
             sweep.close()
         finally:
-            res.seconds = time.perf_counter() - t0
             if bar is not None:
                 bar.close()
     return res
@@ -355,7 +356,9 @@ class _Sweep:
                     self.flush()
 
     def claim_more(self) -> None:
-        """Claim configurations until `CLAIM_AHEAD` (or a batch) are queued; note those others hold."""
+        """When fewer than a batch are queued, claim up to `CLAIM_AHEAD` (or a batch); note those others hold."""
+        if len(self.queue) >= self.pack:
+            return
         ahead = max(self.pack, CLAIM_AHEAD)
         while self.pending and len(self.queue) < ahead:
             take = [self.pending.popleft() for _ in range(min(ahead - len(self.queue), len(self.pending)))]
@@ -402,13 +405,16 @@ class _Sweep:
             self.bar.update(len(results))
             self.bar.set_postfix(ok=res.measured, failed=res.failed)
 
-    def close(self) -> None:
-        """Store what is measured, stop the worker process, give back what is claimed but not stored."""
+    def flush_last(self) -> None:
+        """Store what is measured and not stored yet, when the sweep ends (a failure is a warning)."""
         try:
             self.flush()
         except AnnetteError as e:
             log.warning("%s/%s: the last results could not be stored (they are measured again): %s",
                         self.platform, self.suite, e)
+
+    def close(self) -> None:
+        """Stop the worker process, give back what is claimed but not stored."""
         self.proc.stop()
         self.lock.close()
         if self.held:
