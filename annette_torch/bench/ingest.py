@@ -38,7 +38,7 @@ def ingest_reports(paths: Sequence[str], platform: str, db: str) -> tuple[int, i
     """Parse, match and store every report under ``paths``; returns (stored, unreadable, already stored).
 
     A report from a job folder written by ``annette bench --platform zcu102`` is matched against the
-    benchmark network it measured (suite and configuration are in the job folder) and settles that
+    benchmark network it measured (suite and configuration are in the job folder) and ends that
     configuration's claim; a loose report is stored node by node under the suite ``ingested``. Each report
     is stored atomically; an unreadable one is skipped with a warning and nothing of it is stored; one
     already in the store (ingested before, or by another machine) is left as stored. ``db`` is a store file
