@@ -172,7 +172,6 @@ def test_retry_failed_reclaims_failed_configurations(tmp_path):
 
 @pytest.mark.slow
 def test_status_and_sweep_on_postgresql_never_print_the_password(pg_url, tmp_path):
-    from annette_torch.cli.app import main  # noqa: F401 - the command runs in a subprocess: output captured whole
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
     cli = [sys.executable, "-m", "annette_torch.cli.app"]
     runs = [
