@@ -318,8 +318,8 @@ class Estimate:
         w.writerows(self.table())
         text = buf.getvalue()
         if path is not None:
-            with open(path, "w", encoding="utf-8", newline="") as f:
-                f.write(text)
+            from .atomic import write_text
+            write_text(path, text)
         return text
 
     def __repr__(self) -> str:

@@ -682,7 +682,8 @@ class LatencyTable:
 
     def save(self, path: str | os.PathLike) -> None:
         """Write the table as JSON."""
-        with open(path, "w", encoding="utf-8") as f:
+        from .atomic import atomic_write
+        with atomic_write(path, "w") as f:
             json.dump(self.to_dict(), f, indent=1)
             f.write("\n")
 

@@ -75,10 +75,7 @@ def plot_breakdown(estimate_or_estimates: Any, path: str | os.PathLike, top: int
     fig.legend(handles=[Patch(color=color[t], label=t) for t in types], loc="outside lower center",
                ncols=min(len(types), 6), fontsize=8, title="layer type (after fusion)", title_fontsize=8)
 
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=120, format="png")
-    return str(out)
+    return _save(fig, path)
 
 
 def _figure(figsize: tuple[float, float]):
@@ -92,9 +89,12 @@ def _figure(figsize: tuple[float, float]):
 
 
 def _save(fig: Any, path: str | os.PathLike) -> str:
+    """Write the figure as PNG atomically (a failed save leaves an existing file as it was)."""
+    from .atomic import atomic_write
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=120, format="png")
+    with atomic_write(out, "wb") as f:
+        fig.savefig(f, dpi=120, format="png")
     return str(out)
 
 

@@ -28,6 +28,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from ..atomic import atomic_write
 from ..errors import AnnetteError, check_writable
 from ..estimator import estimate_many, latency_definition
 from ..ir import Network
@@ -206,21 +207,16 @@ def write_front_csv(table: SpaceTable, path: str | os.PathLike, front: dict[str,
     """CSV of each platform's front: platform, arch, latency_ms, accuracy, params, ops; returns the row count."""
     front = fronts(table) if front is None else front
     n = 0
-    tmp = Path(f"{os.fspath(path)}.tmp{os.getpid()}")
-    try:
-        with open(tmp, "w", newline="", encoding="utf-8") as f:
-            w = csv.writer(f, lineterminator="\n")
-            w.writerow(["platform", "arch", "latency_ms", "accuracy", "params", "ops", "latency_definition"])
-            for p, idx in front.items():
-                d = table.definitions.get(p, "")
-                for i in idx:
-                    acc = "" if table.accuracy is None else f"{table.accuracy[i]:.6g}"
-                    w.writerow([p, table.archs[i], f"{table.latency_ms[p][i]:.6g}", acc, int(table.params[i]),
-                                int(table.ops[i]), d])
-                    n += 1
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    with atomic_write(path, "w", newline="") as f:
+        w = csv.writer(f, lineterminator="\n")
+        w.writerow(["platform", "arch", "latency_ms", "accuracy", "params", "ops", "latency_definition"])
+        for p, idx in front.items():
+            d = table.definitions.get(p, "")
+            for i in idx:
+                acc = "" if table.accuracy is None else f"{table.accuracy[i]:.6g}"
+                w.writerow([p, table.archs[i], f"{table.latency_ms[p][i]:.6g}", acc, int(table.params[i]),
+                            int(table.ops[i]), d])
+                n += 1
     return n
 
 
@@ -279,13 +275,11 @@ def plot_pareto(table: SpaceTable, out: str | os.PathLike, front: dict[str, np.n
         fig.suptitle(title)
     fig.tight_layout()
     out = Path(out)
-    tmp = out.with_name(f".{out.name}.tmp{os.getpid()}{out.suffix}")
     try:
-        fig.savefig(tmp, dpi=120)
-        os.replace(tmp, out)
+        with atomic_write(out, "wb") as f:
+            fig.savefig(f, dpi=120, format=out.suffix.lstrip(".").lower() or "png")
     finally:
         plt.close(fig)
-        tmp.unlink(missing_ok=True)
     return out
 
 

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import time
 import warnings
 from typing import Any
 
+from ..dburl import driver_error, driver_url, mask_url
 from ..errors import AnnetteError
 
 __all__ = ["STUDY_ATTR", "HEARTBEAT_S", "open_storage", "open_study", "mask_url", "fail_stale"]
@@ -27,35 +27,6 @@ STUDY_ATTR = "annette"
 #: seconds between a running trial's heartbeats; a trial silent for `GRACE_S` is failed (its worker died)
 HEARTBEAT_S = 10
 GRACE_S = 60
-_PASSWORD = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.\-]*://[^:/@\s]*):(?P<pw>[^@\s]*)@")
-
-
-def mask_url(text: Any) -> str:
-    """``text`` with the password of every database URL in it replaced by ``***``
-    (``postgresql://user:secret@host/db`` -> ``postgresql://user:***@host/db``)."""
-    return _PASSWORD.sub(lambda m: f"{m.group('head')}:***@", str(text))
-
-
-def _driver_error(url: str, e: BaseException) -> AnnetteError:
-    """One line naming the package a database URL's driver needs."""
-    low = url.lower()
-    if low.startswith("postgresql+psycopg2") or "psycopg2" in str(e):
-        pkg = "psycopg2-binary (pip install psycopg2-binary), or use postgresql:// with psycopg 3"
-    elif low.startswith("postgres"):
-        pkg = "psycopg 3 (pip install 'psycopg[binary]'), or write postgresql+psycopg2:// to use psycopg2"
-    elif low.startswith("mysql"):
-        pkg = "a MySQL driver (pip install pymysql, then mysql+pymysql://...)"
-    else:
-        pkg = "the database driver SQLAlchemy names"
-    log.debug("storage %s: %s", mask_url(url), mask_url(e))
-    return AnnetteError(f"storage {mask_url(url)}: its database driver is not installed; install {pkg}")
-
-
-def _has_module(name: str) -> bool:
-    import importlib.util
-    return importlib.util.find_spec(name) is not None
-
-
 #: what a study created before a meta key existed searched (``latency``: studies ranked by latency_ms)
 _LEGACY = {"latency": "latency"}
 
@@ -89,9 +60,7 @@ def open_storage(storage: Any, heartbeat_interval: int | None = HEARTBEAT_S, gra
     if "://" not in s:
         raise AnnetteError(f"storage {mask_url(s)!r}: give an Optuna storage URL (e.g. sqlite:///study.db) or "
                            "journal:PATH")
-    url = s
-    if re.match(r"postgres(ql)?://", url, re.I) and not _has_module("psycopg") and _has_module("psycopg2"):
-        url = "postgresql+psycopg2://" + url.split("://", 1)[1]  # SQLAlchemy 2.1's default driver is psycopg 3
+    url = driver_url(s)
     kw: dict[str, Any] = {"engine_kwargs": {"connect_args": {"timeout": 60}}} if url.startswith("sqlite:") else {}
     if heartbeat_interval:
         kw.update(heartbeat_interval=int(heartbeat_interval), grace_period=int(grace_period or 2 * heartbeat_interval))
@@ -101,11 +70,11 @@ def open_storage(storage: Any, heartbeat_interval: int | None = HEARTBEAT_S, gra
                 warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
                 return optuna.storages.RDBStorage(url, **kw)
         except ImportError as e:
-            raise _driver_error(url, e) from None
+            raise driver_error(url, e) from None
         except Exception as e:  # noqa: BLE001 - sqlalchemy errors: a bad URL, an unreachable database...
             text = str(e)
             if isinstance(e.__cause__, ImportError) or "No module named" in text:
-                raise _driver_error(url, e) from None
+                raise driver_error(url, e) from None
             # ...or several workers creating the schema of a new database at once: the others wait, retry
             racing = any(m in text for m in ("already exists", "UNIQUE constraint", "database is locked",
                                               "duplicate key"))

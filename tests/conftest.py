@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -20,3 +21,16 @@ def ref_dir() -> Path:
 def _own_platform_folder(tmp_path_factory, monkeypatch):
     """Every test sees an empty user platform folder of its own (never the developer's ~/.local/share)."""
     monkeypatch.setenv("ANNETTE_HOME", str(tmp_path_factory.mktemp("annette-home")))
+
+
+@pytest.fixture(scope="session")
+def pg_url() -> Iterator[str]:
+    """URL (with its password) of a throw-away PostgreSQL server started for this session; skipped with the
+    reason where none can be started (no server binaries, no psycopg)."""
+    import pg_server
+    try:
+        server = pg_server.start()
+    except pg_server.Unavailable as e:
+        pytest.skip(f"PostgreSQL: {e}")
+    yield server.url
+    server.stop()

@@ -166,6 +166,42 @@ def test_suite_registry():
         assert 0 < SUITES[name].count() <= S.space_size(SUITES[name].space)
 
 
+@pytest.mark.slow
+def test_stored_counts_equal_the_enumeration():
+    """counts.json (what --list shows) holds every grid suite's count for its current space and caps, equal to
+    enumerating the grid (regenerate with scripts/suite_counts.py after changing a suite)."""
+    from annette_torch.bench.suites.counts import stored_count
+    for name, suite in SUITES.items():
+        if suite.default_sampler == "table":
+            continue
+        stored = stored_count(name, suite.count_fingerprint())
+        assert stored is not None, f"{name}: counts.json is out of date; run scripts/suite_counts.py"
+        assert stored == Suite(**{**suite.__dict__, "_counts": {}}).count(stored=False), name
+        assert suite.count() == stored
+
+
+def test_a_changed_space_is_counted_not_looked_up():
+    conv = SUITES["conv"]
+    small = Suite("conv", conv.description, {**conv.space, "h": [8], "w": [8]}, conv.builder, cost=conv.cost,
+                  optional=conv.optional)
+    assert small.count() == small.count(stored=False) == len(small.configs(sampler="grid")) < conv.count()
+
+
+@pytest.mark.slow
+def test_bench_list_takes_at_most_a_second():
+    import subprocess
+    import sys
+    import time
+    best = float("inf")
+    for _ in range(3):  # the best of three: a loaded machine slows one start, not all
+        t0 = time.perf_counter()
+        r = subprocess.run([sys.executable, "-m", "annette_torch.cli.app", "bench", "--list"], capture_output=True,
+                           text=True, timeout=120)
+        best = min(best, time.perf_counter() - t0)
+        assert r.returncode == 0 and "gconv" in r.stdout
+    assert best <= 2.0, f"annette bench --list took {best:.2f} s (interpreter start included)"
+
+
 @pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n == "cold_weights" else n
                                   for n in MICRO + MULTI])
 def test_suite_builds_exports_and_runs(name):

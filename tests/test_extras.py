@@ -44,3 +44,10 @@ def test_require_names_the_package_and_the_extra():
     with pytest.raises(MissingExtraError, match=r'scikit-learn.*pip install "annette-torch\[fit\]"') as e:
         require("the model generator", "sklearn.no_such_module")
     assert isinstance(e.value, AnnetteError) and isinstance(e.value, ImportError)
+
+
+def test_a_postgresql_store_without_its_driver_is_one_line_without_the_password(tmp_path):
+    r = _run_without(["psycopg", "psycopg2"], ["bench", "status", "--db", "postgresql://bob:topsecret@127.0.0.1:9/x"],
+                     tmp_path)
+    assert r.returncode == 1 and r.stderr.count("annette: error:") == 1 and "Traceback" not in r.stderr, r.stderr
+    assert "annette-torch[postgres]" in r.stderr and "bob:***@" in r.stderr and "topsecret" not in r.stderr

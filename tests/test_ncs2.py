@@ -157,7 +157,7 @@ def test_ingest_store_gives_the_same_layer_times_back(tmp_path: Path) -> None:
         by_net: dict[str, dict] = {}
         for _, cid, params, r in st.layer_records("ncs2", GRAPH_SUITE):
             by_net.setdefault(cid, {})[r.layer] = r
-        e2e = dict(st.db.execute("SELECT config_id, e2e_median_ms FROM configs WHERE platform='ncs2'"))
+        e2e = {cid: m for (_, cid), m in st.e2e_medians("ncs2").items()}
     for report, (graph, _, total) in CASES.items():
         recs = by_net[graph]
         names = set(from_annette_json(GRAPHS / f"{graph}.json").names)

@@ -34,13 +34,15 @@ def _job_meta(job_dir) -> dict | None:
         return json.load(f)
 
 
-def ingest_reports(paths: Sequence[str], platform: str, db: str) -> tuple[int, int]:
-    """Parse, match and store every report under ``paths``; returns (stored, unreadable).
+def ingest_reports(paths: Sequence[str], platform: str, db: str) -> tuple[int, int, int]:
+    """Parse, match and store every report under ``paths``; returns (stored, unreadable, already stored).
 
     A report from a job folder written by ``annette bench --platform zcu102`` is matched against the
-    benchmark network it measured (suite and configuration are in the job folder); a loose report is stored
-    node by node under the suite ``ingested``. Each report is stored atomically; an unreadable one is
-    skipped with a warning and nothing of it is stored.
+    benchmark network it measured (suite and configuration are in the job folder) and ends that
+    configuration's claim; a loose report is stored node by node under the suite ``ingested``. Each report
+    is stored atomically; an unreadable one is skipped with a warning and nothing of it is stored; one
+    already in the store (ingested before, or by another machine) is left as stored. ``db`` is a store file
+    or URL.
     """
     from .matcher import match
     from .runners.vitis import VitisRunner, collect
@@ -55,7 +57,8 @@ def ingest_reports(paths: Sequence[str], platform: str, db: str) -> tuple[int, i
             bad += 1
             log.warning("%s", e)
     if not runs:
-        return 0, bad
+        return 0, bad, 0
+    stored = kept = 0
     with Store(db) as st:
         run_id = st.start_run(platform, "vitis", VitisRunner().toolchain(), {**machine_fingerprint(), "board": platform})
         for r in runs:
@@ -71,12 +74,13 @@ def ingest_reports(paths: Sequence[str], platform: str, db: str) -> tuple[int, i
                 layers = [LayerRecord(layer=n.node, layer_type=n.node_type, fused=NOT_FUSED, node=n.node,
                                       node_type=n.node_type, exec_kind=n.exec_kind, time_ms=n.median_ms,
                                       min_ms=n.min_ms, std_ms=n.std_ms) for n in r.records]
-            st.add(run_id, platform, ConfigResult(
+            new = st.add(run_id, platform, ConfigResult(
                 suite, cid, config, "ok", layers,
                 e2e_median_ms=float(np.median(e2e)) if e2e.size else None,
                 e2e_min_ms=float(e2e.min()) if e2e.size else None,
                 e2e_std_ms=float(e2e.std()) if e2e.size else None, iterations=int(e2e.size) or None))
-    return len(runs), bad
+            stored, kept = stored + new, kept + (not new)
+    return stored, bad, kept
 
 
 # ----------------------------------------------------------------------------------------------- benchmark_app
@@ -173,17 +177,13 @@ def ingest_benchmark_app(pairs: Sequence[tuple[str, str]], platform: str, db: st
                               {**machine_fingerprint(), "board": platform})
         for m in todo:
             if m.config_id in done:
-                with st.transaction():
-                    st.db.execute("DELETE FROM layers WHERE config IN (SELECT id FROM configs WHERE platform=? "
-                                  "AND suite=? AND config_id=?)", (platform, GRAPH_SUITE, m.config_id))
-                    st.db.execute("DELETE FROM configs WHERE platform=? AND suite=? AND config_id=?",
-                                  (platform, GRAPH_SUITE, m.config_id))
+                st.remove(platform, GRAPH_SUITE, m.config_id)
             totals = m.parsed.totals_ms
-            st.add(run_id, platform, ConfigResult(
+            new = st.add(run_id, platform, ConfigResult(
                 GRAPH_SUITE, m.config_id,
                 {"graph": os.path.abspath(m.graph), "report": os.path.abspath(m.report), "format": m.parsed.format,
                  "plugin": m.parsed.plugin},
                 "ok", m.layers, e2e_median_ms=float(np.median(totals)), e2e_min_ms=float(totals.min()),
                 e2e_std_ms=float(totals.std()), iterations=int(totals.size)))
-            stored += 1
+            stored, skipped = stored + new, skipped + (not new)  # not new: another process stored it meanwhile
     return stored, skipped

@@ -1,39 +1,112 @@
-"""One way to open the project's SQLite files (benchmark store, measurement cache): the folder check, the
-connection pragmas, schema creation and version check, transactions and closing."""
+"""One way to open the project's SQLite files (measurement store, measurement cache): what an existing file
+is, read without changing it (missing, empty, one of ours, another program's database, not a database at
+all, corrupt); the connection pragmas, schema creation and version check, transactions and closing."""
 
 from __future__ import annotations
 
 import os
 import sqlite3
+import urllib.parse
+from dataclasses import dataclass
 from typing import ClassVar, TypeVar
 
 from ..errors import AnnetteError
 
-__all__ = ["SQLiteFile"]
+__all__ = ["SQLiteFile", "FileState", "inspect_file", "check_file", "SQLITE_HEADER"]
 
 _File = TypeVar("_File", bound="SQLiteFile")
+
+#: the first 16 bytes of every SQLite 3 database file
+SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+@dataclass(frozen=True)
+class FileState:
+    """What is at a path before anything is written there: ``exists``, ``size`` in bytes and, for an SQLite
+    file, its tables (``tables`` is empty for a missing, empty or table-less file)."""
+
+    exists: bool
+    size: int
+    tables: frozenset[str]
+
+    @property
+    def blank(self) -> bool:
+        """Nothing worth keeping: no file, 0 bytes, or an SQLite file without tables."""
+        return not self.exists or self.size == 0 or not self.tables
+
+
+def inspect_file(path: str, error: type[AnnetteError], description: str) -> FileState:
+    """Read ``path``'s header and table list through a read-only connection (the file is never modified:
+    no schema, no journal mode change). A file that is not an SQLite database, or whose first pages are
+    corrupt, raises ``error`` with one line."""
+    if not os.path.exists(path):
+        return FileState(False, 0, frozenset())
+    if os.path.isdir(path):
+        raise error(f"{path}: is a folder, not a {description}")
+    try:
+        size = os.path.getsize(path)
+        with open(path, "rb") as f:
+            head = f.read(len(SQLITE_HEADER))
+    except OSError as e:
+        raise error(f"{path}: cannot read ({e.strerror or e})") from None
+    if size == 0:
+        return FileState(True, 0, frozenset())
+    if head != SQLITE_HEADER:
+        raise error(f"{path}: not a {description} (not an SQLite database); give another file")
+    uri = "file:" + urllib.parse.quote(os.path.abspath(path)) + "?mode=ro"
+    try:
+        con = sqlite3.connect(uri, uri=True, timeout=30)
+        try:
+            tables = frozenset(r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'"))
+        finally:
+            con.close()
+    except sqlite3.DatabaseError as e:
+        raise error(f"{path}: corrupt {description} ({e})") from None
+    return FileState(True, size, tables)
+
+
+def check_file(path: str, marker: str, error: type[AnnetteError], description: str, create: bool) -> FileState:
+    """`inspect_file` plus the decision: a file holding table ``marker`` is ours; a blank one (missing, 0 bytes,
+    no tables) is accepted only when ``create``; a database of another program is refused, untouched."""
+    state = inspect_file(path, error, description)
+    if state.blank:
+        if not create:
+            if not state.exists:
+                raise error(f"{path}: no such {description}")
+            if state.size == 0:
+                raise error(f"{path}: empty file (0 bytes), not a {description}")
+            raise error(f"{path}: an SQLite database without tables, not a {description}")
+        return state
+    if marker not in state.tables:
+        shown = ", ".join(sorted(state.tables)[:6]) + (", ..." if len(state.tables) > 6 else "")
+        raise error(f"{path}: an SQLite database of another program (tables: {shown}), not a {description}; "
+                    "it was left untouched")
+    return state
 
 
 class SQLiteFile:
     """An SQLite file, created with ``schema`` on first use; a subclass names its schema, pragmas and errors.
 
-    ``description`` ends the message for a file that is not such a database (``"<path>: not a
+    ``marker`` is a table every such file has: an existing SQLite file without it is another program's and
+    is refused before anything is written to it. ``description`` ends the messages (``"<path>: not a
     <description> (...)"``); with ``schema_version`` set, the schema's ``meta`` table records it and a file
     written by a newer release is refused (``"<path>: <kind> schema N is newer ..."``).
     """
 
     schema: ClassVar[str] = ""
+    marker: ClassVar[str] = ""
     pragmas: ClassVar[tuple[str, ...]] = ("journal_mode=WAL",)
     error: ClassVar[type[AnnetteError]] = AnnetteError
     description: ClassVar[str] = "database"
     kind: ClassVar[str] = "database"
     schema_version: ClassVar[int | None] = None
 
-    def __init__(self, path: str | os.PathLike) -> None:
+    def __init__(self, path: str | os.PathLike, create: bool = True) -> None:
         self.path = os.fspath(path)
         d = os.path.dirname(os.path.abspath(self.path))
         if not os.path.isdir(d):
             raise self.error(f"{self.path}: folder {d} does not exist")
+        check_file(self.path, self.marker, self.error, self.description, create)
         try:
             self.db = sqlite3.connect(self.path, timeout=30)
             for pragma in self.pragmas:

@@ -2,8 +2,18 @@
 
 Measurements run in a separate worker process, so a configuration that crashes the toolchain, hangs past
 its timeout or runs out of memory is recorded as failed with its error and the sweep goes on with a fresh
-worker. Every finished configuration is committed at once (see `store.Store`), so an interrupted sweep
-loses nothing and a re-run resumes where it stopped.
+worker. Each finished configuration is committed atomically (see `store.Store`) while the worker process
+builds and compiles the next one (before that one's timing starts), or at once when the sweep stops or
+waits; an interrupted sweep keeps everything it measured, a killed one at most loses the result it had not
+stored yet, and a re-run resumes where it stopped.
+
+Any number of sweeps of the same suite may run on one store at once (processes, or machines each with its
+own board): each configuration is claimed before it is measured (`claims`; a sweep claims `CLAIM_AHEAD`
+at a time), with a lease the sweep renews while it measures, so none is measured twice and a killed sweep's
+configurations return to the pool when their lease runs out. A sweep that has nothing left to claim waits
+for the configurations other sweeps hold and takes over those whose lease expires. Measurements that time
+this machine's CPU take its measuring lock (`hostlock`): sweeps on one machine measure one at a time, and
+one that finishes while another waits stores its result before handing the lock over.
 """
 
 from __future__ import annotations
@@ -12,27 +22,33 @@ import logging
 import multiprocessing as mp
 import time
 import traceback
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from ..errors import AnnetteError
+from ..platform.machine import machine_fingerprint
+from .claims import LEASE_S, add_plan, claim, default_worker, release, renew, this_machine
+from .hostlock import MachineLock
 from .records import LayerRecord
 from .store import ConfigResult, Store
-from ..platform.machine import machine_fingerprint
 
-__all__ = ["measure", "measure_packed", "run_sweep", "SweepResult", "parse_budget"]
+__all__ = ["measure", "measure_packed", "run_sweep", "SweepResult", "parse_budget", "CLAIM_AHEAD"]
 
 log = logging.getLogger(__name__)
 
+#: configurations a sweep claims ahead of the one it measures (one claim transaction for several)
+CLAIM_AHEAD = 4
+
 
 def parse_budget(text: str | None) -> float | None:
-    """'10m' / '90s' / '2h' / '1.5h' / '600' -> seconds (None stays None)."""
+    """'10m' / '90s' / '2h' / '1.5h' / '7d' / '600' -> seconds (None stays None)."""
     if text is None:
         return None
     t = str(text).strip().lower()
-    mult = {"s": 1, "m": 60, "h": 3600}
+    mult = {"s": 1, "m": 60, "h": 3600, "d": 86400}
     try:
         if t and t[-1] in mult:
             v = float(t[:-1]) * mult[t[-1]]
@@ -112,7 +128,7 @@ def _worker_main(conn, runner_name: str, runner_kwargs: dict[str, Any], mem_limi
             pass
     from .runners import get_runner
     runner = get_runner(runner_name, **runner_kwargs)
-    conn.send(("ready", runner.toolchain()))
+    conn.send(("ready", (runner.toolchain(), bool(getattr(runner, "uses_host_cpu", True)))))
     while True:
         try:
             msg = conn.recv()
@@ -143,6 +159,7 @@ class _Worker:
         self.start_timeout = start_timeout
         self.proc: Any = None
         self.toolchain: dict[str, Any] = {}
+        self.uses_host_cpu = True
 
     def start(self) -> None:
         ctx = mp.get_context("spawn")
@@ -160,7 +177,7 @@ class _Worker:
             self.kill()
             raise AnnetteError(f"hardware module {self.args[0]!r} failed to start (exit code {code}); "
                                "is its toolchain installed?") from None
-        self.toolchain = payload
+        self.toolchain, self.uses_host_cpu = payload
 
     def kill(self) -> None:
         if self.proc is not None and self.proc.is_alive():
@@ -177,14 +194,25 @@ class _Worker:
                 pass
         self.kill()
 
-    def run(self, task: tuple, timeout: float) -> tuple[str, Any]:
-        """('ok', results) or ('error', message); restarts the worker after a timeout or a crash."""
+    def run(self, task: tuple, timeout: float, heartbeat: Callable[[], None] | None = None,
+            every: float = 10.0, meanwhile: Callable[[], None] | None = None) -> tuple[str, Any]:
+        """('ok', results) or ('error', message); restarts the worker after a timeout or a crash. Once the
+        task is sent, ``meanwhile`` runs; while it waits, ``heartbeat`` is called every ``every`` seconds."""
         if self.proc is None or not self.proc.is_alive():
             self.start()
         self.conn.send(task)
-        if not self.conn.poll(timeout):
-            self.kill()
-            return "error", f"timed out after {timeout:g} s"
+        deadline = time.monotonic() + timeout
+        if meanwhile is not None:
+            meanwhile()
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self.kill()
+                return "error", f"timed out after {timeout:g} s"
+            if self.conn.poll(min(left, every) if heartbeat is not None else left):
+                break
+            if heartbeat is not None:
+                heartbeat()
         try:
             return self.conn.recv()
         except (EOFError, ConnectionResetError):
@@ -198,11 +226,17 @@ class _Worker:
 
 @dataclass
 class SweepResult:
-    """What a sweep did: counts, time, and whether it was interrupted."""
+    """What a sweep did: counts, time, and whether it was interrupted.
+
+    ``measured`` / ``failed``: configurations this sweep stored; ``skipped``: stored before it started;
+    ``by_others``: stored by other workers while it ran; ``taken_over``: claims of stopped workers it took.
+    """
 
     measured: int = 0
     failed: int = 0
     skipped: int = 0
+    by_others: int = 0
+    taken_over: int = 0
     seconds: float = 0.0
     interrupted: bool = False
     stopped_by_budget: bool = False
@@ -217,61 +251,192 @@ def run_sweep(store: Store, platform: str, suite: str, configs: Sequence[dict[st
               runner_kwargs: dict[str, Any] | None = None, *, iterations: int = 20, warmup: int = 3,
               timeout_s: float = 120.0, budget_s: float | None = None, pack: int = 1, retry_failed: bool = False,
               mem_limit_mb: int | None = 8192, progress: bool = True,
-              on_result: Callable[[ConfigResult], None] | None = None) -> SweepResult:
-    """Measure ``configs`` of ``suite`` on ``runner`` into ``store`` (skipping those already stored)."""
+              on_result: Callable[[ConfigResult], None] | None = None, worker: str | None = None,
+              lease_s: float = LEASE_S) -> SweepResult:
+    """Measure ``configs`` of ``suite`` on ``runner`` into ``store`` (skipping those already stored), sharing
+    the work with any other sweep of the same suite on the same store.
+
+    ``worker`` names this sweep in ``annette bench status`` (default ``<host>-<pid>``); ``lease_s`` is how
+    long a claim lasts without a heartbeat (renewed every quarter lease while measuring).
+    """
     if iterations < 1 or warmup < 0:
         raise AnnetteError("iterations must be >= 1 and warmup >= 0")
+    if not lease_s > 0:
+        raise AnnetteError(f"lease must be a positive number of seconds, got {lease_s}")
     runner_kwargs = dict(runner_kwargs or {})
+    add_plan(store, platform, suite, [c["config_id"] for c in configs])
     done = store.done(platform, suite, include_failed=not retry_failed)
     todo = [c for c in configs if c["config_id"] not in done]
     res = SweepResult(skipped=len(configs) - len(todo))
     if not todo:
         return res
-    worker = _Worker(runner, runner_kwargs, mem_limit_mb)
-    worker.start()
-    run_id = store.start_run(platform, runner, worker.toolchain, machine_fingerprint(runner_kwargs.get("threads")))
+    proc = _Worker(runner, runner_kwargs, mem_limit_mb)
+    proc.start()
+    name, machine = worker or default_worker(), this_machine()
+    try:
+        run_id = store.start_run(platform, runner, proc.toolchain,
+                                 machine_fingerprint(runner_kwargs.get("threads")), worker=name, machine=machine)
+    except BaseException:
+        proc.stop()
+        raise
+    sweep = _Sweep(store, platform, suite, todo, proc, res, run_id, name, machine, lease_s, retry_failed, max(pack, 1),
+                   on_result)
     bar = None
     if progress:
         from tqdm.auto import tqdm
         bar = tqdm(total=len(todo), unit="cfg", desc=f"{platform}/{suite}", dynamic_ncols=True)
+    sweep.bar = bar
     t0 = time.perf_counter()
+
+    def over() -> bool:
+        return budget_s is not None and time.perf_counter() - t0 >= budget_s
+
     try:
-        i = 0
-        while i < len(todo):
-            if budget_s is not None and time.perf_counter() - t0 >= budget_s:
-                res.stopped_by_budget = True
-                break
-            batch = todo[i:i + max(pack, 1)]
-            kind, payload = worker.run((suite, batch, iterations, warmup), timeout_s * len(batch))
-            if kind == "error" and len(batch) > 1:
-                # isolate the culprit: measure the batch's configurations one by one
-                results = []
-                for c in batch:
-                    k1, p1 = worker.run((suite, [c], iterations, warmup), timeout_s)
-                    results.append(p1[0] if k1 == "ok" else ConfigResult(suite, c["config_id"], c, "failed", error=p1))
-            elif kind == "error":
-                results = [ConfigResult(suite, batch[0]["config_id"], batch[0], "failed", error=payload)]
-            else:
-                results = payload
-            for r in results:
-                store.add(run_id, platform, r)
-                if r.status == "ok":
-                    res.measured += 1
-                else:
-                    res.failed += 1
-                    res.errors.append(f"{r.config_id}: {r.error}")
-                    log.warning("%s/%s config %s failed: %s", platform, suite, r.config_id, r.error)
-                if on_result:
-                    on_result(r)
-            i += len(batch)
-            if bar is not None:
-                bar.update(len(batch))
-                bar.set_postfix(ok=res.measured, failed=res.failed)
+        sweep.run(over, lambda batch, beat, every, meanwhile: _measure_batch(
+            proc, suite, batch, iterations, warmup, timeout_s, beat, every, meanwhile))
     except KeyboardInterrupt:
         res.interrupted = True
     finally:
-        res.seconds = time.perf_counter() - t0
-        if bar is not None:
-            bar.close()
-        worker.stop()
+        try:
+            sweep.flush_last()
+            res.seconds = time.perf_counter() - t0
+            sweep.close()
+        finally:
+            if bar is not None:
+                bar.close()
     return res
+
+
+class _Sweep:
+    """One worker's share of a sweep: claims configurations (a few ahead), measures them under this machine's
+    lock, stores each result while the next configuration compiles, waits for what other workers hold and
+    takes over what they abandon; `close` stores what is measured and gives back what is claimed."""
+
+    def __init__(self, store: Store, platform: str, suite: str, todo: Sequence[dict[str, Any]], proc: _Worker,
+                 res: SweepResult, run_id: int, name: str, machine: str, lease_s: float, retry_failed: bool,
+                 pack: int, on_result: Callable[[ConfigResult], None] | None) -> None:
+        self.store, self.platform, self.suite, self.proc, self.res = store, platform, suite, proc, res
+        self.run_id, self.name, self.machine, self.lease_s = run_id, name, machine, lease_s
+        self.retry_failed, self.pack, self.on_result = retry_failed, pack, on_result
+        self.bar: Any = None
+        self.every = max(min(lease_s / 4, 10.0), 0.05)  # heartbeat interval
+        self.lock = MachineLock(proc.uses_host_cpu)
+        self.pending: deque[dict[str, Any]] = deque(todo)  # not claimed yet
+        self.queue: deque[dict[str, Any]] = deque()  # claimed by this worker, not measured yet
+        self.held: dict[str, None] = {}  # claimed by this worker, not stored yet (renewed by the heartbeat)
+        self.elsewhere: dict[str, dict[str, Any]] = {}  # held by other workers under a live lease
+        self.retried: set[str] = set()  # were held by others: claimed now, they are taken over
+        self.unstored: list[ConfigResult] = []  # measured, stored while the next configuration compiles
+
+    def run(self, over: Callable[[], bool], measure: Callable[..., list[ConfigResult]]) -> None:
+        res = self.res
+        while self.queue or self.pending or self.elsewhere:
+            if over():
+                res.stopped_by_budget = True
+                return
+            if not self.queue and not self.pending:  # the rest is measured elsewhere: wait, try again
+                self.flush()
+                if self.bar is not None:
+                    self.bar.set_postfix(ok=res.measured, failed=res.failed, elsewhere=len(self.elsewhere))
+                time.sleep(min(self.every, 1.0))
+                self.retried.update(self.elsewhere)
+                self.pending.extend(self.elsewhere.values())
+                self.elsewhere.clear()
+            with self.lock.hold(stop=over) as may:
+                if not may:
+                    res.stopped_by_budget = True
+                    return
+                self.claim_more()
+                if not self.queue:
+                    self.flush()
+                    continue
+                batch = [self.queue.popleft() for _ in range(min(self.pack, len(self.queue)))]
+                self.unstored = measure(batch, self.beat, self.every, self.flush)
+                if self.lock.contended():  # another worker waits for this machine: store now, not in its turn
+                    self.flush()
+
+    def claim_more(self) -> None:
+        """When fewer than a batch are queued, claim up to `CLAIM_AHEAD` (or a batch); note those others hold."""
+        if len(self.queue) >= self.pack:
+            return
+        ahead = max(self.pack, CLAIM_AHEAD)
+        while self.pending and len(self.queue) < ahead:
+            take = [self.pending.popleft() for _ in range(min(ahead - len(self.queue), len(self.pending)))]
+            by_id = {c["config_id"]: c for c in take}
+            got = claim(self.store, self.platform, self.suite, list(by_id), self.name, self.machine, self.run_id,
+                        self.lease_s, self.retry_failed)
+            for cid in got.claimed:
+                self.queue.append(by_id[cid])
+                self.held[cid] = None
+                self.res.taken_over += cid in self.retried
+            self.elsewhere.update((cid, by_id[cid]) for cid in got.busy)
+            self.res.by_others += len(got.stored)
+            if self.bar is not None and got.stored:
+                self.bar.update(len(got.stored))
+
+    def beat(self) -> None:
+        """Heartbeat: renew the leases of every configuration this worker holds."""
+        try:
+            kept = renew(self.store, self.platform, self.suite, list(self.held), self.name, self.lease_s)
+        except AnnetteError as e:  # the store is unreachable for a moment: the lease may still hold
+            log.warning("%s/%s: lease not renewed: %s", self.platform, self.suite, e)
+            return
+        if kept < len(self.held):
+            log.warning("%s/%s: another worker took over a configuration this one holds (its lease ran out); "
+                        "the first result stored counts", self.platform, self.suite)
+
+    def flush(self) -> None:
+        """Store the measured results not stored yet."""
+        results, self.unstored = self.unstored, []
+        res = self.res
+        for r in results:
+            if not self.store.add(self.run_id, self.platform, r):
+                res.by_others += 1  # another worker stored it first (this one's lease had run out)
+            elif r.status == "ok":
+                res.measured += 1
+            else:
+                res.failed += 1
+                res.errors.append(f"{r.config_id}: {r.error}")
+                log.warning("%s/%s config %s failed: %s", self.platform, self.suite, r.config_id, r.error)
+            self.held.pop(r.config_id, None)
+            if self.on_result:
+                self.on_result(r)
+        if self.bar is not None and results:
+            self.bar.update(len(results))
+            self.bar.set_postfix(ok=res.measured, failed=res.failed)
+
+    def flush_last(self) -> None:
+        """Store what is measured and not stored yet, when the sweep ends (a failure is a warning)."""
+        try:
+            self.flush()
+        except AnnetteError as e:
+            log.warning("%s/%s: the last results could not be stored (they are measured again): %s",
+                        self.platform, self.suite, e)
+
+    def close(self) -> None:
+        """Stop the worker process, give back what is claimed but not stored."""
+        self.proc.stop()
+        self.lock.close()
+        if self.held:
+            try:
+                release(self.store, self.platform, self.suite, list(self.held), self.name)
+            except AnnetteError as e:
+                log.warning("%s/%s: claims not released (they return when their lease runs out): %s",
+                            self.platform, self.suite, e)
+
+
+def _measure_batch(proc: _Worker, suite: str, batch: list[dict[str, Any]], iterations: int, warmup: int,
+                   timeout_s: float, beat: Callable[[], None], every: float,
+                   meanwhile: Callable[[], None] | None = None) -> list[ConfigResult]:
+    """Measure one claimed batch in the worker process (``meanwhile`` runs once it has started); a failing
+    batch of several is measured one by one to find the configuration that fails."""
+    kind, payload = proc.run((suite, batch, iterations, warmup), timeout_s * len(batch), beat, every, meanwhile)
+    if kind == "ok":
+        return payload
+    if len(batch) == 1:
+        return [ConfigResult(suite, batch[0]["config_id"], batch[0], "failed", error=payload)]
+    results = []
+    for c in batch:
+        k1, p1 = proc.run((suite, [c], iterations, warmup), timeout_s, beat, every)
+        results.append(p1[0] if k1 == "ok" else ConfigResult(suite, c["config_id"], c, "failed", error=p1))
+    return results

@@ -224,7 +224,8 @@ def _write_csv(estimates: list, path: str) -> None:
         estimates[0].to_csv(path)
         return
     from ..estimator import TABLE_COLUMNS
-    with open(path, "w", encoding="utf-8", newline="") as f:
+    from ..atomic import atomic_write
+    with atomic_write(path, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=["platform", *TABLE_COLUMNS], lineterminator="\n")
         w.writeheader()
         for est in estimates:

@@ -224,7 +224,8 @@ def _search(args: argparse.Namespace) -> int:
     if args.out:
         rows = osr.trial_rows(study)
         try:
-            with open(args.out, "w", newline="", encoding="utf-8") as f:
+            from ..atomic import atomic_write
+            with atomic_write(args.out, "w", newline="") as f:
                 w_ = csv.DictWriter(f, fieldnames=["trial", "state", "arch", "latency_ms", "objective", "feasible"],
                                     lineterminator="\n")
                 w_.writeheader()

@@ -58,8 +58,7 @@ def load_measured(store: Store, platform: str, suites: Iterable[str] | None = No
         if wanted is not None and suite not in wanted:
             continue
         groups.setdefault((suite, cid), (params, []))[1].append(rec)
-    e2e = {(s, c): m for s, c, m in store.db.execute(
-        "SELECT suite, config_id, e2e_median_ms FROM configs WHERE platform=? AND status='ok'", (platform,))}
+    e2e = store.e2e_medians(platform)
     out: list[Measured] = []
     skipped: set[str] = set()
     for (suite, cid), (params, recs) in groups.items():

@@ -170,7 +170,7 @@ def fit_variants(db: str | Store, platform: str, variants: Sequence[str] = VARIA
     unknown = set(variants) - set(VARIANTS)
     if unknown:
         raise ValueError(f"unknown variants {sorted(unknown)} (known: {', '.join(VARIANTS)})")
-    st = Store(db) if isinstance(db, str) else db
+    st = Store(db, create=False) if isinstance(db, str) else db
     t0 = time.perf_counter()
     everything = load_measured(st, platform, suites)
     context = [m for m in everything if m.suite in CONTEXT_SUITES]

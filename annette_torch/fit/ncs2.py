@@ -96,9 +96,7 @@ def load_graph_measurements(store: Store, platform: str = "ncs2",
     groups: dict[str, tuple[dict, list]] = {}
     for suite, cid, params, rec in store.layer_records(platform, GRAPH_SUITE):
         groups.setdefault(cid, (params, []))[1].append(rec)
-    e2e = {c: m for c, m in store.db.execute(
-        "SELECT config_id, e2e_median_ms FROM configs WHERE platform=? AND suite=? AND status='ok'",
-        (platform, GRAPH_SUITE))}
+    e2e = {c: m for (_, c), m in store.e2e_medians(platform, GRAPH_SUITE).items()}
     out = []
     for cid, (params, recs) in groups.items():
         path = str(params.get("graph", ""))

@@ -203,9 +203,8 @@ class Platform:
 
     def save(self, path: str | os.PathLike) -> None:
         """Write the platform file (JSON, UTF-8): objects indented, arrays of numbers on one line each."""
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(dumps_platform(self.to_dict()))
-            f.write("\n")
+        from ..atomic import write_text  # a save that fails or is killed leaves the previous file
+        write_text(path, dumps_platform(self.to_dict()) + "\n")
 
     @classmethod
     def from_dict(cls, d: Any, source: str = "platform") -> "Platform":

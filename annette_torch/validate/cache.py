@@ -36,6 +36,7 @@ class MeasurementCache(SQLiteFile):
     finished and re-measures only the rest."""
 
     schema = _CACHE_SCHEMA
+    marker = "measurements"
     pragmas = ("journal_mode=WAL",)
     error = ValidationError
     description = "measurement cache"

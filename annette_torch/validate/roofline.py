@@ -29,7 +29,7 @@ def store_layer_points(db_path: str | os.PathLike, platform: str, bit_width: flo
     ops, byts, times, types = [], [], [], []
     nets: dict[tuple[str, str], tuple[Network, list[str]] | None] = {}
     want = set(suites) if suites is not None else None
-    with Store(db_path) as st:
+    with Store(db_path, create=False) as st:
         for suite, cid, params, rec in st.layer_records(platform):
             if want is not None and suite not in want:
                 continue

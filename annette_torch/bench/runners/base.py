@@ -33,6 +33,9 @@ class Runner(abc.ABC):
     """Compile an ONNX model with a platform's toolchain, run it, and parse the per-node profile."""
 
     name: ClassVar[str] = "base"
+    #: whether the measurement times work on this machine's own CPU: such measurements take the machine's
+    #: measuring lock, one at a time across all workers here; a board with its own host sets it False
+    uses_host_cpu: ClassVar[bool] = True
 
     @abc.abstractmethod
     def toolchain(self) -> dict[str, Any]:

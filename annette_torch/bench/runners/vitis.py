@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 import onnx
 
+from ...atomic import atomic_write, write_text
 from ...errors import AnnetteError
 from ..parsers.dpu import DpuReport, ReportError, UnknownLayoutError, detect_format, merge_vtf_with_summary, parse_text, read_report_text
 from ..records import NodeRecord
@@ -315,6 +316,7 @@ class VitisRunner(Runner):
     """
 
     name = "vitis"
+    uses_host_cpu = False  # the board measures; its host only compiles and copies
 
     def __init__(self, arch: str = DEFAULT_ARCH, workdir: str | None = None, board_python: str = "python3",
                  fine_grained: bool = False):
@@ -351,7 +353,8 @@ class VitisRunner(Runner):
         try:
             job.mkdir(parents=True, exist_ok=True)
             if not (job / "model.onnx").is_file():
-                (job / "model.onnx").write_bytes(blob)
+                with atomic_write(job / "model.onnx", "wb") as f:
+                    f.write(blob)
             self._write_scripts(job, job.name)
             if not (job / "params.env").is_file():
                 write_run_params(job, iterations=20, warmup=3)
@@ -406,17 +409,17 @@ class VitisRunner(Runner):
                  "run_dpu.py": _RUN_DPU_PY, "README.txt": _README}
         for fname, tpl in files.items():
             p = job / fname
-            p.write_text(_fill(tpl, **values))
+            write_text(p, _fill(tpl, **values))
             if fname.endswith(".sh"):
                 p.chmod(0o755)
-        (job / "arch.json").write_text(json.dumps({"target": self.arch}) + "\n")
+        write_text(job / "arch.json", json.dumps({"target": self.arch}) + "\n")
         meta_path = job / "job.json"
         meta = _read_job_meta(job) or {}
         meta.update({"format": JOB_FORMAT, "version": 1, "name": name, "runner": self.name, "arch": self.arch,
                      "arch_json": arch_json, "net": net, "model": "model.onnx",
                      "xmodel": f"compiled/{net}.xmodel", "board_python": self.board_python})
         meta["fine_grained"] = bool(self.fine_grained)
-        meta_path.write_text(json.dumps(meta, indent=2) + "\n")
+        write_text(meta_path, json.dumps(meta, indent=2) + "\n")
 
 
 def _check_static_inputs(model: onnx.ModelProto) -> None:
@@ -439,8 +442,9 @@ def write_run_params(job: str | os.PathLike, iterations: int, warmup: int) -> No
         meta = json.loads(meta_path.read_text())
         fg = "1" if meta.get("fine_grained") else "0"
         meta.update({"iterations": iterations, "warmup": warmup})
-        meta_path.write_text(json.dumps(meta, indent=2) + "\n")
-    (job / "params.env").write_text(
+        write_text(meta_path, json.dumps(meta, indent=2) + "\n")
+    write_text(
+        job / "params.env",
         "# written by annette-torch; environment variables of the same name override these\n"
         f"ITERATIONS=\"${{ITERATIONS:-{iterations}}}\"\nWARMUP=\"${{WARMUP:-{warmup}}}\"\n"
         f"FINE_GRAINED=\"${{FINE_GRAINED:-{fg}}}\"\n")

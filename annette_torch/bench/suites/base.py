@@ -13,6 +13,7 @@ import numpy as np
 from ...errors import AnnetteError
 from ...ir import Network
 from .. import samplers as _samplers
+from . import counts as _counts
 
 __all__ = ["Suite", "SuiteError", "config_id", "plain_value", "Cost", "MAX_OPS", "MAX_ACT_BYTES",
            "MAX_WEIGHT_BYTES", "DEFAULT_N"]
@@ -100,10 +101,19 @@ class Suite:
         mask = self.feasible(self._columns(configs), capped)
         return [dict(c) for c, ok in zip(configs, mask) if ok]
 
-    def count(self, capped: bool = True) -> int:
-        """Number of feasible configs of the full grid (of the table for table suites)."""
+    def count_fingerprint(self) -> str:
+        """What the capped grid count depends on besides the cost formulas (space, caps): see `counts`."""
+        return _counts.fingerprint(self.space, (MAX_OPS, MAX_ACT_BYTES, self.max_weight_bytes))
+
+    def count(self, capped: bool = True, stored: bool = True) -> int:
+        """Number of feasible configs of the full grid (of the table for table suites). The capped grid
+        count comes from the stored counts (`counts`) when they are current; ``stored=False`` enumerates."""
         key = ("table" if self.default_sampler == "table" else "grid", capped)
-        if key not in self._counts:
+        if stored and key == ("grid", True) and key not in self._counts:
+            n = _counts.stored_count(self.name, self.count_fingerprint())
+            if n is not None:
+                return n
+        if not stored or key not in self._counts:
             if self.default_sampler == "table":
                 self._counts[key] = len(self.filter(self._load_table(), capped))
             else:
