@@ -137,11 +137,7 @@ class Platform:
 
         ``segments``: the network id of each layer when ``net`` stacks several networks (`Network.concat`).
         """
-        byts = self.layer_bytes(net)
-        if segments is None:
-            return np.full(len(byts), float(byts.sum()))
-        seg = np.asarray(segments)
-        return np.bincount(seg, weights=byts)[seg]
+        return _traffic(self.layer_bytes(net), segments)
 
     def predict(self, net: Network, segments: np.ndarray | None = None,
                 context_bytes: float | np.ndarray | None = None,
@@ -169,7 +165,7 @@ class Platform:
             model, X = self.layers[self._keys[m]], LayerFeatures.from_network(net, rows)
             t[rows] = model.predict(X) if m not in raw else model.predict(X, raw=raw[m])  # type: ignore[call-arg]
         if self.cache is not None:
-            traffic = self.traffic(net, segments) if context_bytes is None else context_bytes
+            traffic = _traffic(byts, segments) if context_bytes is None else context_bytes  # (byts: layer_bytes)
             t = self.cache.apply(t, net.types, wbytes, traffic)
         costs = self.mapping.costs
         if costs is not None:
@@ -268,6 +264,14 @@ class Platform:
 
     def __repr__(self) -> str:
         return f"Platform({self.name!r}, {len(self.layers)} layer models, {len(self.mapping.rules)} fusion rules)"
+
+
+def _traffic(layer_bytes: np.ndarray, segments: np.ndarray | None) -> np.ndarray:
+    """Per layer: the sum of ``layer_bytes`` over its network (``segments``: network ids of a stack)."""
+    if segments is None:
+        return np.full(len(layer_bytes), float(layer_bytes.sum()))
+    seg = np.asarray(segments)
+    return np.bincount(seg, weights=layer_bytes)[seg]
 
 
 def _read_layers(d: Mapping[str, Any], where: str) -> dict[str, LayerModel]:
