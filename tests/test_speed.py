@@ -194,10 +194,11 @@ def test_forest_hash_collisions_fall_back_to_whole_rows(forest_members, monkeypa
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["ort-cpu", "openvino-cpu", "ncs2"])
+@pytest.mark.parametrize("name", ["ort-cpu", "openvino-cpu"])
 def test_platform_forest_changes_no_estimate(name) -> None:
     """A shipped platform's layer times with its forest equal those of its models one by one, bit for bit."""
     plat = load_platform(name)
+    assert plat._forest is not None and (plat._member >= 0).sum() > 10
     alone = copy.copy(plat)
     alone._forest, alone._member = None, np.full_like(plat._member, -1)
     nets = [at.trace(zoo.get(m), zoo.INPUT_SHAPES[m]) for m in ("resnet18", "mobilenet_v2", "efficientnet_b0")]

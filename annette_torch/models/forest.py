@@ -46,7 +46,8 @@ def _regressor_model(model: LayerModel) -> Statistical | None:
 
 def forest_of(models: Sequence[LayerModel]) -> tuple["Forest | None", np.ndarray]:
     """The forest of those ``models`` whose regressor is a tree ensemble it can walk (`Statistical.shared_trees`),
-    and each model's member number in it (-1: not a member; it predicts on its own)."""
+    and each model's member number in it (-1: not a member; it predicts on its own). None for fewer than two such
+    models: one ensemble predicts as fast on its own."""
     member = np.full(len(models), -1, dtype=np.int64)
     trees: list[TreeEnsemble] = []
     specs = []
@@ -57,7 +58,9 @@ def forest_of(models: Sequence[LayerModel]) -> tuple["Forest | None", np.ndarray
             member[i] = len(trees)
             trees.append(ens)
             specs.append((st.unroll_, st.grouped_))
-    return (Forest(trees, specs) if trees else None), member
+    if len(trees) < 2:
+        return None, np.full(len(models), -1, dtype=np.int64)
+    return Forest(trees, specs), member
 
 
 class Forest:
@@ -100,7 +103,7 @@ class Forest:
     def _level_table(self, level: int, order: list[int]) -> np.ndarray:
         """Level ``level``'s packed nodes of the members that reach it, features renumbered to plan columns."""
         parts = []
-        for r, i in enumerate(order[: self._reaching[level]]):
+        for i in order[: self._reaching[level]]:
             packed = self.ensembles[i]._padded().packed[level]
             column = self.plan.columns[i].astype(np.int64)
             parts.append((column[packed >> 32] << 32) | (packed & _LOW))

@@ -19,7 +19,8 @@ over tables built on first use: each tree padded to a complete tree of depth ``m
 that depth repeats its value below it), so the node reached at a level is ``2 * node + went_right`` with no
 child lookup. With float32 comparisons a node's feature and threshold share one int64 (feature in the high
 half, the threshold as an order-preserving integer key in the low half) and a row's feature values are
-keyed the same way, so a step is two gathers and one integer comparison. Rows that agree after rounding
+keyed the same way, so a step is two gathers and one integer comparison (`walk_packed`, which also walks
+the trees of several ensembles at once: `annette_torch.models.forest`). Rows that agree after rounding
 are evaluated once. Ensembles too deep to pad (more than `MAX_PADDED_LEAVES` leaves) walk the node
 arrays instead. Every path gives the same numbers (`predict_reference` is the row-by-row definition).
 
