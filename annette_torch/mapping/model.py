@@ -234,6 +234,7 @@ class MappingModel:
         self._result = np.array([int(r._types[2]) if r._types[2] is not None else -1 for r in self.rules] or [-1])
         self._multi = np.array([r.multi_input for r in self.rules] or [False])
         self._conditional = np.array([bool(r.when) for r in self.rules] or [False])
+        self._any_multi, self._any_conditional = bool(self._multi.any()), bool(self._conditional.any())
         #: (primary, secondary) type pairs no rule may fuse (set by `blocking`)
         self.blocked: tuple[tuple[LayerType, LayerType], ...] = ()
 
@@ -294,9 +295,11 @@ class MappingModel:
             if not hit.size:
                 break
             pending, rk = pending[hit], rk[hit]
-            ok = (in_deg[d_[pending]] == 1) | self._multi[rk]
-            conditional = ok & self._conditional[rk]
-            if conditional.any():
+            ok = in_deg[d_[pending]] == 1
+            if self._any_multi:
+                ok |= self._multi[rk]
+            conditional = ok & self._conditional[rk] if self._any_conditional else None
+            if conditional is not None and conditional.any():
                 for ri in np.unique(rk[conditional]).tolist():  # (each rule's pairs are its own: any order)
                     sel = (conditional & (rk == ri)).nonzero()[0]
                     ps, ds = s_[pending[sel]], d_[pending[sel]]
@@ -346,7 +349,7 @@ class MappingModel:
                 if not cand.size:
                     break
                 p, sec, rr = s_[cand], d_[cand], r[cand]
-                if self._multi[rr].any():
+                if self._any_multi and self._multi[rr].any():
                     # a multi-input secondary joins one producer: the last one in layer order (only a multi-input
                     # secondary can have several: the others have one input)
                     order = np.lexsort((-p, sec))
