@@ -286,7 +286,9 @@ class Network:
     @property
     def out_elems(self) -> np.ndarray:
         """Output element count per layer (float64, exact for realistic sizes)."""
-        return self._cached("out_elems", lambda: self.n.astype(np.float64) * self.c_out * self.h_out * self.w_out)
+        cols = self.cols
+        return self._cached("out_elems", lambda: cols["n"].astype(np.float64) * cols["c_out"] * cols["h_out"]
+                            * cols["w_out"])
 
     @property
     def in_elems(self) -> np.ndarray:
@@ -295,9 +297,10 @@ class Network:
         Network inputs read nothing (0): their cost, if a platform gives them one, is writing the output.
         """
         def f():
-            own = self.n.astype(np.float64) * self.c_in * self.h_in * self.w_in
-            if self.edges.size:
-                total = np.bincount(self.edges[:, 1], weights=self.out_elems[self.edges[:, 0]], minlength=len(self))
+            cols, edges = self.cols, self.edges
+            own = cols["n"].astype(np.float64) * cols["c_in"] * cols["h_in"] * cols["w_in"]
+            if edges.size:
+                total = np.bincount(edges[:, 1], weights=self.out_elems[edges[:, 0]], minlength=len(self))
                 own = np.where(self.n_inputs > 0, total, own)
             return np.where(self.types == _INPUT, 0.0, own)
         return self._cached("in_elems", f)
@@ -419,15 +422,31 @@ def _table(entries: dict[tuple[LayerType, ...], float]) -> np.ndarray:
     return tab
 
 
-# Operations = sum over a few basis quantities, each weighted by a per-type coefficient. One table lookup
-# per basis replaces per-type branching, so counting costs the same for 10 or 10,000 layers of any mix.
-_OPS_CONV = _table({CONV_TYPES: 2.0})                       # 2 * out * (c_in / groups) * kh * kw
-_OPS_CONVT = _table({(T.CONV_TRANSPOSE,): 2.0})              # 2 * n * h_in * w_in * c_in * (c_out / groups) * k
-_OPS_FC = _table({(T.FULLY_CONNECTED, T.MATMUL): 2.0})       # 2 * out * c_in
-_OPS_POOL = _table({(T.MAX_POOL, T.AVG_POOL): 2.0})          # 2 ops per window element (ANNETTE's convention)
-_OPS_IN = _table({(T.GLOBAL_POOL,): 2.0, (T.REDUCE_MEAN, T.LAYER_NORM): 1.0})   # per input element
-_OPS_OUT = _table({(T.BATCH_NORM,): 2.0, ELEMENTWISE_TYPES: 1.0, (T.RESIZE,): 1.0})  # per output element
-_OPS_MERGE = _table({MERGE_TYPES: 1.0})                     # (inputs - 1) per output element
+# Operations = one basis quantity per layer times a per-type coefficient: the basis a type counts on and its
+# coefficient are two table lookups instead of per-type branching, so counting costs the same for 10 or 10,000
+# layers of any mix. The bases, in the order `layer_ops` stacks them, with the types counting on each:
+_OPS_TERMS: tuple[dict[tuple[LayerType, ...], float], ...] = (
+    {CONV_TYPES: 2.0},                                                 # 2 * out * (c_in / groups) * kh * kw
+    {(T.CONV_TRANSPOSE,): 2.0},                                        # 2 * n * h_in * w_in * c_in * (c_out / groups) * k
+    {(T.FULLY_CONNECTED, T.MATMUL): 2.0},                              # 2 * out * c_in
+    {(T.MAX_POOL, T.AVG_POOL): 2.0},                                   # 2 ops per window element (ANNETTE's convention)
+    {(T.GLOBAL_POOL,): 2.0, (T.REDUCE_MEAN, T.LAYER_NORM): 1.0},       # per input element
+    {(T.BATCH_NORM,): 2.0, ELEMENTWISE_TYPES: 1.0, (T.RESIZE,): 1.0},  # per output element
+    {MERGE_TYPES: 1.0},                                                # (inputs - 1) per output element
+)
+
+
+def _basis_tables(terms: Sequence[dict[tuple[LayerType, ...], float]]) -> tuple[np.ndarray, np.ndarray]:
+    """Per type (indexed by type value): the index of the basis it counts on, and its coefficient (0: none)."""
+    basis, coef = np.zeros(max(LayerType) + 1, dtype=np.intp), np.zeros(max(LayerType) + 1)
+    for i, entries in enumerate(terms):
+        for types, v in entries.items():
+            assert not coef[list(types)].any(), f"a type counts on two bases: {types}"
+            basis[list(types)], coef[list(types)] = i, v
+    return basis, coef
+
+
+_OPS_BASIS, _OPS_COEF = _basis_tables(_OPS_TERMS)
 _W_CONV = _table({CONV_TYPES: 1.0})
 _W_CONVT = _table({(T.CONV_TRANSPOSE,): 1.0})
 _W_FC = _table({(T.FULLY_CONNECTED,): 1.0})
@@ -448,17 +467,17 @@ def layer_ops(types: np.ndarray, cols: dict[str, np.ndarray], out_elems: np.ndar
 
     A ConvPool row keeps the convolution's shapes (the mapping pass records the pooled output size).
     """
-    t = types
     c_in = cols["c_in"].astype(np.float64)
     k = cols["kh"].astype(np.float64) * cols["kw"]
     kg = k / np.maximum(cols["groups"], 1)
-    ops = _OPS_CONV[t] * (out_elems * c_in * kg)
-    ops += _OPS_CONVT[t] * (cols["n"] * cols["h_in"] * cols["w_in"] * c_in * cols["c_out"] * kg)
-    ops += _OPS_FC[t] * (out_elems * c_in)
-    ops += _OPS_POOL[t] * (out_elems * k)
-    ops += _OPS_IN[t] * in_elems
-    ops += (_OPS_OUT[t] + _OPS_MERGE[t] * np.maximum(n_inputs - 1, 1)) * out_elems
-    return ops
+    bases = np.stack([out_elems * c_in * kg,
+                      cols["n"] * cols["h_in"] * cols["w_in"] * c_in * cols["c_out"] * kg,
+                      out_elems * c_in,
+                      out_elems * k,
+                      in_elems,
+                      out_elems,
+                      np.maximum(n_inputs - 1, 1) * out_elems])
+    return _OPS_COEF[types] * bases[_OPS_BASIS[types], np.arange(len(types))]
 
 
 class NetworkBuilder:

@@ -1,16 +1,28 @@
 """The vectorised tree walk (padded level tables, packed float32 keys, duplicate rows once) against the plain
-row-by-row definition, on fitted scikit-learn ensembles and a shipped platform's largest ensemble."""
+row-by-row definition, on fitted scikit-learn ensembles and a shipped platform's largest ensemble; the shared
+feature columns and the one walk over all of a platform's ensembles (`models.features`, `models.forest`)
+against each model on its own."""
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 pytest.importorskip("sklearn")
 from sklearn.ensemble import GradientBoostingRegressor, HistGradientBoostingRegressor, RandomForestRegressor
 
-from annette_torch.models import Mixed, TreeEnsemble
+import annette_torch as at
+from annette_torch import zoo
+from annette_torch.ir import Network
+from annette_torch.models import LayerFeatures, Mixed, TreeEnsemble
+from annette_torch.models import forest as forest_mod
 from annette_torch.models import trees as trees_mod
+from annette_torch.models.features import FeaturePlan, layer_features
+from annette_torch.models.forest import Forest
+from annette_torch.models.refined import dimension_sizes
 from annette_torch.platform import load_platform
 
 
@@ -73,3 +85,128 @@ def test_shipped_convolution_ensemble_equals_row_by_row() -> None:
     F = corr.x_min_ + (corr.x_max_ - corr.x_min_) * rng.random((25, ens.n_features))
     F = np.concatenate([F, F[:5]])
     np.testing.assert_array_equal(ens.predict(F), ens.predict_reference(F))
+
+
+# ------------------------------------------------------------------------------------------------------
+# shared features and one walk for all of a platform's ensembles (models.features, models.forest)
+_BASE = LayerFeatures.NAMES
+
+
+def _documented(X: LayerFeatures, unroll: dict, grouped: bool) -> np.ndarray:
+    """The feature transform column by column, as `annette_torch.models.features` documents it."""
+    cols = [np.log1p(np.maximum(getattr(X, c).astype(np.float64), 0.0)) for c in _BASE]
+    moved = X.in_elems.astype(np.float64) + X.out_elems + X.weights
+    cols.append(np.log1p(np.maximum(X.ops.astype(np.float64), 0.0)) - np.log1p(np.maximum(moved, 0.0)))
+    cpg = np.maximum(X.c_in // np.maximum(X.groups, 1), 1).astype(np.int64)
+    cols.append(np.log2(np.gcd(cpg, 64)).astype(np.float64))
+    cols.append(np.log2(np.gcd(np.maximum(X.c_out, 1).astype(np.int64), 64)).astype(np.float64))
+    if grouped:
+        fpg = np.maximum(X.c_out // np.maximum(X.groups, 1), 1).astype(np.int64)
+        cols += [np.log1p(cpg.astype(np.float64)), np.log1p(fpg.astype(np.float64)),
+                 np.log2(np.gcd(fpg, 64)).astype(np.float64)]
+    if unroll:
+        sizes, total = dimension_sizes(X), np.zeros(len(X))
+        for d in ("h", "w", "c", "f"):
+            if d in unroll:
+                s = float(unroll[d])
+                n = np.maximum(sizes[d].astype(np.float64), 1.0)
+                steps = np.ceil(n / s)
+                logutil = np.log(n / (steps * s))
+                cols += [np.mod(n, s) / s, np.log(steps), logutil]
+                total = total + logutil
+        cols.append(total)
+    return np.column_stack(cols)
+
+
+def _layers(rng: np.random.Generator, n: int) -> LayerFeatures:
+    """Random layers, zeros and grouped ones included."""
+    c_in, c_out = rng.integers(0, 300, n), rng.integers(0, 300, n)
+    h, w, k, g = rng.integers(0, 120, n), rng.integers(1, 120, n), rng.choice([1, 3, 5], n), rng.choice([0, 1, 2, 4], n)
+    one = rng.integers(1, 3, n)
+    out, inn = (one * c_out * h * w).astype(float), (one * c_in * h * w).astype(float)
+    return LayerFeatures(n=one, c_in=c_in, h_in=h, w_in=w, c_out=c_out, h_out=h, w_out=w, kh=k, kw=k, sh=one, sw=one,
+                         groups=g, ops=2.0 * out * c_in * k * k, in_elems=inn, out_elems=out,
+                         weights=(c_in * c_out * k * k).astype(float))
+
+
+_UNROLLS = st.dictionaries(st.sampled_from("hwcf"), st.sampled_from([1.0, 3.0, 8.0, 12.0, 16.0, 48.0, 64.0]),
+                           max_size=4)
+
+
+@settings(max_examples=40, deadline=None)
+@given(specs=st.lists(st.tuples(_UNROLLS, st.booleans()), min_size=1, max_size=4), seed=st.integers(0, 2**16),
+       n=st.integers(0, 40))
+def test_feature_plan_columns_equal_each_transform(specs, seed, n) -> None:
+    """One plan for several transforms gives each transform's columns bit for bit (shared columns computed once)."""
+    X = _layers(np.random.default_rng(seed), n)
+    plan = FeaturePlan(specs)
+    M = plan.matrix(X)
+    for i, (unroll, grouped) in enumerate(specs):
+        want = _documented(X, unroll, grouped) if n else np.zeros((0, len(plan.columns[i])))
+        np.testing.assert_array_equal(M[:, plan.columns[i]], want)
+        np.testing.assert_array_equal(layer_features(X, unroll, grouped), want)
+
+
+_SPECS = [({"w": 16.0, "f": 32.0}, False), ({}, False), ({"c": 8.0}, True), ({"h": 3.0, "w": 16.0, "f": 8.0}, False)]
+
+
+@pytest.fixture(scope="module")
+def forest_members() -> list[tuple[TreeEnsemble, tuple[dict, bool]]]:
+    """Ensembles of different kinds and depths, each fitted on its own feature transform."""
+    rng = np.random.default_rng(5)
+    X = _layers(rng, 400)
+    y = np.log1p(X.ops) * 0.1 + np.log1p(X.c_out) * 0.3 + rng.normal(0, 0.1, len(X))
+    fits = [GradientBoostingRegressor(n_estimators=40, max_depth=5, random_state=0),
+            RandomForestRegressor(n_estimators=12, max_depth=8, random_state=0),
+            GradientBoostingRegressor(n_estimators=25, max_depth=2, learning_rate=0.2, random_state=0),
+            RandomForestRegressor(n_estimators=5, max_depth=3, random_state=0)]
+    return [(TreeEnsemble.from_sklearn(est.fit(layer_features(X, *spec), y)), spec) for est, spec in zip(fits, _SPECS)]
+
+
+def _check_forest(members, X: LayerFeatures, member: np.ndarray) -> None:
+    forest = Forest([e for e, _ in members], [s for _, s in members])
+    got = forest.regress(X, member)
+    for m, (ens, spec) in enumerate(members):
+        rows = np.flatnonzero(member == m)
+        if rows.size:
+            F = layer_features(X.take(rows), *spec)
+            np.testing.assert_array_equal(got[rows], ens.predict(F))
+            np.testing.assert_array_equal(got[rows], ens.predict_reference(F))
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 2**16), n=st.integers(1, 60), repeats=st.integers(1, 4),
+       members=st.sets(st.integers(0, 3), min_size=1))
+def test_forest_equals_each_ensemble(forest_members, seed, n, repeats, members) -> None:
+    """All ensembles walked together (depths 2..8, sums and means, repeated rows evaluated once) give each
+    ensemble's own prediction bit for bit."""
+    rng = np.random.default_rng(seed)
+    X = _layers(rng, n).take(np.tile(np.arange(n), repeats))
+    _check_forest(forest_members, X, rng.choice(sorted(members), len(X)))
+
+
+def test_forest_hash_collisions_fall_back_to_whole_rows(forest_members, monkeypatch) -> None:
+    """With every row hashed alike, the forest still tells rows apart (by comparing them) and stays exact."""
+    monkeypatch.setattr(forest_mod, "_HASH", np.zeros_like(forest_mod._HASH))
+    rng = np.random.default_rng(3)
+    X = _layers(rng, 200).take(np.tile(np.arange(200), 2))
+    _check_forest(forest_members, X, rng.integers(0, 4, len(X)))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["ort-cpu", "openvino-cpu"])
+def test_platform_forest_changes_no_estimate(name) -> None:
+    """A shipped platform's layer times with its forest equal those of its models one by one, bit for bit."""
+    plat = load_platform(name)
+    assert plat._forest is not None and (plat._member >= 0).sum() > 10
+    alone = copy.copy(plat)
+    alone._forest, alone._member = None, np.full_like(plat._member, -1)
+    nets = [at.trace(zoo.get(m), zoo.INPUT_SHAPES[m]) for m in ("resnet18", "mobilenet_v2", "efficientnet_b0")]
+    big, seg = Network.concat(nets)
+    for net, segments in [(n, None) for n in nets] + [(big, seg)]:
+        mapped = plat.mapping.apply(net)
+        s = None if segments is None else segments[mapped.kept]
+        t, mi = plat.predict(mapped.network, segments=s)
+        t0, mi0 = alone.predict(mapped.network, segments=s)
+        np.testing.assert_array_equal(t, t0)
+        np.testing.assert_array_equal(mi, mi0)

@@ -27,6 +27,7 @@ from ..ir import LayerType, Network
 __all__ = ["MappingCosts", "COEFS", "narrow_pixels"]
 
 _N_TYPES = max(LayerType) + 1
+_INPUT = int(LayerType.INPUT)  # (comparing with a plain int is faster than with the enum member)
 #: coefficients of an inserted reorder: fixed ms, ms per million elements, ms per million pixels
 COEFS = ("ms", "ms_per_melem", "ms_per_mpixel")
 
@@ -85,15 +86,17 @@ class MappingCosts:
 
     def inserted_ms(self, net: Network, inputs: bool = True, outputs: bool = True) -> np.ndarray:
         """Per layer of a mapped network: ms of the reorders at graph inputs (on the Input layer) and outputs."""
-        t = np.zeros(len(net))
         types = net.types
+        t = np.zeros(len(net))
         if inputs and net.edges.size:
             src, dst = net.edges[:, 0], net.edges[:, 1]
-            sel = types[src] == LayerType.INPUT
-            s, d = src[sel], dst[sel]
-            np.add.at(t, s, self._cost(self._in[types[d]], net, s))
+            sel = (types[src] == _INPUT).nonzero()[0]
+            if sel.size:
+                s, d = src[sel], dst[sel]
+                # (bincount adds in edge order from 0, as np.add.at into zeros would)
+                t = np.bincount(s, weights=self._cost(self._in[types[d]], net, s), minlength=len(net))
         if outputs:
-            out = np.flatnonzero((net.n_outputs == 0) & (types != LayerType.INPUT))
+            out = ((net.n_outputs == 0) & (types != _INPUT)).nonzero()[0]
             t[out] += self._cost(self._out[types[out]], net, out)
         return t
 

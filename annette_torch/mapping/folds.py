@@ -27,6 +27,7 @@ __all__ = ["FOLDS", "Folded", "apply_folds", "swish_diamonds", "hardswish_groups
 FOLDS = ("swish", "hardswish")
 
 T = LayerType
+_SIGMOID, _MUL = int(T.SIGMOID), int(T.MUL)  # (comparing with a plain int is faster than with the enum member)
 #: the one-input (constant operand) layers that scale a written-out hard-swish
 _SCALE = (T.DIV, T.MUL)
 
@@ -35,11 +36,12 @@ def swish_diamonds(net: Network) -> tuple[np.ndarray, np.ndarray]:
     """Rows of the Sigmoid and the Mul of every ``x * sigmoid(x)`` in ``net``: a Sigmoid read only by a Mul
     whose two inputs are the Sigmoid and the Sigmoid's own input."""
     none = np.zeros(0, np.int64)
-    if not net.edges.size:
+    types = net.types
+    if not net.edges.size or not (types == _SIGMOID).any():
         return none, none
     src, dst = net.edges[:, 0], net.edges[:, 1]
-    types, n_in, n_out = net.types, net.n_inputs, net.n_outputs
-    cand = (types[src] == T.SIGMOID) & (types[dst] == T.MUL) & (n_out[src] == 1) & (n_in[src] == 1) \
+    n_in, n_out = net.n_inputs, net.n_outputs
+    cand = (types[src] == _SIGMOID) & (types[dst] == _MUL) & (n_out[src] == 1) & (n_in[src] == 1) \
         & (n_in[dst] == 2)
     if not cand.any():
         return none, none

@@ -233,7 +233,8 @@ class MappingModel:
             self._table[: len(idx), p, s] = idx
         self._result = np.array([int(r._types[2]) if r._types[2] is not None else -1 for r in self.rules] or [-1])
         self._multi = np.array([r.multi_input for r in self.rules] or [False])
-        self._conditional = [i for i, r in enumerate(self.rules) if r.when]
+        self._conditional = np.array([bool(r.when) for r in self.rules] or [False])
+        self._any_multi, self._any_conditional = bool(self._multi.any()), bool(self._conditional.any())
         #: (primary, secondary) type pairs no rule may fuse (set by `blocking`)
         self.blocked: tuple[tuple[LayerType, LayerType], ...] = ()
 
@@ -285,18 +286,22 @@ class MappingModel:
                in_deg: np.ndarray, pinned: np.ndarray | None) -> np.ndarray:
         """Per edge ``s_ -> d_``: the index of the first rule that fuses it now, -1 if none."""
         r = np.full(s_.size, -1, dtype=np.int64)
-        pending = np.flatnonzero(out_deg[s_] == 1)
+        pending = (out_deg[s_] == 1).nonzero()[0]
         if pinned is not None:
             pending = pending[~pinned[d_[pending]]]
         for table in self._table:
             rk = table[types[s_[pending]], types[d_[pending]]]
-            pending, rk = pending[rk >= 0], rk[rk >= 0]
-            if not pending.size:
+            hit = (rk >= 0).nonzero()[0]
+            if not hit.size:
                 break
-            ok = (in_deg[d_[pending]] == 1) | self._multi[rk]
-            for ri in self._conditional:
-                sel = np.flatnonzero(ok & (rk == ri))
-                if sel.size:
+            pending, rk = pending[hit], rk[hit]
+            ok = in_deg[d_[pending]] == 1
+            if self._any_multi:
+                ok |= self._multi[rk]
+            conditional = ok & self._conditional[rk] if self._any_conditional else None
+            if conditional is not None and conditional.any():
+                for ri in np.unique(rk[conditional]).tolist():  # (each rule's pairs are its own: any order)
+                    sel = (conditional & (rk == ri)).nonzero()[0]
                     ps, ds = s_[pending[sel]], d_[pending[sel]]
                     for c in self.rules[ri].when:
                         ok[sel] &= c.holds(net, ps if c.layer == "primary" else ds)
@@ -334,30 +339,33 @@ class MappingModel:
         if self.rules and src.size:
             out_deg = np.bincount(src, minlength=n)
             in_deg = np.bincount(dst, minlength=n)
+            src, dst = src.copy(), dst.copy()  # (contracted in place below)
+            is_sec = np.zeros(n, dtype=bool)  # this round's secondaries (cleared at the end of the round)
             act = None  # edges to examine this round (None: all)
             for _ in range(MAX_FUSION_ROUNDS):
                 s_, d_ = (src, dst) if act is None else (src[act], dst[act])
                 r = self._match(net, s_, d_, types, out_deg, in_deg, pinned)
-                cand = r >= 0
-                if not cand.any():
+                cand = (r >= 0).nonzero()[0]
+                if not cand.size:
                     break
                 p, sec, rr = s_[cand], d_[cand], r[cand]
-                if self._multi.any() and sec.size:
-                    # a multi-input secondary joins one producer: the last one in layer order
+                if self._any_multi and self._multi[rr].any():
+                    # a multi-input secondary joins one producer: the last one in layer order (only a multi-input
+                    # secondary can have several: the others have one input)
                     order = np.lexsort((-p, sec))
                     p, sec, rr = p[order], sec[order], rr[order]
                     first = np.ones(sec.size, dtype=bool)
                     first[1:] = sec[1:] != sec[:-1]
                     p, sec, rr = p[first], sec[first], rr[first]
                 # a layer absorbed in this round cannot absorb in it too: chains grow one link per round
-                is_sec = np.zeros(n, dtype=bool)
                 is_sec[sec] = True
                 keep = ~is_sec[p]
-                p, sec, rr = p[keep], sec[keep], rr[keep]
-                if not p.size:
-                    break
-                is_sec[:] = False
-                is_sec[sec] = True
+                if not keep.all():
+                    is_sec[sec] = False
+                    p, sec, rr = p[keep], sec[keep], rr[keep]
+                    if not p.size:
+                        break
+                    is_sec[sec] = True
                 res = self._result[rr]
                 types[p] = np.where(res >= 0, res, types[p])
                 tail[p] = tail[sec]
@@ -367,21 +375,18 @@ class MappingModel:
                 # contract: drop primary->secondary edges, the secondary's consumers now read the primary,
                 # and a multi-input secondary's other inputs now feed the primary (no duplicates can arise: a
                 # primary has exactly one consumer, the secondary)
-                into = np.flatnonzero(is_sec[dst])
-                if into.size:
-                    dst = dst.copy()
-                    dst[into] = absorber[dst[into]]
-                    other = into[src[into] != dst[into]]
-                    if other.size:
-                        np.add.at(in_deg, dst[other], 1)
-                        np.add.at(extra_in, dst[other], out_elems[tail[src[other]]])
-                live = src != dst
+                into = is_sec[dst].nonzero()[0]
+                dst[into] = absorber[dst[into]]
+                other = into[src[into] != dst[into]]
+                if other.size:
+                    np.add.at(in_deg, dst[other], 1)
+                    np.add.at(extra_in, dst[other], out_elems[tail[src[other]]])
+                live = (src != dst).nonzero()[0]
                 src, dst = src[live], dst[live]
-                moved = is_sec[src]
-                src[moved] = absorber[src[moved]]
-                touched = np.zeros(n, dtype=bool)
-                touched[p] = True
-                act = np.flatnonzero(touched[src])
+                # the secondaries' consumers: the only edges leaving a primary now (its one edge was to the secondary)
+                act = is_sec[src].nonzero()[0]
+                src[act] = absorber[src[act]]
+                is_sec[sec] = False
             else:
                 log.warning("mapping of %r stopped after %d fusion rounds with fusions left: chains longer than "
                             "that stay partly unfused", net.name, MAX_FUSION_ROUNDS)
@@ -397,8 +402,9 @@ class MappingModel:
         kept = np.flatnonzero(alive)
         new_index = np.full(n, -1, dtype=np.int64)
         new_index[kept] = np.arange(kept.size)
-        names = [""] * kept.size if light else [net.names[i] for i in kept]
-        attrs = {} if light else {k: [v[i] for i in kept] for k, v in net.attrs.items()}
+        rows = kept.tolist()
+        names = [""] * kept.size if light else [net.names[i] for i in rows]
+        attrs = {} if light else {k: [v[i] for i in rows] for k, v in net.attrs.items()}
         new_edges = new_index[edges] if edges.size else np.zeros((0, 2), np.int64)
         if net.matrix is not None:
             out = Network.from_matrix(net.name, names, types[kept], net.matrix[:, kept], new_edges, attrs)

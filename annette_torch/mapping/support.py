@@ -37,6 +37,7 @@ __all__ = ["OperatorSupport", "TypeSupport", "Switch", "Placement", "ATTRS", "NE
 
 T = LayerType
 _N_TYPES = max(LayerType) + 1
+_INPUT, _UNKNOWN = int(T.INPUT), int(T.UNKNOWN)  # (comparing with a plain int is faster than with the enum member)
 #: Layers that never move to the host: graph inputs, shape-only views and layers of unknown type (flagged).
 NEUTRAL_TYPES = (T.INPUT, T.RESHAPE, T.FLATTEN, T.DROPOUT, T.UNKNOWN)
 #: Declarable parameter ranges ``[min, max]`` and the IR columns each bounds (every listed column must lie in
@@ -225,14 +226,14 @@ class OperatorSupport:
         types = net.types
         neutral = self._neutral[types]
         on_host = ~neutral & ~self.supported(net)
-        flagged = types == T.UNKNOWN
+        flagged = types == _UNKNOWN
         switch_ms = np.zeros(n)
         if not on_host.any() or not net.edges.size:
             return Placement(on_host, flagged, switch_ms, 0)
         # sides: 0 accelerator, 1 host, 2 neither (graph inputs and what only they feed), -1 not known yet
         side = np.where(on_host, 1, 0)
         side[neutral] = -1
-        side[(types == T.INPUT) & (net.n_inputs == 0)] = 2
+        side[(types == _INPUT) & (net.n_inputs == 0)] = 2
         src, dst = net.edges[:, 0], net.edges[:, 1]
         while True:  # shape-only layers take their producer's side (chains of them are short)
             sel = (side[dst] == -1) & (side[src] != -1)

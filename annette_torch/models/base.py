@@ -63,6 +63,14 @@ class LayerFeatures:
         """All features as a float64 matrix (rows = layers, columns in `NAMES` order)."""
         return np.column_stack([getattr(self, k).astype(np.float64) for k in self.NAMES])
 
+    def take(self, rows: np.ndarray) -> "LayerFeatures":
+        """The rows ``rows`` (an index or bool array)."""
+        return LayerFeatures(**{k: getattr(self, k)[rows] for k in self.NAMES})
+
+    def stacked(self) -> np.ndarray:
+        """All features as one float64 array with a row per feature (`NAMES` order) and a column per layer."""
+        return np.stack([getattr(self, k) for k in self.NAMES]).astype(np.float64, copy=False)
+
     def bytes(self, bit_act: float, bit_weights: float) -> np.ndarray:
         """Bytes moved per layer: inputs and outputs at the activation width, weights at the weight width."""
         return (self.in_elems + self.out_elems) * (bit_act / 8.0) + self.weights * (bit_weights / 8.0)

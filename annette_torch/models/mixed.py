@@ -92,14 +92,15 @@ class Mixed(LayerModel):
         self.clip_min_, self.clip_max_ = float(lo), float(hi)
         return self
 
-    def correction(self, X: LayerFeatures) -> np.ndarray:
-        """The clipped log factor applied to the base time, per row."""
+    def correction(self, X: LayerFeatures, raw: np.ndarray | None = None) -> np.ndarray:
+        """The clipped log factor applied to the base time, per row (``raw``: the correction regressor's
+        output when already evaluated, see `Statistical.predict_log`)."""
         if self.clip_min_ == self.clip_max_:
             return np.full(len(X), self.clip_min_)
-        return np.clip(self.correction_.predict_log(X), self.clip_min_, self.clip_max_)
+        return np.clip(self.correction_.predict_log(X, raw), self.clip_min_, self.clip_max_)
 
-    def predict(self, X: LayerFeatures) -> np.ndarray:
-        return self.base.predict(X) * np.exp(self.correction(X))
+    def predict(self, X: LayerFeatures, raw: np.ndarray | None = None) -> np.ndarray:
+        return self.base.predict(X) * np.exp(self.correction(X, raw))
 
     def to_dict(self) -> dict[str, Any]:
         return {"model": self.kind, "base": self.base.to_dict(), "clip_min": self.clip_min_,

@@ -1,20 +1,7 @@
 """Statistical layer model: a regressor on log-scaled layer features predicts log(time in ms).
 
-Features (`feature_names` / `layer_features`), one column each, in this order:
-
-* ``log1p_<col>`` for the 16 `LayerFeatures` columns: n, c_in, h_in, w_in, c_out, h_out, w_out, kh, kw, sh,
-  sw, groups, ops, in_elems, out_elems, weights;
-* ``log_intensity`` = log1p(ops) - log1p(in_elems + out_elems + weights) (arithmetic intensity: which roof);
-* ``c_align``, ``f_align`` = log2 of the largest power of two (<= 64) dividing the input channels per group and
-  the output channels (blocked vector layouts apply to aligned counts only);
-* with ``grouped`` (grouped convolutions): ``log1p_cpg``, ``log1p_fpg`` = log1p of the input and output channels
-  per group and ``fpg_align`` (as ``f_align``, per group): a runtime picks its grouped-convolution kernel by
-  the channels of one group, which trees cannot derive from the logs of channels and groups (OpenVINO CPU:
-  cross-validated MAPE of the GroupConv correction 28% -> 26%; ONNX Runtime 27% -> 21%);
-* for every unrolled dimension d in ``unroll`` (``h`` output height, ``w`` output width, ``c`` input
-  channels per group, ``f`` output channels; size n, parallelism s), so that the step pattern is learnable:
-  ``d_frac`` = (n mod s) / s, ``d_steps`` = log(ceil(n / s)), ``d_logutil`` = log(n / (ceil(n / s) * s));
-* with any unrolled dimension, ``logutil`` = the sum of the ``d_logutil`` (log of the joint utilisation).
+Features: `annette_torch.models.features` (log-scaled layer columns, channel alignment, the step pattern of
+unrolled dimensions), computed once per estimate for all of a platform's statistical models.
 
 Regressors (``method``), all stored as plain data and predicted with numpy alone (scikit-learn is needed
 only to fit the tree ensembles):
@@ -48,7 +35,8 @@ import numpy as np
 
 from ..errors import PlatformError
 from .base import LayerFeatures, LayerModel, check_number, register
-from .refined import DIMENSIONS, dimension_sizes
+from .features import GROUP_FEATURES, FeaturePlan, feature_names, layer_features, normalize_unroll
+from .refined import DIMENSIONS
 from .trees import TreeEnsemble, read_array
 
 __all__ = ["Statistical", "METHODS", "feature_names", "layer_features", "normalize_unroll", "subset",
@@ -59,73 +47,10 @@ METHODS = ("gbm", "gbm-huber", "rf", "hgb", "poly", "poly3", "lmt")
 #: Targets: log of the time in ms (a standalone model) or log of measured / base time (a mixed correction).
 TARGETS = ("log_ms", "log_ratio")
 
-_BASE = LayerFeatures.NAMES
-
-
-def normalize_unroll(unroll: Mapping[str, Any] | None) -> dict[str, float]:
-    """``{dim: s}`` in `DIMENSIONS` order from ``{dim: s}`` or a refined roofline's ``{dim: {"s": ...}}``."""
-    out: dict[str, float] = {}
-    for d in DIMENSIONS:
-        if unroll and d in unroll:
-            p = unroll[d]
-            s = float(p["s"] if isinstance(p, Mapping) else p)
-            if not np.isfinite(s) or s < 1:
-                raise ValueError(f"unroll.{d}: parallelism s must be >= 1, got {s}")
-            out[d] = s
-    for d in unroll or {}:
-        if d not in DIMENSIONS:
-            raise ValueError(f"unroll.{d}: unknown dimension (known: {', '.join(DIMENSIONS)})")
-    return out
-
-
-#: the per-group features added with ``grouped`` (see the module docstring)
-GROUP_FEATURES = ("log1p_cpg", "log1p_fpg", "fpg_align")
-
-
-def feature_names(unroll: Mapping[str, float] | None = None, grouped: bool = False) -> list[str]:
-    """Column names of `layer_features` for the given (normalised) unrolling parameters."""
-    names = [f"log1p_{c}" for c in _BASE] + ["log_intensity", "c_align", "f_align"]
-    if grouped:
-        names += list(GROUP_FEATURES)
-    u = normalize_unroll(unroll)
-    for d in u:
-        names += [f"{d}_frac", f"{d}_steps", f"{d}_logutil"]
-    if u:
-        names.append("logutil")
-    return names
-
-
-def layer_features(X: LayerFeatures, unroll: Mapping[str, float] | None = None, grouped: bool = False) -> np.ndarray:
-    """The feature matrix (rows = layers, columns = `feature_names(unroll, grouped)`), float64."""
-    cols = [np.log1p(np.maximum(getattr(X, c).astype(np.float64), 0.0)) for c in _BASE]
-    moved = X.in_elems.astype(np.float64) + X.out_elems + X.weights
-    cols.append(np.log1p(np.maximum(X.ops.astype(np.float64), 0.0)) - np.log1p(np.maximum(moved, 0.0)))
-    # vector-width alignment of the channel counts (log2 of the largest power of two dividing them, <= 64):
-    # blocked layouts (e.g. ONNX Runtime's NCHWc, 8 or 16 channels) apply only to aligned counts
-    cpg = np.maximum(X.c_in // np.maximum(X.groups, 1), 1).astype(np.int64)
-    cols.append(np.log2(np.gcd(cpg, 64)).astype(np.float64))
-    cols.append(np.log2(np.gcd(np.maximum(X.c_out, 1).astype(np.int64), 64)).astype(np.float64))
-    if grouped:
-        fpg = np.maximum(X.c_out // np.maximum(X.groups, 1), 1).astype(np.int64)
-        cols += [np.log1p(cpg.astype(np.float64)), np.log1p(fpg.astype(np.float64)),
-                 np.log2(np.gcd(fpg, 64)).astype(np.float64)]
-    u = normalize_unroll(unroll)
-    if u:
-        sizes = dimension_sizes(X)
-        total = np.zeros(len(X))
-        for d, s in u.items():
-            n = np.maximum(sizes[d].astype(np.float64), 1.0)
-            steps = np.ceil(n / s)
-            logutil = np.log(n / (steps * s))
-            cols += [np.mod(n, s) / s, np.log(steps), logutil]
-            total = total + logutil
-        cols.append(total)
-    return np.column_stack(cols) if len(X) else np.zeros((0, len(cols)))
-
 
 def subset(X: LayerFeatures, rows: np.ndarray) -> LayerFeatures:
     """The rows ``rows`` (index or bool array) of ``X``."""
-    return LayerFeatures(**{k: getattr(X, k)[rows] for k in LayerFeatures.NAMES})
+    return X.take(rows)
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -488,21 +413,40 @@ class Statistical(LayerModel):
         self.regressor_ = fit_regressor(self.method, F, z, self.seed, self.params)
         return self
 
+    def feature_plan(self) -> FeaturePlan:
+        """The plan of this model's feature transform (built on first use)."""
+        key = (tuple(self.unroll_.items()), self.grouped_)
+        plan = self.__dict__.get("_plan")
+        if plan is None or plan[0] != key:
+            plan = (key, FeaturePlan([(self.unroll_, self.grouped_)]))
+            self._plan = plan
+        return plan[1]
+
     def features(self, X: LayerFeatures) -> np.ndarray:
-        F = layer_features(X, self.unroll_, self.grouped_)
+        F = self.feature_plan().features(X, 0)
         return np.clip(F, self.x_min_, self.x_max_) if self.clip_inputs_ else F
 
-    def predict_log(self, X: LayerFeatures) -> np.ndarray:
-        """The regressor's output (log ms, or the log ratio of a correction) for every row."""
+    def shared_trees(self) -> TreeEnsemble | None:
+        """The regressor's tree ensemble if a platform may walk it together with its other models' ensembles
+        over features shared between them (`annette_torch.models.forest`): float32 comparisons, paddable
+        depth, unclipped inputs. None otherwise (the model then predicts on its own)."""
+        ens = getattr(self.regressor_, "ens", None)
+        if not isinstance(ens, TreeEnsemble) or self.clip_inputs_ or ens.compare != "float32" or ens.max_depth < 1:
+            return None
+        return ens if ens._padded() is not None else None
+
+    def predict_log(self, X: LayerFeatures, raw: np.ndarray | None = None) -> np.ndarray:
+        """The regressor's output (log ms, or the log ratio of a correction) for every row; ``raw``: the
+        regressor's output for these rows when already evaluated (a platform's `Forest` walk)."""
         if len(X) == 0:
             return np.zeros(0)
-        z = self.regressor_.predict(self.features(X))
+        z = self.regressor_.predict(self.features(X)) if raw is None else raw
         lo, hi = getattr(self, "z_range_", (-np.inf, np.inf))
         # guard against wild extrapolation (polynomials): at most Z_MARGIN beyond the trained target range
         return np.clip(z, lo - Z_MARGIN, hi + Z_MARGIN)
 
-    def predict(self, X: LayerFeatures) -> np.ndarray:
-        return np.exp(np.clip(self.predict_log(X), -700.0, 700.0))
+    def predict(self, X: LayerFeatures, raw: np.ndarray | None = None) -> np.ndarray:
+        return np.exp(np.clip(self.predict_log(X, raw), -700.0, 700.0))
 
     def to_dict(self) -> dict[str, Any]:
         return {"model": self.kind, "method": self.method, "target": self.target, "unroll": dict(self.unroll_),

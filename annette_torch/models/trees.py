@@ -19,7 +19,8 @@ over tables built on first use: each tree padded to a complete tree of depth ``m
 that depth repeats its value below it), so the node reached at a level is ``2 * node + went_right`` with no
 child lookup. With float32 comparisons a node's feature and threshold share one int64 (feature in the high
 half, the threshold as an order-preserving integer key in the low half) and a row's feature values are
-keyed the same way, so a step is two gathers and one integer comparison. Rows that agree after rounding
+keyed the same way, so a step is two gathers and one integer comparison (`walk_packed`, which also walks
+the trees of several ensembles at once: `annette_torch.models.forest`). Rows that agree after rounding
 are evaluated once. Ensembles too deep to pad (more than `MAX_PADDED_LEAVES` leaves) walk the node
 arrays instead. Every path gives the same numbers (`predict_reference` is the row-by-row definition).
 
@@ -38,7 +39,7 @@ import numpy as np
 
 from ..errors import PlatformError
 
-__all__ = ["TreeEnsemble", "read_array", "pack_array", "MAX_PADDED_LEAVES"]
+__all__ = ["TreeEnsemble", "read_array", "pack_array", "walk_packed", "keys32", "MAX_PADDED_LEAVES"]
 
 #: padded level tables are built while trees x 2 ** max_depth stays within this (8 bytes per leaf and node)
 MAX_PADDED_LEAVES = 1 << 21
@@ -239,18 +240,20 @@ class TreeEnsemble:
         if tables is None:
             return self._aggregate(self.value[self._walk_nodes(X)])
         keys, inverse = self._row_keys(X)
-        leaves = tables.value.take(self._walk_padded(keys))  # (trees, rows)
+        out = self.sum_leaves(tables.value.take(self._walk_padded(keys)))
+        return out if inverse is None else out[inverse]
+
+    def sum_leaves(self, leaves: np.ndarray) -> np.ndarray:
+        """Predictions from the (trees, rows) padded leaf values the rows reached (``scale`` already applied),
+        accumulated tree by tree as sklearn does."""
         rows = leaves.shape[1]
         if rows == 1:  # (a reduction along the only contiguous axis would sum pairwise)
-            out = self._aggregate(leaves.T, scaled=True)
-        else:
-            # summed down the trees axis, which is not the contiguous one: numpy adds row after row there, the
-            # same sequence of additions as sklearn's tree-by-tree accumulation
-            first = np.zeros((1, rows)) if self.aggregate == "mean" else np.full((1, rows), self.init)
-            out = np.add.reduce(np.concatenate([first, leaves]), axis=0)
-            if self.aggregate == "mean":
-                out = out / self.n_trees
-        return out if inverse is None else out[inverse]
+            return self._aggregate(leaves.T, scaled=True)
+        # summed down the trees axis, which is not the contiguous one: numpy adds row after row there, the
+        # same sequence of additions as sklearn's tree-by-tree accumulation
+        first = np.zeros((1, rows)) if self.aggregate == "mean" else np.full((1, rows), self.init)
+        out = np.add.reduce(np.concatenate([first, leaves]), axis=0)
+        return out / self.n_trees if self.aggregate == "mean" else out
 
     def predict_reference(self, X: np.ndarray) -> np.ndarray:
         """`predict` by definition: every row down every tree one node at a time, leaves summed in tree order
@@ -301,7 +304,7 @@ class TreeEnsemble:
         """The rows as the padded walk compares them (int64 keys with float32 comparisons, else float64 with
         NaN as +inf), duplicates dropped when that saves work: (unique rows, index of each row's one or None)."""
         if self.compare == "float32":
-            keys = _keys32(X) | self._padded().feature_high  # type: ignore[union-attr]
+            keys = keys32(X) | self._padded().feature_high  # type: ignore[union-attr]
         else:
             keys = np.where(np.isnan(X), np.inf, X)
         if keys.shape[0] > 1 and keys.shape[0] * self.n_trees * self.max_depth >= _DEDUPE_WORK:
@@ -321,22 +324,9 @@ class TreeEnsemble:
         flat = keys.ravel()
         row_base = np.arange(0, rows * n_feat, n_feat, dtype=np.intp)
         base = np.tile(row_base, self.n_trees)  # tree-major: entry tree * rows + row
+        node = np.repeat(np.arange(self.n_trees, dtype=np.intp), rows)  # every row at every root
         if self.compare == "float32":
-            # level 0: every row at every root
-            x = flat.take(t.root_feature[:, None] + row_base)
-            node = (t.twice_tree[:, None] + (x > t.packed[0][:, None])).ravel()
-            p, i, x = np.empty_like(node), np.empty(node.size, np.intp), np.empty_like(node)
-            for packed in t.packed[1:]:  # in place: node = 2 node + (x > p), with (p - x) >> 63 = -(x > p)
-                np.take(packed, node, out=p, mode="wrap")
-                np.right_shift(p, 32, out=i)
-                np.add(i, base, out=i)
-                np.take(flat, i, out=x, mode="wrap")
-                np.subtract(p, x, out=p)
-                np.right_shift(p, 63, out=p)
-                np.add(node, node, out=node)
-                np.subtract(node, p, out=node)
-            return node.reshape(self.n_trees, rows)
-        node = np.repeat(t.twice_tree // 2, rows)
+            return walk_packed(t.packed, flat, node, base).reshape(self.n_trees, rows)
         for feature, threshold in zip(t.feature, t.threshold):
             x = flat.take(feature.take(node) + base)
             node = node + node + (x > threshold.take(node))
@@ -466,7 +456,29 @@ class TreeEnsemble:
                 f"depth {self.max_depth}, {self.aggregate})")
 
 
-def _keys32(a: np.ndarray) -> np.ndarray:
+def walk_packed(packed: list[np.ndarray], keys: np.ndarray, node: np.ndarray, base: np.ndarray,
+                active: list[int] | None = None) -> np.ndarray:
+    """Walk padded float32 level tables (`_PaddedTables.packed`): ``node`` holds each entry's tree and is advanced
+    in place, one level per table, to the index of the leaf it reaches; ``keys`` are the rows' keys (`keys32`
+    with the column in the high half), flat, an entry's row starting at ``base``. With ``active``, level ``l``
+    advances only the first ``active[l]`` entries (the trees of the others ended above it)."""
+    p, i, x = np.empty_like(node), np.empty(node.size, np.intp), np.empty(node.size, np.int64)
+    for level, table in enumerate(packed):
+        k = node.size if active is None else active[level]
+        nd, pk, ik, xk = node[:k], p[:k], i[:k], x[:k]
+        # in place: node = 2 node + (x > p), with (p - x) >> 63 = -(x > p) (the columns in the high halves cancel)
+        np.take(table, nd, out=pk, mode="wrap")
+        np.right_shift(pk, 32, out=ik)
+        np.add(ik, base[:k], out=ik)
+        np.take(keys, ik, out=xk, mode="wrap")
+        np.subtract(pk, xk, out=pk)
+        np.right_shift(pk, 63, out=pk)
+        np.add(nd, nd, out=nd)
+        np.subtract(nd, pk, out=nd)
+    return node
+
+
+def keys32(a: np.ndarray) -> np.ndarray:
     """float32 values as int64 keys in 0 .. 2**32 - 1 ordered as the values (-0.0 = 0.0, NaN as +inf)."""
     with np.errstate(over="ignore"):  # beyond float32: +-inf, as sklearn's own rounding gives
         a = np.asarray(a, dtype=np.float32) + np.float32(0.0)  # -0.0 + 0.0 = +0.0
@@ -498,18 +510,16 @@ class _PaddedTables:
         value = ens.value[node].ravel()
         if ens.aggregate == "sum":
             value = ens.scale * value  # what `_aggregate` multiplies: the same products
-        arrays: dict[str, Any] = {"value": value, "leaf_node": node.ravel(),
-                                  "twice_tree": 2 * np.arange(n_trees, dtype=np.int64)}
+        arrays: dict[str, Any] = {"value": value, "leaf_node": node.ravel()}
         if ens.compare == "float32":
             packed = []
             for feature, threshold in levels:
                 # x32 <= t (float64)  <=>  x32 <= the largest float32 not above t
                 t32 = threshold.astype(np.float32)
                 t32 = np.where(t32.astype(np.float64) > threshold, np.nextafter(t32, np.float32(-np.inf)), t32)
-                key = np.where(feature < 0, _LOW, _keys32(t32))
+                key = np.where(feature < 0, _LOW, keys32(t32))
                 packed.append((np.maximum(feature, 0).astype(np.int64) << 32) | key)
-            arrays.update(packed=packed, root_feature=(packed[0] >> 32).astype(np.intp) if packed else None,
-                          feature_high=np.arange(ens.n_features, dtype=np.int64) << 32)
+            arrays.update(packed=packed, feature_high=np.arange(ens.n_features, dtype=np.int64) << 32)
         else:
             arrays.update(feature=[np.maximum(f, 0).astype(np.intp) for f, _ in levels],
                           threshold=[np.where(f < 0, np.inf, t) for f, t in levels])

@@ -20,6 +20,7 @@ from ..models import LayerFeatures, LayerModel, Roofline, model_from_dict
 from ..models.base import check_number
 from ..models.cache import CacheModel
 from ..models.calibration import Calibration
+from ..models.forest import forest_of
 from .machine import mismatch
 
 __all__ = ["Platform", "SCHEMA", "SCHEMA_VERSION", "LAYER_KEYS", "dumps_platform"]
@@ -33,6 +34,8 @@ SCHEMA_VERSION = 2
 _WARNED: set[str] = set()
 #: Layer-model keys a platform may define: every type label plus the fallback groups.
 LAYER_KEYS = frozenset({t.label for t in LayerType} | {"Base", "Pool"})
+# (comparing type columns with a plain int is faster than with the enum member)
+_INPUT, _DEPTHWISE = int(LayerType.INPUT), int(LayerType.DEPTHWISE_CONV)
 
 
 class Platform:
@@ -75,7 +78,9 @@ class Platform:
             self._model_of_type[t] = self._keys.index(key)
         self._op_s = np.array([m.op_s if isinstance(m, Roofline) else np.nan for m in models])
         self._bw = np.array([m.bandwidth if isinstance(m, Roofline) else np.nan for m in models])
-        self._special = [i for i, m in enumerate(models) if type(m) is not Roofline]
+        self._special = np.array([type(m) is not Roofline for m in models])
+        # the tree ensembles of the statistical and mixed models, walked together (see models.forest)
+        self._forest, self._member = forest_of(models)
         # bytes per element of every model (a mixed model's from its roofline base; else the Base model's)
         fallback = self.layers["Base"]
 
@@ -132,11 +137,7 @@ class Platform:
 
         ``segments``: the network id of each layer when ``net`` stacks several networks (`Network.concat`).
         """
-        byts = self.layer_bytes(net)
-        if segments is None:
-            return np.full(len(byts), float(byts.sum()))
-        seg = np.asarray(segments)
-        return np.bincount(seg, weights=byts)[seg]
+        return _traffic(self.layer_bytes(net), segments)
 
     def predict(self, net: Network, segments: np.ndarray | None = None,
                 context_bytes: float | np.ndarray | None = None,
@@ -158,12 +159,13 @@ class Platform:
         wbytes = net.weights * self.weight_bytes[mi]
         byts = (net.in_elems + net.out_elems) * self.act_bytes[mi] + wbytes
         t = np.maximum(net.ops / self._op_s[mi], byts / self._bw[mi]) * 1e3
-        for m in self._special:
-            rows = np.flatnonzero(mi == m)
-            if rows.size:
-                t[rows] = self.layers[self._keys[m]].predict(LayerFeatures.from_network(net, rows))
+        groups = self._special_rows(mi)
+        raw = self._regress(net, groups)
+        for m, rows in groups:
+            model, X = self.layers[self._keys[m]], LayerFeatures.from_network(net, rows)
+            t[rows] = model.predict(X) if m not in raw else model.predict(X, raw=raw[m])  # type: ignore[call-arg]
         if self.cache is not None:
-            traffic = self.traffic(net, segments) if context_bytes is None else context_bytes
+            traffic = _traffic(byts, segments) if context_bytes is None else context_bytes  # (byts: layer_bytes)
             t = self.cache.apply(t, net.types, wbytes, traffic)
         costs = self.mapping.costs
         if costs is not None:
@@ -172,8 +174,8 @@ class Platform:
                 t = t + costs.inserted_ms(net, inputs=input_reorders, outputs=output_reorders)
         if self.overhead is not None:
             scale, per_layer, per_net, dw_scale = self.overhead
-            is_input = net.types == LayerType.INPUT
-            scales = np.where(net.types == LayerType.DEPTHWISE_CONV, dw_scale, scale)
+            is_input = net.types == _INPUT
+            scales = np.where(net.types == _DEPTHWISE, dw_scale, scale)
             t = np.maximum(t * scales + np.where(is_input, 0.0, per_layer), 0.0)
             t[is_input & (net.n_inputs == 0)] += per_net
         if self.support is not None:
@@ -187,6 +189,24 @@ class Platform:
                     mi[rows] = hmi[rows] + len(self._keys)
                 t = t + pl.switch_ms
         return t, mi
+
+    def _special_rows(self, mi: np.ndarray) -> list[tuple[int, np.ndarray]]:
+        """(model index, its rows in ascending order) for each model other than a plain roofline that ``mi``
+        (the model index of every row) uses."""
+        used = (np.bincount(mi, minlength=len(self._keys)) > 0) & self._special
+        return [(m, (mi == m).nonzero()[0]) for m in used.nonzero()[0].tolist()]
+
+    def _regress(self, net: Network, groups: list[tuple[int, np.ndarray]]) -> dict[int, np.ndarray]:
+        """The raw regressor output of every model of the forest for its rows, in one walk: model index -> array."""
+        groups = [(m, rows) for m, rows in groups if self._member[m] >= 0]
+        if not groups:
+            return {}
+        assert self._forest is not None
+        rows = np.concatenate([r for _, r in groups])
+        member = np.repeat(self._member[[m for m, _ in groups]], [len(r) for _, r in groups])
+        raw = self._forest.regress(LayerFeatures.from_network(net, rows), member)
+        ends = np.cumsum([len(r) for _, r in groups]).tolist()
+        return {m: raw[e - len(r): e] for (m, r), e in zip(groups, ends)}
 
     # ------------------------------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -243,6 +263,14 @@ class Platform:
 
     def __repr__(self) -> str:
         return f"Platform({self.name!r}, {len(self.layers)} layer models, {len(self.mapping.rules)} fusion rules)"
+
+
+def _traffic(layer_bytes: np.ndarray, segments: np.ndarray | None) -> np.ndarray:
+    """Per layer: the sum of ``layer_bytes`` over its network (``segments``: network ids of a stack)."""
+    if segments is None:
+        return np.full(len(layer_bytes), float(layer_bytes.sum()))
+    seg = np.asarray(segments)
+    return np.bincount(seg, weights=layer_bytes)[seg]
 
 
 def _read_layers(d: Mapping[str, Any], where: str) -> dict[str, LayerModel]:

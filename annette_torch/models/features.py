@@ -1,0 +1,151 @@
+"""The feature transform of the statistical layer models: log-scaled layer columns, alignment and step patterns.
+
+Columns (`feature_names` / `layer_features`), in this order:
+
+* ``log1p_<col>`` for the 16 `LayerFeatures` columns: n, c_in, h_in, w_in, c_out, h_out, w_out, kh, kw, sh,
+  sw, groups, ops, in_elems, out_elems, weights;
+* ``log_intensity`` = log1p(ops) - log1p(in_elems + out_elems + weights) (arithmetic intensity: which roof);
+* ``c_align``, ``f_align`` = log2 of the largest power of two (<= 64) dividing the input channels per group and
+  the output channels (blocked vector layouts apply to aligned counts only);
+* with ``grouped`` (grouped convolutions): ``log1p_cpg``, ``log1p_fpg`` = log1p of the input and output channels
+  per group and ``fpg_align`` (as ``f_align``, per group): a runtime picks its grouped-convolution kernel by
+  the channels of one group, which trees cannot derive from the logs of channels and groups (OpenVINO CPU:
+  cross-validated MAPE of the GroupConv correction 28% -> 26%; ONNX Runtime 27% -> 21%);
+* for every unrolled dimension d in ``unroll`` (``h`` output height, ``w`` output width, ``c`` input
+  channels per group, ``f`` output channels; size n, parallelism s), so that the step pattern is learnable:
+  ``d_frac`` = (n mod s) / s, ``d_steps`` = log(ceil(n / s)), ``d_logutil`` = log(n / (ceil(n / s) * s));
+* with any unrolled dimension, ``logutil`` = the sum of the ``d_logutil`` (log of the joint utilisation).
+
+A `FeaturePlan` computes the columns of several models' transforms at once, each shared column once (a
+platform's statistical models all read the first 19): `Platform.predict` builds one matrix per estimate
+and each model reads its columns from it. Every column is computed by the same operations either way, so
+the values are the same bit for bit.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from .base import LayerFeatures
+from .refined import DIMENSIONS, dimension_sizes
+
+__all__ = ["FeaturePlan", "feature_names", "layer_features", "normalize_unroll", "GROUP_FEATURES"]
+
+_BASE = LayerFeatures.NAMES
+#: the per-group features added with ``grouped`` (see the module docstring)
+GROUP_FEATURES = ("log1p_cpg", "log1p_fpg", "fpg_align")
+#: columns every transform starts with: the logs of the `LayerFeatures` columns, intensity, alignment
+_COMMON = len(_BASE) + 3
+
+
+def normalize_unroll(unroll: Mapping[str, Any] | None) -> dict[str, float]:
+    """``{dim: s}`` in `DIMENSIONS` order from ``{dim: s}`` or a refined roofline's ``{dim: {"s": ...}}``."""
+    out: dict[str, float] = {}
+    for d in DIMENSIONS:
+        if unroll and d in unroll:
+            p = unroll[d]
+            s = float(p["s"] if isinstance(p, Mapping) else p)
+            if not np.isfinite(s) or s < 1:
+                raise ValueError(f"unroll.{d}: parallelism s must be >= 1, got {s}")
+            out[d] = s
+    for d in unroll or {}:
+        if d not in DIMENSIONS:
+            raise ValueError(f"unroll.{d}: unknown dimension (known: {', '.join(DIMENSIONS)})")
+    return out
+
+
+def feature_names(unroll: Mapping[str, float] | None = None, grouped: bool = False) -> list[str]:
+    """Column names of `layer_features` for the given (normalised) unrolling parameters."""
+    names = [f"log1p_{c}" for c in _BASE] + ["log_intensity", "c_align", "f_align"]
+    if grouped:
+        names += list(GROUP_FEATURES)
+    u = normalize_unroll(unroll)
+    for d in u:
+        names += [f"{d}_frac", f"{d}_steps", f"{d}_logutil"]
+    if u:
+        names.append("logutil")
+    return names
+
+
+def layer_features(X: LayerFeatures, unroll: Mapping[str, float] | None = None, grouped: bool = False) -> np.ndarray:
+    """The feature matrix (rows = layers, columns = `feature_names(unroll, grouped)`), float64."""
+    return FeaturePlan([(unroll, grouped)]).features(X, 0)
+
+
+class FeaturePlan:
+    """The columns of several feature transforms (each given as ``(unroll, grouped)``), each computed once.
+
+    `matrix` holds the common columns, the per-group ones (if any transform has them), the three step
+    columns of every distinct (dimension, parallelism) and each transform's joint utilisation; ``columns[i]``
+    lists the matrix columns of transform ``i`` in its `feature_names` order.
+    """
+
+    def __init__(self, specs: Sequence[tuple[Mapping[str, Any] | None, bool]]) -> None:
+        units = [normalize_unroll(u) for u, _ in specs]
+        self.grouped = any(bool(g) for _, g in specs)
+        #: the distinct (dimension, parallelism) pairs, in first-use order
+        self.steps: list[tuple[str, float]] = []
+        for u in units:
+            self.steps += [ds for ds in u.items() if ds not in self.steps]
+        p = len(self.steps)
+        first_step = _COMMON + (len(GROUP_FEATURES) if self.grouped else 0)
+        #: per transform with unrolled dimensions: its step indices, in its dimension order, padded with p (a row
+        #: of zeros below the p step rows; adding +0.0 changes no sum here: a log utilisation is never -0.0)
+        joint = [[self.steps.index(ds) for ds in u.items()] for u in units if u]
+        width = max((len(j) for j in joint), default=0)
+        self.joint = np.array([j + [p] * (width - len(j)) for j in joint], dtype=np.intp).reshape(len(joint), width)
+        self.n_columns = first_step + 3 * p + len(joint)
+        self.columns: list[np.ndarray] = []
+        j = 0
+        for u, (_, grouped) in zip(units, specs):
+            cols = list(range(_COMMON))
+            if grouped:
+                cols += range(_COMMON, _COMMON + len(GROUP_FEATURES))
+            for ds in u.items():  # frac, steps, logutil of each dimension
+                k = self.steps.index(ds)
+                cols += [first_step + k, first_step + p + k, first_step + 2 * p + k]
+            if u:
+                cols.append(first_step + 3 * p + j)
+                j += 1
+            self.columns.append(np.array(cols, dtype=np.intp))
+        self._s = np.array([s for _, s in self.steps], dtype=np.float64)[:, None]
+
+    def matrix(self, X: LayerFeatures, stacked: np.ndarray | None = None) -> np.ndarray:
+        """All columns of the plan for every row of ``X``: shape (rows, `n_columns`), float64 (``stacked``:
+        ``X.stacked()`` when the caller has it)."""
+        if not len(X):
+            return np.zeros((0, self.n_columns))
+        base = np.log1p(np.maximum(X.stacked() if stacked is None else stacked, 0.0))  # (16, rows)
+        moved = X.in_elems.astype(np.float64) + X.out_elems + X.weights
+        parts = [base, (base[_BASE.index("ops")] - np.log1p(np.maximum(moved, 0.0)))[None]]
+        # vector-width alignment of the channel counts (log2 of the largest power of two dividing them, <= 64):
+        # blocked layouts (e.g. ONNX Runtime's NCHWc, 8 or 16 channels) apply only to aligned counts
+        groups = np.maximum(X.groups, 1)
+        cpg = np.maximum(X.c_in // groups, 1).astype(np.int64)
+        counts = [cpg, np.maximum(X.c_out, 1).astype(np.int64)]
+        if self.grouped:
+            fpg = np.maximum(X.c_out // groups, 1).astype(np.int64)
+            counts.append(fpg)
+        align = np.log2(np.gcd(np.stack(counts), 64)).astype(np.float64)
+        parts.append(align[:2])
+        if self.grouped:
+            parts += [np.log1p(np.stack([cpg, fpg]).astype(np.float64)), align[2:]]
+        if self.steps:
+            sizes = dimension_sizes(X)
+            n = np.maximum(np.stack([sizes[d] for d, _ in self.steps]).astype(np.float64), 1.0)
+            steps = np.ceil(n / self._s)
+            logutil = np.log(n / (steps * self._s))
+            parts += [np.mod(n, self._s) / self._s, np.log(steps), logutil]
+            # each transform's joint utilisation: the sum of its dimensions' log utilisations, in its order
+            padded = np.concatenate([logutil, np.zeros((1, len(X)))])
+            total = padded[self.joint[:, 0]]
+            for k in range(1, self.joint.shape[1]):
+                total += padded[self.joint[:, k]]
+            parts.append(total)
+        return np.concatenate(parts).T
+
+    def features(self, X: LayerFeatures, i: int) -> np.ndarray:
+        """Transform ``i``'s feature matrix (rows = layers, its `feature_names` order), float64, C-ordered."""
+        return np.ascontiguousarray(self.matrix(X)[:, self.columns[i]])

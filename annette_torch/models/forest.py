@@ -1,0 +1,182 @@
+"""The tree ensembles of a platform's statistical layer models, evaluated together in one walk per estimate.
+
+A measured CPU platform has a tree-ensemble model (or a mixed model with a tree-ensemble correction) for
+most layer types, so one network needs several ensembles, each over a few rows: evaluated one by one,
+numpy's per-call overhead, not the trees, sets the time. A `Forest`, built when the platform is loaded,
+holds
+
+* a `FeaturePlan` of all its models' feature transforms: the columns they share are computed once;
+* every model's padded level tables (`annette_torch.models.trees`), concatenated deepest ensemble first, the
+  tree features renumbered to the plan's columns; level ``l`` holds the trees that reach it, so as the walk
+  descends, the rows of shallower ensembles drop out as a shrinking prefix;
+* where each model's trees and leaf values sit.
+
+`Forest.regress` keys the whole feature matrix once, evaluates every distinct (model, row) once, walks all
+trees of all models level by level, and sums each model's leaves in tree order as `TreeEnsemble.predict`
+does: the same numbers bit for bit.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from .base import LayerFeatures, LayerModel
+from .features import FeaturePlan
+from .mixed import Mixed
+from .statistical import Statistical
+from .trees import TreeEnsemble, keys32, walk_packed
+
+__all__ = ["Forest", "forest_of"]
+
+#: entries x levels from which duplicate (model, row) pairs are evaluated once (finding them costs ~20 us)
+_DEDUPE_WORK = 1 << 14
+_LOW = np.int64(0xFFFFFFFF)
+#: odd multipliers of a row's columns in the hash `Forest._distinct` sorts by (products wrap around)
+_HASH = np.random.default_rng(0x5EED).integers(1, 2**62, 32, dtype=np.int64) | 1
+
+
+def _regressor_model(model: LayerModel) -> Statistical | None:
+    """The statistical model whose regressor ``model``'s prediction needs (None: it needs none)."""
+    if isinstance(model, Mixed):
+        return model.correction_ if model.clip_min_ != model.clip_max_ else None
+    return model if isinstance(model, Statistical) else None
+
+
+def forest_of(models: Sequence[LayerModel]) -> tuple["Forest | None", np.ndarray]:
+    """The forest of those ``models`` whose regressor is a tree ensemble it can walk (`Statistical.shared_trees`),
+    and each model's member number in it (-1: not a member; it predicts on its own). None for fewer than two such
+    models: one ensemble predicts as fast on its own."""
+    member = np.full(len(models), -1, dtype=np.int64)
+    trees: list[TreeEnsemble] = []
+    specs = []
+    for i, m in enumerate(models):
+        st = _regressor_model(m)
+        ens = st.shared_trees() if st is not None else None
+        if ens is not None:
+            member[i] = len(trees)
+            trees.append(ens)
+            specs.append((st.unroll_, st.grouped_))
+    if len(trees) < 2:
+        return None, np.full(len(models), -1, dtype=np.int64)
+    return Forest(trees, specs), member
+
+
+class Forest:
+    """Float32-comparing tree ensembles, each over its own feature transform ``specs[i]`` (``(unroll, grouped)``,
+    see `FeaturePlan`), predicted together; see the module docstring."""
+
+    def __init__(self, ensembles: Sequence[TreeEnsemble], specs: Sequence[tuple[dict, bool]]) -> None:
+        if len(ensembles) != len(specs) or not ensembles:
+            raise ValueError("a forest needs one feature transform per ensemble, and at least one ensemble")
+        self.ensembles = list(ensembles)
+        self.plan = FeaturePlan(specs)
+        #: the key matrix's row width
+        self.width = self.plan.n_columns
+        self._high = np.arange(self.plan.n_columns, dtype=np.int64) << 32
+        # members in walk order (deepest first); rank[i] is member i's position in it
+        order = sorted(range(len(ensembles)), key=lambda i: -ensembles[i].max_depth)
+        self._order = order
+        self.rank = np.empty(len(order), dtype=np.int64)
+        self.rank[order] = np.arange(len(order))
+        n_trees = np.array([ensembles[i].n_trees for i in order], dtype=np.int64)
+        depth = [ensembles[i].max_depth for i in order]
+        self._n_trees = n_trees
+        self._tree_rank = np.repeat(np.arange(len(order)), n_trees)
+        self._trees = np.arange(int(n_trees.sum()), dtype=np.intp)
+        #: per level: how many ranks (a prefix) have trees that reach it
+        self._reaching = [sum(d > level for d in depth) for level in range(max(depth))]
+        self._levels = [self._level_table(level, order) for level in range(max(depth))]
+        # leaf values: member r's block, indexed by its node at its last level, sits at shift + node
+        tables = [ensembles[i]._padded() for i in order]
+        sizes = np.array([len(t.value) for t in tables], dtype=np.int64)
+        first_tree = np.cumsum(n_trees) - n_trees
+        shift = (np.cumsum(sizes) - sizes) - first_tree * (1 << np.array(depth, dtype=np.int64))
+        self._leaf_shift = np.repeat(shift, n_trees).astype(np.intp)
+        self._values = np.concatenate([t.value for t in tables])
+        # per rank: where a row's sum starts, and what it is divided by at the end (a random forest's mean)
+        mean = np.array([ensembles[i].aggregate == "mean" for i in order])
+        self._init = np.where(mean, 0.0, [ensembles[i].init for i in order])
+        self._divisor = np.where(mean, n_trees, 1.0)
+
+    def _level_table(self, level: int, order: list[int]) -> np.ndarray:
+        """Level ``level``'s packed nodes of the members that reach it, features renumbered to plan columns."""
+        parts = []
+        for i in order[: self._reaching[level]]:
+            packed = self.ensembles[i]._padded().packed[level]
+            column = self.plan.columns[i].astype(np.int64)
+            parts.append((column[packed >> 32] << 32) | (packed & _LOW))
+        return np.concatenate(parts)
+
+    def regress(self, X: LayerFeatures, member: np.ndarray) -> np.ndarray:
+        """The raw regressor output of ensemble ``member[r]`` on row ``r`` of ``X``, for every row."""
+        member = np.asarray(member, dtype=np.int64)
+        if not len(X):
+            return np.zeros(0)
+        rank = self.rank[member]
+        stacked = X.stacked()
+        rows, inverse = self._distinct(stacked, rank)
+        order = np.argsort(rank[rows], kind="stable")  # the distinct rows grouped by member, walk order
+        rows = rows[order]
+        F = self.plan.matrix(X.take(rows), stacked[:, rows])
+        keys = keys32(F) | self._high
+        counts = np.bincount(rank[rows], minlength=len(self._order))
+        out = self._sum(self._walk(keys, counts), counts)
+        at = np.empty(len(rows), dtype=np.intp)  # where each distinct row's output is
+        at[order] = np.arange(len(rows))
+        return out[at if inverse is None else at[inverse]]
+
+    def _distinct(self, stacked: np.ndarray, rank: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+        """The rows to walk, as indices into the input rows, and each input row's position among them (None: all
+        rows, in order): rows equal in every layer column and member are walked once when that saves work.
+
+        Rows are hashed (a collision is caught by comparing the rows themselves, and then whole rows are sorted):
+        sorting 8-byte hashes instead of rows keeps this cheap for the stacks `estimate_many` scores.
+        """
+        n = len(rank)
+        if n < 2 or int(self._n_trees[rank].sum()) * len(self._levels) < _DEDUPE_WORK:
+            return np.arange(n), None
+        bits = np.concatenate([stacked.view(np.int64), rank[None]])  # (17, rows): equal bits, equal features
+        _, first, inverse = np.unique(_HASH[: len(bits)] @ bits, return_index=True, return_inverse=True)
+        if first.size == n:
+            return np.arange(n), None
+        inverse = inverse.ravel()
+        if not np.array_equal(bits[:, first[inverse]], bits):  # a hash collision: compare whole rows
+            whole = np.ascontiguousarray(bits.T)
+            _, first, inverse = np.unique(whole.view(np.dtype((np.void, whole.itemsize * whole.shape[1]))).ravel(),
+                                          return_index=True, return_inverse=True)
+            inverse = inverse.ravel()
+        return first, inverse
+
+    def _sum(self, leaves: np.ndarray, counts: np.ndarray) -> np.ndarray:
+        """Each row's prediction from the leaf values its member's trees gave it (`_walk`), accumulated tree by tree
+        as `TreeEnsemble.sum_leaves` does: all rows at once, as the columns of a (trees + 1, rows) table that
+        starts with each member's init and continues below a member's last tree with +0.0 (which changes no sum
+        but a -0.0 to +0.0, and no estimate: exp(-0.0) = exp(+0.0))."""
+        present = np.flatnonzero(counts)
+        rows = counts[present]
+        table = np.zeros((int(self._n_trees[present].max()) + 1, int(rows.sum())))
+        table[0] = np.repeat(self._init[present], rows)
+        start, row = 0, 0
+        for r, u in zip(present.tolist(), rows.tolist()):
+            t = int(self._n_trees[r])
+            table[1: t + 1, row: row + u] = leaves[start: start + t * u].reshape(t, u)
+            start, row = start + t * u, row + u
+        # down the trees axis, the non-contiguous one, numpy adds row after row: sklearn's order (a single column
+        # would be summed pairwise; cumsum is sequential)
+        out = np.add.reduce(table, axis=0) if row > 1 else np.cumsum(table[:, 0])[-1:]
+        return out / np.repeat(self._divisor[present], rows) if (self._divisor[present] != 1.0).any() else out
+
+    def _walk(self, keys: np.ndarray, counts: np.ndarray) -> np.ndarray:
+        """Leaf value reached per (tree, row) entry: entries grouped by member rank, tree-major within one."""
+        rows_of_tree = counts[self._tree_rank]  # each tree is walked by all rows of its member
+        node = np.repeat(self._trees, rows_of_tree)
+        run = np.cumsum(rows_of_tree) - rows_of_tree  # where each tree's entries start
+        first_row = (np.cumsum(counts) - counts)[self._tree_rank]  # its member's first row
+        base = (np.arange(node.size, dtype=np.intp) - np.repeat(run - first_row, rows_of_tree)) * self.width
+        ends = np.cumsum(counts * self._n_trees)
+        active = [int(ends[k - 1]) if k else 0 for k in self._reaching]
+        deepest = sum(a > 0 for a in active)  # (levels below it have no entries left)
+        walk_packed(self._levels[:deepest], keys.ravel(), node, base, active)
+        return self._values.take(node + np.repeat(self._leaf_shift, rows_of_tree))
