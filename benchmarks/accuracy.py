@@ -21,8 +21,9 @@ medians). Variants: the platform files ``<variant>.json`` in --variants-dir, els
 mixed+mapping). --quick: networks up to 4 GOPs, 10 NAS cells, 20 runs per repeat.
 
 --adapt: the learning curve of ``annette adapt`` on the validation networks: the shipped file adapted from
-N = 0, 1, 3, 5, 10 calibration networks measured here, with the wall time of each (``--with-calibrate
-quick,full`` adds ``annette calibrate`` runs beside it).
+N = 0, 1, 3, 5, 10 calibration networks measured here (in the same passes as the validation networks, so a
+drift of the machine's speed moves both alike), with the wall time of a real ``annette adapt`` run for each
+(``--with-calibrate quick,full`` adds ``annette calibrate`` runs beside it).
 
 zcu102: the leave-one-out report of the network-level calibration against the published end-to-end
 latencies (``annette_torch.fit.calibrate_network.loo_report``).
@@ -163,7 +164,8 @@ def main() -> int:
         stats: dict[str, int] = {}
         # calibration networks interleaved with the validation networks in every round: a drift of the
         # machine's speed during the run then moves both alike instead of biasing the calibration
-        cal = [] if args.no_calibrate or args.adapt else calibration_set()
+        cal = (sum(adapt_sets().values(), []) if args.adapt else
+               [] if args.no_calibrate else calibration_set())
         bar = tqdm(total=len(nets) + len(cal), unit="net", file=sys.stderr, dynamic_ncols=True,
                    desc=f"measuring on {args.platform}")
 
@@ -203,7 +205,7 @@ def main() -> int:
         cal_meas = {c.name: measured.pop(c.name) for c in cal if c.name in measured}
         walls: dict[str, float] = {}
         if args.adapt:
-            variants, walls = adapt_curve(args)
+            variants, walls = adapt_curve(args, cal_meas)
         elif not args.no_calibrate:
             variants = calibrate_variants(variants, cal, cal_meas)
         if args.shipped:
@@ -243,10 +245,23 @@ def main() -> int:
 ADAPT_CURVE = (0, 1, 3, 5, 10)
 
 
-def adapt_curve(args) -> tuple[dict, dict]:
-    """The shipped file adapted from N measured calibration networks for each N of `ADAPT_CURVE` (each point
-    measures afresh, so its wall time is what a user waits), and optionally ``annette calibrate`` runs."""
+def adapt_sets() -> dict[int, list]:
+    """The calibration networks ``annette adapt`` measures for each N of `ADAPT_CURVE`, as measurable networks
+    named ``adapt<N>/<name>``, so that they are measured in the validation networks' own passes."""
+    from annette_torch.fit.calibrate import _validation_hashes, calibration_networks
+
+    return {n: [V.ValidationNet(f"adapt{n}/{c.name}", "calibration", c, (1, 3, 224, 224))
+                for c in calibration_networks(n, exclude_hashes=_validation_hashes())] for n in ADAPT_CURVE[1:]}
+
+
+def adapt_curve(args, meas: dict) -> tuple[dict, dict]:
+    """The shipped file adapted from N calibration networks for each N of `ADAPT_CURVE`, fitted on their
+    measurements taken interleaved with the validation networks' (``meas``: a drift of the machine's speed
+    then moves both alike); the wall time of each point is that of a real ``annette adapt`` run, measuring.
+    Optionally ``annette calibrate`` runs (``--with-calibrate``)."""
     import tempfile
+
+    import numpy as np
 
     from annette_torch.fit.adapt import adapt
     from annette_torch.platform import platform_dir
@@ -254,10 +269,12 @@ def adapt_curve(args) -> tuple[dict, dict]:
     shipped = args.shipped or str(platform_dir() / f"{args.platform}.json")
     variants, walls = {"shipped (N=0)": at.load_platform(shipped)}, {"shipped (N=0)": 0.0}
     for n in ADAPT_CURVE[1:]:
-        res = adapt(shipped, networks=n, save=False)
+        res = adapt(shipped, networks=n, save=False,
+                    measure=lambda nets, n=n: np.array([meas[f"adapt{n}/{x.name}"].median_ms for x in nets]))
+        wall = adapt(shipped, networks=n, save=False).seconds
         key = f"adapt N={n}"
-        variants[key], walls[key] = res.platform, res.seconds
-        print(f"  {key}: {res.seconds:.1f} s, in-sample MAPE {res.mape_after:.1%}, terms {', '.join(res.terms)}")
+        variants[key], walls[key] = res.platform, wall
+        print(f"  {key}: {wall:.1f} s, in-sample MAPE {res.mape_after:.1%}, refitted {', '.join(res.terms)}")
     for plan in [p.strip() for p in args.with_calibrate.split(",") if p.strip()]:
         from annette_torch.fit.calibrate import run_calibration
 

@@ -37,12 +37,28 @@ def test_adapt_recovers_a_known_scale_and_per_layer_cost(tmp_path):
     assert all(n.startswith("calib-") for n in res.names)
 
 
-@pytest.mark.parametrize("n, terms", [(1, ("layers",)), (3, ("layers", "executed_layers")),
+@pytest.mark.parametrize("n", [1, 3, 5])
+def test_a_uniformly_slower_machine_scales_the_shipped_terms(n):
+    shipped = at.load_platform("ort-cpu")
+    scale, per_layer, per_run, _ = shipped.overhead
+    res = adapt("ort-cpu", networks=n, save=False, measure=_fake_machine(1.7 * scale, 1.7 * per_layer, 1.7 * per_run))
+    assert res.terms == ("scale",) and len(res.names) == n
+    # (the platform clamps a layer's time at 0 under a negative per-layer cost: not exactly linear)
+    np.testing.assert_allclose(res.after_ms, res.measured_ms, rtol=1e-3)
+    old, new = shipped.meta["overhead"], res.platform.meta["overhead"]
+    for k in ("scale", "per_layer_ms", "per_network_ms"):
+        assert new[k] == pytest.approx(1.7 * old[k], rel=1e-6)
+
+
+@pytest.mark.parametrize("n, terms", [(3, ("layers",)), (4, ("layers", "executed_layers")),
                                       (5, ("layers", "executed_layers", "constant"))])
-def test_few_networks_fit_fewer_terms(tmp_path, n, terms):
+def test_terms_are_fitted_afresh_where_leave_one_out_prefers_them(n, terms):
+    """A machine whose costs are not the shipped file's times one factor: as many terms as the networks
+    support, because they predict left-out networks better than the scaled shipped terms."""
     res = adapt("ort-cpu", networks=n, measure=_fake_machine(1.5, 0.0, 0.0), save=False)
     assert res.terms == terms and len(res.names) == n
     np.testing.assert_allclose(res.after_ms, res.measured_ms, rtol=1e-3)
+    assert res.loo_mape < 1e-3
 
 
 def test_adapt_writes_into_the_user_folder_which_the_name_then_loads(tmp_path, monkeypatch):

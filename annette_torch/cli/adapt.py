@@ -25,8 +25,9 @@ def add_parser(sub: Any) -> None:
     """Register ``annette adapt``."""
     a = sub.add_parser(
         "adapt", help="fit a platform to this machine or a board from a few end-to-end latencies (seconds)",
-        description="Keep a platform's layer and mapping models and refit its network-level terms (scale, "
-                    "per-layer and per-inference cost): for ort-cpu / openvino-cpu by measuring calibration "
+        description="Keep a platform's layer and mapping models and refit its network-level terms (the base "
+                    "file's terms times one factor, or scale, per-layer and per-inference cost fitted afresh, "
+                    "whichever the leave-one-out error prefers): for ort-cpu / openvino-cpu by measuring calibration "
                     "networks on this machine; for a board (zcu102, ncs2, or a platform file) from latencies "
                     "you measured, given as a CSV with columns model,input_shape,latency_ms.")
     a.add_argument("-p", "--platform", required=True, metavar="P", help="platform name or platform .json file")
@@ -49,7 +50,9 @@ def run(args: argparse.Namespace) -> int:
     print(res.table())
     loo = "n/a (too few networks)" if math.isnan(res.loo_mape) else f"{res.loo_mape:.1%}"
     print(f"\n{len(res.names)} networks: MAPE {res.mape_before:.1%} with {res.base}, {res.mape_after:.1%} adapted; "
-          f"leave-one-out {loo} (what other networks can expect); terms: {', '.join(res.terms)}")
+          f"leave-one-out {loo} (what other networks can expect); refitted: "
+          + ("the base file's network-level model times one factor" if res.terms == ("scale",)
+             else ", ".join(res.terms)))
     from ..platform import resolve_platform
 
     loads = resolve_platform(res.platform.name) == res.path

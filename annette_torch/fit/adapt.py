@@ -4,7 +4,10 @@ latencies: measured here on calibration networks (CPU runtimes), or given by the
 
 Why this works: across CPUs the layer and mapping models rank networks alike (Spearman >= 0.99 on a foreign
 CPU) while the machine's speed does not transfer; a scale, a per-layer and a per-inference cost absorb most of
-the difference.
+the difference. Two refits compete: the base file's own network-level model times one factor (the machine is
+uniformly faster or slower; all that one or two networks can support) and the terms fitted afresh (as many as
+the networks support); the one with the lower leave-one-out error is kept, so a few noisy measurements do not
+buy terms they cannot pin down.
 """
 
 from __future__ import annotations
@@ -142,41 +145,81 @@ def read_latencies(path: str | os.PathLike) -> list[tuple[str, Network, float]]:
 
 
 def _cpu_terms(n: int) -> tuple[str, ...]:
-    """The network-level terms a CPU refit can support with ``n`` networks (one more network than terms)."""
+    """The network-level terms a CPU refit can support with ``n`` networks (two more networks than terms, so that
+    every leave-one-out fit still has one more network than terms)."""
     from .calibrate_network import CPU_TERMS
     if n >= 2 * len(CPU_TERMS):
         return tuple(CPU_TERMS)
-    return ("layers", "executed_layers", "constant")[: max(1, min(3, n - 1))]
+    return ("layers", "executed_layers", "constant")[: max(1, min(3, n - 2))]  # n - 2: leave-one-out can judge them
 
 
 def _board_terms(n: int) -> tuple[str, ...]:
     from .calibrate_network import ZCU102_TERMS
     if n >= 2 * len(ZCU102_TERMS):
         return tuple(ZCU102_TERMS)
-    return ("layers", "constant")[: max(1, min(2, n - 1))]
+    return ("layers", "constant")[: max(1, min(2, n - 2))]
+
+
+def _prior(base: Any, cpu: bool) -> dict[str, float]:
+    """The base file's own network-level coefficients, as calibration terms: its ``overhead`` (CPU) or its
+    ``end_to_end`` model (board); a bare layer sum when it has neither."""
+    if not cpu:
+        return dict(base.end_to_end.coef) if base.end_to_end is not None else {"layers": 1.0}
+    if base.overhead is None:
+        return {"layers": 1.0}
+    scale, per_layer, per_network, dw_scale = base.overhead
+    prior = {"layers": scale, "executed_layers": per_layer, "constant": per_network}
+    if dw_scale != scale:
+        prior["depthwise"] = dw_scale - scale
+    return prior
+
+
+def _fit_scaled(terms: list[dict[str, float]], y: np.ndarray, prior: dict[str, float], names: Sequence[str],
+                cpu: bool) -> Any:
+    """The base file's network-level model times one factor: the machine or board is uniformly faster or
+    slower. Relative least squares (robust on a CPU, as `fit_cpu_calibration`); exact through one network."""
+    from ..models.calibration import Calibration
+    from .calibrate_network import CPU_LOSS, fit_calibration
+
+    base = Calibration(prior)
+    pred = [{"layers": base.predict(t)} for t in terms]
+    if len(y) == 1:
+        k = float(y[0] / pred[0]["layers"])
+    else:
+        k = fit_calibration(pred, y, ("layers",), loss=CPU_LOSS if cpu else None).coef["layers"]
+    return Calibration({t: k * c for t, c in prior.items()}, None, tuple(names))
+
+
+def _loo(fit: Callable[[list[dict[str, float]], np.ndarray], Any], terms: list[dict[str, float]],
+         y: np.ndarray) -> float:
+    """Leave-one-out MAPE of ``fit(terms, y)``."""
+    errs = [fit([t for j, t in enumerate(terms) if j != i], np.delete(y, i)).predict(terms[i]) / y[i] - 1
+            for i in range(len(y))]
+    return float(np.mean(np.abs(errs)))
 
 
 def _fit(terms: list[dict[str, float]], y: np.ndarray, use: tuple[str, ...], names: Sequence[str],
-         cpu: bool) -> tuple[Any, float]:
-    """A `Calibration` on ``use`` and its leave-one-out MAPE (nan when there are too few networks)."""
+         cpu: bool, prior: dict[str, float]) -> tuple[Any, float, tuple[str, ...]]:
+    """The refit: the base model scaled by one factor, or the terms ``use`` fitted afresh, whichever has the
+    lower leave-one-out error (below 3 networks: the scaled base model). Returns the `Calibration`, its
+    leave-one-out MAPE (nan below 3 networks) and what was fitted (``("scale",)`` or the terms)."""
     from .calibrate_network import CPU_LOSS, CPU_SIGNED_TERMS, SIGNED_TERMS, fit_calibration, fit_cpu_calibration
 
+    scaled = _fit_scaled(terms, y, prior, names, cpu)
+    if len(y) < 3:
+        scaled.loo_mape = float("nan")
+        return scaled, float("nan"), ("scale",)
+    scaled.loo_mape = _loo(lambda t, m: _fit_scaled(t, m, prior, (), cpu), terms, y)
     if cpu and use == _cpu_terms(10**6):
-        cal = fit_cpu_calibration(terms, y, names)
-        return cal, float(cal.loo_mape)
-    loss, signed = (CPU_LOSS, CPU_SIGNED_TERMS) if cpu else (None, SIGNED_TERMS)
-    if len(y) == 1:  # one network: a scale alone, exactly through it
-        from ..models.calibration import Calibration
-        cal = Calibration({"layers": float(y[0] / terms[0]["layers"])}, None, tuple(names))
-        return cal, float("nan")
-    cal = fit_calibration(terms, y, use, names, loss=loss, signed=signed)
-    loo = float("nan")
-    if len(y) >= len(use) + 2:
-        errs = [fit_calibration([t for j, t in enumerate(terms) if j != i], np.delete(y, i), use, loss=loss,
-                                signed=signed).predict(terms[i]) / y[i] - 1 for i in range(len(y))]
-        loo = float(np.mean(np.abs(errs)))
-    cal.loo_mape = loo
-    return cal, loo
+        fresh = fit_cpu_calibration(terms, y, names)
+    else:
+        loss, signed = (CPU_LOSS, CPU_SIGNED_TERMS) if cpu else (None, SIGNED_TERMS)
+        fresh = fit_calibration(terms, y, use, names, loss=loss, signed=signed)
+        fresh.loo_mape = (_loo(lambda t, m: fit_calibration(t, m, use, loss=loss, signed=signed), terms, y)
+                          if len(y) >= len(use) + 2 else float("nan"))
+    if math.isnan(fresh.loo_mape) or fresh.loo_mape >= scaled.loo_mape - 1e-6:  # a tie keeps the simpler one
+        return scaled, scaled.loo_mape, ("scale",)
+    return fresh, float(fresh.loo_mape), tuple(use)
 
 
 def _measure_here(runtime: str, progress: bool) -> Callable[[Sequence[Network]], np.ndarray]:
@@ -203,8 +246,9 @@ def adapt(platform: Any, networks: int = DEFAULT_NETWORKS, latencies: str | os.P
 
     Without ``latencies``: measure ``networks`` calibration networks end to end on this machine (a CPU
     runtime platform: ``ort-cpu`` or ``openvino-cpu``; never the accuracy benchmark's validation networks) and
-    refit the per-network overhead (scale, per-executed-layer cost, per-inference cost; fewer terms for fewer
-    networks). With ``latencies`` (a CSV, see `read_latencies`): refit the platform's end-to-end model on the
+    refit the per-network overhead: the base file's network-level model times one factor, or scale,
+    per-executed-layer and per-inference cost fitted afresh (fewer terms for fewer networks), whichever has
+    the lower leave-one-out error (`AdaptResult.terms` is ``("scale",)`` for the first). With ``latencies`` (a CSV, see `read_latencies`): refit the platform's end-to-end model on the
     user's figures (a board such as ``zcu102`` or ``ncs2``). ``measure`` replaces the measurement (a function
     networks -> ms, for tests and other runtimes). The result is written to ``out`` (default: the platform's
     name in the user's platform folder, where the name then finds it) unless ``save`` is False.
@@ -255,7 +299,7 @@ def adapt(platform: Any, networks: int = DEFAULT_NETWORKS, latencies: str | os.P
         raise AdaptError(f"adapt: the latency given for {bad} is below the time {base.name} predicts for its "
                          "host-run layers and switches alone")
     use = _cpu_terms(len(y)) if cpu else _board_terms(len(y))
-    cal, loo = _fit(terms, y_fit, use, names, cpu)
+    cal, loo, use = _fit(terms, y_fit, use, names, cpu, _prior(base, cpu))
     d = raw.to_dict()
     origin = f"adapted with annette adapt from {base_file} on {source}"
     if cpu:
