@@ -27,7 +27,7 @@ def add_parser(sub: Any) -> None:
         "adapt", help="fit a platform to this machine or a board from a few end-to-end latencies (seconds)",
         description="Keep a platform's layer and mapping models and refit its network-level terms (the base "
                     "file's terms times one factor, or scale, per-layer and per-inference cost fitted afresh, "
-                    "whichever the leave-one-out error prefers): for ort-cpu / openvino-cpu by measuring calibration "
+                    "where their leave-one-out error is clearly lower): for ort-cpu / openvino-cpu by measuring calibration "
                     "networks on this machine; for a board (zcu102, ncs2, or a platform file) from latencies "
                     "you measured, given as a CSV with columns model,input_shape,latency_ms.")
     a.add_argument("-p", "--platform", required=True, metavar="P", help="platform name or platform .json file")

@@ -6,8 +6,8 @@ Why this works: across CPUs the layer and mapping models rank networks alike (Sp
 CPU) while the machine's speed does not transfer; a scale, a per-layer and a per-inference cost absorb most of
 the difference. Two refits compete: the base file's own network-level model times one factor (the machine is
 uniformly faster or slower; all that one or two networks can support) and the terms fitted afresh (as many as
-the networks support); the one with the lower leave-one-out error is kept, so a few noisy measurements do not
-buy terms they cannot pin down.
+the networks support); the fresh terms are kept only when their leave-one-out error is clearly lower (by
+more than its standard error), so a few noisy measurements do not buy terms they cannot pin down.
 """
 
 from __future__ import annotations
@@ -191,35 +191,41 @@ def _fit_scaled(terms: list[dict[str, float]], y: np.ndarray, prior: dict[str, f
 
 
 def _loo(fit: Callable[[list[dict[str, float]], np.ndarray], Any], terms: list[dict[str, float]],
-         y: np.ndarray) -> float:
-    """Leave-one-out MAPE of ``fit(terms, y)``."""
-    errs = [fit([t for j, t in enumerate(terms) if j != i], np.delete(y, i)).predict(terms[i]) / y[i] - 1
-            for i in range(len(y))]
-    return float(np.mean(np.abs(errs)))
+         y: np.ndarray) -> np.ndarray:
+    """Absolute relative error of each network predicted by ``fit`` on all the others."""
+    return np.abs([fit([t for j, t in enumerate(terms) if j != i], np.delete(y, i)).predict(terms[i]) / y[i] - 1
+                   for i in range(len(y))])
 
 
 def _fit(terms: list[dict[str, float]], y: np.ndarray, use: tuple[str, ...], names: Sequence[str],
          cpu: bool, prior: dict[str, float]) -> tuple[Any, float, tuple[str, ...]]:
-    """The refit: the base model scaled by one factor, or the terms ``use`` fitted afresh, whichever has the
-    lower leave-one-out error (below 3 networks: the scaled base model). Returns the `Calibration`, its
+    """The refit: the base model scaled by one factor, or the terms ``use`` fitted afresh. The fresh fit wins
+    only when its leave-one-out error is lower by more than its own standard error (the one-standard-error
+    rule: more parameters need clear evidence; the calibration networks are of two families, and terms
+    fitted on a few of them extrapolate to other architectures worse than their leave-one-out error within
+    the families shows). Below 3 networks: the scaled base model. Returns the `Calibration`, its
     leave-one-out MAPE (nan below 3 networks) and what was fitted (``("scale",)`` or the terms)."""
     from .calibrate_network import CPU_LOSS, CPU_SIGNED_TERMS, SIGNED_TERMS, fit_calibration, fit_cpu_calibration
 
     scaled = _fit_scaled(terms, y, prior, names, cpu)
-    if len(y) < 3:
-        scaled.loo_mape = float("nan")
-        return scaled, float("nan"), ("scale",)
-    scaled.loo_mape = _loo(lambda t, m: _fit_scaled(t, m, prior, (), cpu), terms, y)
+    if len(y) < 3 or len(y) < len(use) + 2:  # too few networks to judge a fresh fit
+        scaled.loo_mape = float(np.mean(_loo(lambda t, m: _fit_scaled(t, m, prior, (), cpu), terms, y))) \
+            if len(y) >= 3 else float("nan")
+        return scaled, scaled.loo_mape, ("scale",)
     if cpu and use == _cpu_terms(10**6):
-        fresh = fit_cpu_calibration(terms, y, names)
+        refit: Callable[..., Any] = lambda t, m, n=(): fit_cpu_calibration(t, m, n)  # noqa: E731
     else:
         loss, signed = (CPU_LOSS, CPU_SIGNED_TERMS) if cpu else (None, SIGNED_TERMS)
-        fresh = fit_calibration(terms, y, use, names, loss=loss, signed=signed)
-        fresh.loo_mape = (_loo(lambda t, m: fit_calibration(t, m, use, loss=loss, signed=signed), terms, y)
-                          if len(y) >= len(use) + 2 else float("nan"))
-    if math.isnan(fresh.loo_mape) or fresh.loo_mape >= scaled.loo_mape - 1e-6:  # a tie keeps the simpler one
+        refit = lambda t, m, n=(): fit_calibration(t, m, use, n, loss=loss, signed=signed)  # noqa: E731
+    err_scaled = _loo(lambda t, m: _fit_scaled(t, m, prior, (), cpu), terms, y)
+    err_fresh = _loo(refit, terms, y)
+    scaled.loo_mape = float(np.mean(err_scaled))
+    se_fresh = float(np.std(err_fresh, ddof=1) / np.sqrt(len(y)))
+    if np.mean(err_fresh) + se_fresh >= scaled.loo_mape - 1e-9:  # within one standard error (or a tie)
         return scaled, scaled.loo_mape, ("scale",)
-    return fresh, float(fresh.loo_mape), tuple(use)
+    fresh = refit(terms, y, names)
+    fresh.loo_mape = float(np.mean(err_fresh))
+    return fresh, fresh.loo_mape, tuple(use)
 
 
 def _measure_here(runtime: str, progress: bool) -> Callable[[Sequence[Network]], np.ndarray]:
@@ -247,8 +253,9 @@ def adapt(platform: Any, networks: int = DEFAULT_NETWORKS, latencies: str | os.P
     Without ``latencies``: measure ``networks`` calibration networks end to end on this machine (a CPU
     runtime platform: ``ort-cpu`` or ``openvino-cpu``; never the accuracy benchmark's validation networks) and
     refit the per-network overhead: the base file's network-level model times one factor, or scale,
-    per-executed-layer and per-inference cost fitted afresh (fewer terms for fewer networks), whichever has
-    the lower leave-one-out error (`AdaptResult.terms` is ``("scale",)`` for the first). With ``latencies`` (a CSV, see `read_latencies`): refit the platform's end-to-end model on the
+    per-executed-layer and per-inference cost fitted afresh (fewer terms for fewer networks) where their
+    leave-one-out error is lower by more than its standard error (`AdaptResult.terms` is ``("scale",)``
+    for the first). With ``latencies`` (a CSV, see `read_latencies`): refit the platform's end-to-end model on the
     user's figures (a board such as ``zcu102`` or ``ncs2``). ``measure`` replaces the measurement (a function
     networks -> ms, for tests and other runtimes). The result is written to ``out`` (default: the platform's
     name in the user's platform folder, where the name then finds it) unless ``save`` is False.
