@@ -19,7 +19,7 @@ import logging
 import os
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -383,17 +383,31 @@ def leave_one_network_out(measured: list[Measured], published: Platform | None =
     Returns ``{"networks": {name: {"estimated_ms", "measured_ms", "error"}}, "types": {type: {"estimated_ms",
     "measured_ms", "error"}}}``; a type's figures are summed over the networks left out.
     """
+    def folds() -> Iterator[tuple[Measured, Platform]]:
+        for k, m in enumerate(measured):
+            if progress:
+                progress(f"leave out {m.config_id}")
+            fit = fit_ncs2(measured[:k] + measured[k + 1:], published, conv_kind=conv_kind)
+            per_layer[m.config_id] = fit.report["per_layer_ms"]
+            yield m, fit.platform
+
+    per_layer: dict[str, float] = {}
+    out = _scored(folds())
+    for name, v in out["networks"].items():
+        v["per_layer_ms"] = per_layer[name]
+    return out
+
+
+def _scored(pairs: Iterable[tuple[Measured, Platform]]) -> dict[str, Any]:
+    """Each (network, platform) pair's estimated device time against the report total; per layer type summed
+    over the networks (see `leave_one_network_out` for the layout)."""
     nets: dict[str, Any] = {}
     types: dict[str, list[float]] = {}
-    for k, m in enumerate(measured):
-        if progress:
-            progress(f"leave out {m.config_id}")
-        rest = measured[:k] + measured[k + 1:]
-        fit = fit_ncs2(rest, published, conv_kind=conv_kind)
-        est = estimate(m.network, fit.platform)
+    for m, plat in pairs:
+        est = estimate(m.network, plat)
         nets[m.config_id] = {"estimated_ms": est.device_ms, "measured_ms": _total(m),
-                             "error": est.device_ms / _total(m) - 1.0, "per_layer_ms": fit.report["per_layer_ms"]}
-        for lab, (te, tm) in _type_errors(fit.platform, m).items():
+                             "error": est.device_ms / _total(m) - 1.0}
+        for lab, (te, tm) in _type_errors(plat, m).items():
             acc = types.setdefault(lab, [0.0, 0.0])
             acc[0] += te
             acc[1] += tm
@@ -414,16 +428,4 @@ def published_platform(reference: str | os.PathLike) -> Platform:
 
 def published_errors(measured: list[Measured], published: Platform) -> dict[str, Any]:
     """The published model's per-network and per-type error on the same networks (no fitting)."""
-    nets = {}
-    types: dict[str, list[float]] = {}
-    for m in measured:
-        est = estimate(m.network, published)
-        nets[m.config_id] = {"estimated_ms": est.device_ms, "measured_ms": _total(m),
-                             "error": est.device_ms / _total(m) - 1.0}
-        for lab, (te, tm) in _type_errors(published, m).items():
-            acc = types.setdefault(lab, [0.0, 0.0])
-            acc[0] += te
-            acc[1] += tm
-    return {"networks": nets,
-            "types": {k: {"estimated_ms": v[0], "measured_ms": v[1], "error": (v[0] / v[1] - 1.0) if v[1] else None}
-                      for k, v in types.items()}}
+    return _scored((m, published) for m in measured)
