@@ -5,18 +5,24 @@ previous file as it was -- never a truncated or empty one."""
 from __future__ import annotations
 
 import os
-import tempfile
+import secrets
+import stat
 from contextlib import contextmanager
 from typing import IO, Any, Iterator
 
 __all__ = ["atomic_write", "write_text"]
 
 
-def _default_mode() -> int:
-    """The permissions a plain ``open(path, "w")`` would give a new file (0o666 less the umask)."""
-    umask = os.umask(0)
-    os.umask(umask)
-    return 0o666 & ~umask
+def _create_beside(target: str) -> tuple[int, str]:
+    """A new, uniquely named file in ``target``'s folder, created with mode 0o666 so that the kernel applies
+    the process umask, as a plain ``open(path, "w")`` would (never changing the umask: other threads)."""
+    folder, base = os.path.split(target)
+    while True:
+        tmp = os.path.join(folder, f".{base}.{secrets.token_hex(6)}.tmp")
+        try:
+            return os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY | getattr(os, "O_BINARY", 0), 0o666), tmp
+        except FileExistsError:
+            continue
 
 
 def _fsync_folder(folder: str) -> None:
@@ -40,24 +46,33 @@ def atomic_write(path: str | os.PathLike, mode: str = "w", *, encoding: str | No
     ``path`` (same permissions as the file it replaces), otherwise it is removed and ``path`` is untouched.
 
     ``mode`` is ``"w"`` (text, ``encoding``, ``newline`` as for `open`) or ``"wb"``. A symbolic link is written
-    through: the file it points to is replaced.
+    through: the file it points to is replaced. A device or a pipe (``/dev/null``, ``/dev/stdout``) is written
+    in place: there is nothing to replace.
     """
     if mode not in ("w", "wb"):
         raise ValueError(f"atomic_write: mode must be 'w' or 'wb', not {mode!r}")
     target = os.path.realpath(os.fspath(path))
-    folder = os.path.dirname(target)
-    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(target)}.", suffix=".tmp", dir=folder)
+    binary = mode == "wb"
+    kwargs: dict[str, Any] = {} if binary else {"encoding": encoding, "newline": newline}
     try:
-        binary = mode == "wb"
-        with os.fdopen(fd, mode, encoding=None if binary else encoding, newline=None if binary else newline) as f:
+        special = not stat.S_ISREG(os.stat(target).st_mode)
+    except FileNotFoundError:
+        special = False
+    if special:  # a device or a pipe (/dev/null, /dev/stdout): written in place, never replaced by a file
+        with open(target, mode, **kwargs) as f:
+            yield f
+        return
+    folder = os.path.dirname(target)
+    fd, tmp = _create_beside(target)
+    try:
+        with os.fdopen(fd, mode, **kwargs) as f:
             yield f
             f.flush()
             os.fsync(f.fileno())
         try:
-            perms = os.stat(target).st_mode & 0o7777
+            os.chmod(tmp, os.stat(target).st_mode & 0o7777)  # the permissions of the file it replaces
         except FileNotFoundError:
-            perms = _default_mode()
-        os.chmod(tmp, perms)
+            pass  # a new file: 0o666 less the umask, from its creation
         os.replace(tmp, target)
     except BaseException:
         try:

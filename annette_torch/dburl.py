@@ -35,13 +35,15 @@ def _has_module(name: str) -> bool:
 
 
 def driver_url(url: str) -> str:
-    """``url`` with the PostgreSQL driver that is installed: SQLAlchemy's default for ``postgresql://`` is
-    psycopg 3; with only psycopg2 installed, ``postgresql+psycopg2://`` is used instead."""
-    if re.match(r"postgres(ql)?://", url, re.I) and not _has_module("psycopg") and _has_module("psycopg2"):
-        return "postgresql+psycopg2://" + url.split("://", 1)[1]
-    if re.match(r"postgres://", url, re.I):  # the libpq spelling; SQLAlchemy knows only postgresql://
-        return "postgresql://" + url.split("://", 1)[1]
-    return url
+    """``url`` with the PostgreSQL driver named explicitly: ``postgresql+psycopg://`` (psycopg 3) when it is
+    installed or neither is, ``postgresql+psycopg2://`` when only psycopg2 is. (SQLAlchemy's own default for
+    a bare ``postgresql://`` is psycopg2 before 2.1 and psycopg 3 from 2.1 on.) ``postgres://``, the libpq
+    spelling, is accepted too; URLs that name a driver are left as they are."""
+    m = re.match(r"postgres(ql)?://", url, re.I)
+    if not m:
+        return url
+    driver = "psycopg2" if not _has_module("psycopg") and _has_module("psycopg2") else "psycopg"
+    return f"postgresql+{driver}://" + url.split("://", 1)[1]
 
 
 def driver_error(url: str, e: BaseException, what: str = "storage") -> AnnetteError:

@@ -133,3 +133,28 @@ def test_estimate_csv_and_cli_csv_are_written_whole(tmp_path, monkeypatch):
     monkeypatch.undo()
     est.to_csv(out)
     assert out.read_text().startswith("name,")
+
+
+def test_devices_and_pipes_are_written_in_place_not_replaced(tmp_path):
+    import threading
+
+    write_text("/dev/null", "nothing")
+    assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    got: list[str] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_text()))
+    reader.start()
+    write_text(fifo, "through the pipe")
+    reader.join(10)
+    assert got == ["through the pipe"] and stat.S_ISFIFO(os.stat(fifo).st_mode)
+
+
+def test_a_new_file_gets_the_umask_permissions_and_the_umask_is_untouched(tmp_path):
+    old = os.umask(0o027)
+    try:
+        write_text(tmp_path / "new.txt", "x")
+        assert os.stat(tmp_path / "new.txt").st_mode & 0o777 == 0o640
+        assert os.umask(0o027) == 0o027
+    finally:
+        os.umask(old)

@@ -148,6 +148,18 @@ def test_ingest_fixture_through_the_matcher(tmp_path: Path) -> None:
     assert recs["add"].exec_kind == "shave" and recs["<Extra>"].fused == "inserted"
 
 
+
+def test_ingest_replace_swaps_a_stored_network_in_one_transaction(tmp_path: Path) -> None:
+    db = str(tmp_path / "m.sqlite")
+    pair = [(str(FIX / "tiny_graph.json"), str(FIX / "detailed_counters_myriad.csv"))]
+    assert ingest_benchmark_app(pair, "ncs2", db) == (1, 0)
+    assert ingest_benchmark_app(pair, "ncs2", db) == (0, 1)  # kept without --replace
+    assert ingest_benchmark_app(pair, "ncs2", db, replace_stored=True) == (1, 0)
+    with Store(db) as st:
+        assert st.counts("ncs2") == {("ncs2", GRAPH_SUITE): {"ok": 1, "failed": 0}}
+        assert len([r for *_, r in st.layer_records("ncs2", GRAPH_SUITE) if r.layer == "conv1"]) == 1
+
+
 @needs_reports
 def test_ingest_store_gives_the_same_layer_times_back(tmp_path: Path) -> None:
     db = str(tmp_path / "m.sqlite")

@@ -17,6 +17,7 @@ from sqlalchemy import create_engine, text
 
 from annette_torch.bench import claims as C
 from annette_torch.bench.store import Store
+from annette_torch.errors import AnnetteError
 from annette_torch.bench.suites import SUITES
 from annette_torch.bench.sweep import CLAIM_AHEAD, run_sweep
 from annette_torch.dburl import driver_url
@@ -254,3 +255,67 @@ def test_boards_with_their_own_host_measure_in_parallel(tmp_path):
     spans = sorted((float(a), float(b), pid) for pid, a, b in (line.split() for line in trace.read_text().splitlines()))
     assert len(spans) == 8 and len({s[2] for s in spans}) == 2
     assert any(nxt[0] < cur[1] and nxt[2] != cur[2] for cur, nxt in zip(spans, spans[1:]))  # overlapping
+
+
+def test_a_lock_folder_that_cannot_hold_the_lock_is_one_error(monkeypatch, tmp_path):
+    from annette_torch.bench.hostlock import MachineLock
+    monkeypatch.setenv("ANNETTE_LOCK_DIR", str(tmp_path / "missing"))
+    with pytest.raises(AnnetteError, match="ANNETTE_LOCK_DIR"):
+        MachineLock(True)
+
+
+def test_a_lock_file_of_another_user_opens_without_creating(monkeypatch, tmp_path):
+    from annette_torch.bench import hostlock
+    monkeypatch.setenv("ANNETTE_LOCK_DIR", str(tmp_path))
+    for name in (hostlock.LOCK_NAME, hostlock.LOCK_NAME + ".queue"):
+        (tmp_path / name).write_text("")
+    calls = []
+    real_open = os.open
+
+    def spy(path, flags, *a):
+        calls.append(flags)
+        return real_open(path, flags, *a)
+    monkeypatch.setattr(hostlock.os, "open", spy)
+    hostlock.MachineLock(True).close()
+    assert calls and not any(f & os.O_CREAT for f in calls)
+
+
+@pytest.mark.slow
+def test_claims_queued_ahead_keep_their_leases_while_another_worker_measures(tmp_path):
+    """A sweep that waits for this machine's turn with configurations claimed ahead renews their leases."""
+    import threading
+
+    from annette_torch.bench.hostlock import MachineLock
+    lease, n = 0.6, 6
+    db = tmp_path / "m.sqlite"
+    other = MachineLock(True, poll_s=0.01)
+    done: list = []
+    with Store(db) as st:
+        t = threading.Thread(target=lambda: done.append(run_sweep(
+            st, "fake", "fc", _plan(n), FAKE, {"slow": 0.3}, iterations=1, warmup=0, progress=False,
+            worker="w", lease_s=lease)))
+        t.start()
+        deadline = time.time() + 60
+        while time.time() < deadline and not st.done("fake", "fc") and not done:
+            time.sleep(0.02)  # until the sweep has claimed ahead and measured once (then it takes turns)
+        with other.hold() as got:  # another worker's turn, five leases long
+            assert got
+            time.sleep(2 * lease)
+            stored = st.done("fake", "fc")
+            with st.transaction() as c:
+                rows = [r for r in c.execute(text("SELECT config_id, lease_until FROM claims WHERE worker='w'"))
+                        if r[0] not in stored]  # claimed ahead, waiting for the machine
+            read_at = time.time()
+            time.sleep(3 * lease)
+        t.join(60)
+    other.close()
+    assert done and done[0].measured == n and done[0].taken_over == 0
+    assert rows and all(r[1] > read_at for r in rows)  # two leases into the wait, still live: renewed
+
+
+def test_postgresql_urls_name_their_driver():
+    """A bare postgresql:// names psycopg 3 explicitly: SQLAlchemy before 2.1 would pick psycopg2 for it."""
+    assert driver_url("postgresql://u:p@h/d") == "postgresql+psycopg://u:p@h/d"
+    assert driver_url("postgres://u@h/d") == "postgresql+psycopg://u@h/d"
+    assert driver_url("postgresql+psycopg2://u@h/d") == "postgresql+psycopg2://u@h/d"
+    assert driver_url("sqlite:///m.sqlite") == "sqlite:///m.sqlite"

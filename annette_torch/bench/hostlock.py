@@ -13,6 +13,8 @@ import time
 from contextlib import contextmanager
 from typing import Callable, Iterator
 
+from ..errors import AnnetteError
+
 __all__ = ["LOCK_NAME", "lock_path", "MachineLock"]
 
 #: the lock file, in the system's temporary folder (or ``ANNETTE_LOCK_DIR``)
@@ -30,12 +32,31 @@ def lock_path() -> str:
 
 
 def _open(path: str) -> int:
-    fd = os.open(path, os.O_RDONLY | os.O_CREAT, 0o666)  # flock needs no write access: any user may share it
+    """The lock file, opened read-only (flock needs no write access: any user may share it); created, readable
+    and lockable by all, when it does not exist. A file another user created in a sticky folder such as
+    /tmp is opened without ``O_CREAT``, which protected_regular would refuse."""
+    try:
+        return os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        pass
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    except FileExistsError:  # another worker created it just now
+        return os.open(path, os.O_RDONLY)
     try:
         os.fchmod(fd, 0o666)
-    except OSError:  # another user's file
+    except OSError:
         pass
     return fd
+
+
+def _open_lock(path: str) -> int:
+    """`_open`, with a failure as one `AnnetteError` line naming the folder and ``ANNETTE_LOCK_DIR``."""
+    try:
+        return _open(path)
+    except OSError as e:
+        raise AnnetteError(f"cannot open this machine's measuring lock {path} ({e.strerror}); set ANNETTE_LOCK_DIR "
+                           "to a folder every measuring user can write") from None
 
 
 class MachineLock:
@@ -53,7 +74,12 @@ class MachineLock:
         self._filelock = None
         if exclusive and fcntl is not None:
             path = lock_path()
-            self._fds = (_open(path), _open(path + ".queue"))
+            main = _open_lock(path)
+            try:
+                self._fds = (main, _open_lock(path + ".queue"))
+            except AnnetteError:
+                os.close(main)
+                raise
         elif exclusive:  # pragma: no cover
             from filelock import FileLock
             self._filelock = FileLock(lock_path(), mode=0o666)

@@ -176,14 +176,12 @@ def ingest_benchmark_app(pairs: Sequence[tuple[str, str]], platform: str, db: st
                                                           "plugins": plugins, "source": "ingested reports"},
                               {**machine_fingerprint(), "board": platform})
         for m in todo:
-            if m.config_id in done:
-                st.remove(platform, GRAPH_SUITE, m.config_id)
             totals = m.parsed.totals_ms
             new = st.add(run_id, platform, ConfigResult(
                 GRAPH_SUITE, m.config_id,
                 {"graph": os.path.abspath(m.graph), "report": os.path.abspath(m.report), "format": m.parsed.format,
                  "plugin": m.parsed.plugin},
                 "ok", m.layers, e2e_median_ms=float(np.median(totals)), e2e_min_ms=float(totals.min()),
-                e2e_std_ms=float(totals.std()), iterations=int(totals.size)))
+                e2e_std_ms=float(totals.std()), iterations=int(totals.size)), replace=replace_stored)
             stored, skipped = stored + new, skipped + (not new)  # not new: another process stored it meanwhile
     return stored, skipped

@@ -334,10 +334,10 @@ class Store:
                 annette_version=__version__, worker=worker, machine=machine))
             return int(res.inserted_primary_key[0])
 
-    def add(self, run_id: int, platform: str, result: ConfigResult) -> bool:
+    def add(self, run_id: int, platform: str, result: ConfigResult, replace: bool = False) -> bool:
         """Store one configuration and its layer records atomically (all or nothing); returns whether it was
         stored. A configuration already stored as measured is kept (False: another worker or an earlier run
-        has it); one stored as failed is replaced. A claim on a configuration stored as measured is over (no
+        has it) unless ``replace``, in the same transaction; one stored as failed is replaced. A claim on a configuration stored as measured is over (no
         claim statement takes a stored one); one stored as failed is marked so (``--retry-failed`` may take it)."""
         r = result
         cf, la, cl = S.configs, S.layers, S.claims
@@ -359,7 +359,7 @@ class Store:
             state = r.status
             if got is None:  # stored already: a failed one is replaced, a measured one kept
                 old = tx.first(self.prepared("add.old", lambda: select(cf.c.id, cf.c.status).where(key(cf))), k)
-                if old is not None and old[1] == "failed":
+                if old is not None and (old[1] == "failed" or replace):
                     drop = {"k_id": old[0]}
                     tx.execute(self.prepared("add.drop_layers", lambda: delete(la).where(
                         la.c.config == bindparam("k_id", type_=Integer))), drop)
@@ -381,17 +381,6 @@ class Store:
                     lease_until=bindparam("k_now", type_=Float)))
                 tx.execute(settle, {**k, "state": state, "k_now": self.raw_clock(tx)})
         return got is not None
-
-    def remove(self, platform: str, suite: str, config_id: str) -> bool:
-        """Delete one stored configuration and its layers (to store it anew); returns whether there was one."""
-        key = ((S.configs.c.platform == platform) & (S.configs.c.suite == suite)
-               & (S.configs.c.config_id == config_id))
-        with self.transaction() as c:
-            ids = [row[0] for row in c.execute(select(S.configs.c.id).where(key))]
-            if ids:
-                c.execute(delete(S.layers).where(S.layers.c.config.in_(ids)))
-                c.execute(delete(S.configs).where(S.configs.c.id.in_(ids)))
-        return bool(ids)
 
     # -------------------------------------------------------------------------------------------- reading
     def done(self, platform: str, suite: str, include_failed: bool = True) -> set[str]:

@@ -43,8 +43,9 @@ log = logging.getLogger(__name__)
 CLAIM_AHEAD = 4
 
 
-def parse_budget(text: str | None) -> float | None:
-    """'10m' / '90s' / '2h' / '1.5h' / '7d' / '600' -> seconds (None stays None)."""
+def parse_budget(text: str | None, what: str = "budget") -> float | None:
+    """'10m' / '90s' / '2h' / '1.5h' / '7d' / '600' -> seconds (None stays None); ``what`` names the option in
+    the error."""
     if text is None:
         return None
     t = str(text).strip().lower()
@@ -55,9 +56,9 @@ def parse_budget(text: str | None) -> float | None:
         else:
             v = float(t)
     except ValueError:
-        raise AnnetteError(f"budget {text!r}: expected a duration such as 90s, 10m or 2h") from None
-    if v <= 0:
-        raise AnnetteError(f"budget {text!r}: must be positive")
+        raise AnnetteError(f"{what} {text!r}: expected a duration such as 90s, 10m or 2h") from None
+    if not v > 0 or v == float("inf"):
+        raise AnnetteError(f"{what} {text!r}: must be a positive, finite duration")
     return v
 
 
@@ -279,8 +280,12 @@ def run_sweep(store: Store, platform: str, suite: str, configs: Sequence[dict[st
     except BaseException:
         proc.stop()
         raise
-    sweep = _Sweep(store, platform, suite, todo, proc, res, run_id, name, machine, lease_s, retry_failed, max(pack, 1),
-                   on_result)
+    try:
+        sweep = _Sweep(store, platform, suite, todo, proc, res, run_id, name, machine, lease_s, retry_failed,
+                       max(pack, 1), on_result)
+    except BaseException:  # e.g. this machine's measuring lock cannot be opened
+        proc.stop()
+        raise
     bar = None
     if progress:
         from tqdm.auto import tqdm
@@ -320,7 +325,8 @@ class _Sweep:
         self.retry_failed, self.pack, self.on_result = retry_failed, pack, on_result
         self.bar: Any = None
         self.every = max(min(lease_s / 4, 10.0), 0.05)  # heartbeat interval
-        self.lock = MachineLock(proc.uses_host_cpu)
+        self.last_beat = time.monotonic()
+        self.lock = MachineLock(proc.uses_host_cpu, poll_s=min(1.0, self.every))
         self.pending: deque[dict[str, Any]] = deque(todo)  # not claimed yet
         self.queue: deque[dict[str, Any]] = deque()  # claimed by this worker, not measured yet
         self.held: dict[str, None] = {}  # claimed by this worker, not stored yet (renewed by the heartbeat)
@@ -342,7 +348,8 @@ class _Sweep:
                 self.retried.update(self.elsewhere)
                 self.pending.extend(self.elsewhere.values())
                 self.elsewhere.clear()
-            with self.lock.hold(stop=over) as may:
+            # while it waits for this machine's turn, the claims queued ahead keep their leases
+            with self.lock.hold(stop=lambda: self.beat_if_due() or over()) as may:
                 if not may:
                     res.stopped_by_budget = True
                     return
@@ -374,8 +381,14 @@ class _Sweep:
             if self.bar is not None and got.stored:
                 self.bar.update(len(got.stored))
 
+    def beat_if_due(self) -> None:
+        """`beat` when the last one is a heartbeat interval old (for waits outside a measurement)."""
+        if self.held and time.monotonic() - self.last_beat >= self.every:
+            self.beat()
+
     def beat(self) -> None:
         """Heartbeat: renew the leases of every configuration this worker holds."""
+        self.last_beat = time.monotonic()
         try:
             kept = renew(self.store, self.platform, self.suite, list(self.held), self.name, self.lease_s)
         except AnnetteError as e:  # the store is unreachable for a moment: the lease may still hold

@@ -163,7 +163,7 @@ def _configs(args: argparse.Namespace, suite_name: str) -> list[dict[str, Any]]:
 def _lease(args: argparse.Namespace, default: float) -> float:
     """``--lease`` in seconds (``default`` when not given)."""
     from ..bench.sweep import parse_budget
-    value = parse_budget(args.lease) if args.lease else default
+    value = parse_budget(args.lease, "--lease") if args.lease else default
     assert value is not None
     return value
 
@@ -241,7 +241,7 @@ def _write_jobs(args: argparse.Namespace) -> int:
     import json
 
     from ..atomic import write_text
-    from ..bench.claims import add_plan, claim, this_machine
+    from ..bench.claims import add_plan, claim, release, this_machine
     from ..bench.export import to_onnx
     from ..bench.runners import get_runner
     from ..bench.runners.vitis import write_run_params
@@ -265,11 +265,14 @@ def _write_jobs(args: argparse.Namespace) -> int:
                 stored, busy = stored + len(got.stored), busy + len(got.busy)
                 if not got.claimed:
                     continue
-                net = SUITES[suite].build(c)
-                job = runner.prepare(to_onnx(net))
-                write_run_params(job, args.iterations, args.warmup)
-                write_text(os.path.join(str(job), "annette-job.json"),
-                           json.dumps({"platform": args.platform, "suite": suite, "config": c}, indent=1))
+                try:
+                    job = runner.prepare(to_onnx(SUITES[suite].build(c)))
+                    write_run_params(job, args.iterations, args.warmup)
+                    write_text(os.path.join(str(job), "annette-job.json"),
+                               json.dumps({"platform": args.platform, "suite": suite, "config": c}, indent=1))
+                except BaseException:  # no folder: give the claim back rather than hold it for the lease
+                    release(st, args.platform, suite, got.claimed, worker)
+                    raise
                 n += 1
     skipped = [f"{k} {what}" for k, what in ((stored, "already stored"), (busy, "claimed by other workers")) if k]
     print(f"wrote {n} job folders under {args.jobs_dir}" + (f" ({', '.join(skipped)})" if skipped else "")

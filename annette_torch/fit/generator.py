@@ -181,7 +181,7 @@ def fit_variants(db: str | Store, platform: str, variants: Sequence[str] = VARIA
                 and (m.suite not in led or "lead" in m.network.names)]
     if not measured:
         counts = st.counts(platform)
-        raise FitDataError(f"no usable measurements of platform {platform!r} in {st.path} "
+        raise FitDataError(f"no usable measurements of platform {platform!r} in {st.label} "
                            f"(stored: {counts or 'nothing'}); run 'annette bench --platform {platform} --suite ...' "
                            "or 'annette calibrate' first")
     report: dict[str, Any] = {"configurations": len(measured)}

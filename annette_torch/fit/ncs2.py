@@ -114,7 +114,7 @@ def load_graph_measurements(store: Store, platform: str = "ncs2",
                                f"{sorted(missing)[0]}); ingest the report again")
         out.append(Measured(GRAPH_SUITE, cid, net, layers, [r for r in recs if r.fused == INSERTED], e2e.get(cid)))
     if not out:
-        raise FitDataError(f"no networks of platform {platform!r} in {store.path}: run 'annette bench ingest "
+        raise FitDataError(f"no networks of platform {platform!r} in {store.label}: run 'annette bench ingest "
                            f"--platform {platform} --graph GRAPH REPORT ...' first")
     return sorted(out, key=lambda m: m.config_id)
 
@@ -359,9 +359,8 @@ def fit_ncs2(measured: list[Measured], published: Platform | None = None, meta: 
     return Ncs2Fit(plat, rep)
 
 
-def _type_errors(plat: Platform, m: Measured) -> dict[str, tuple[float, float]]:
-    """Per executed type of ``m`` (as the platform maps it): (estimated ms, measured ms)."""
-    est = estimate(m.network, plat)
+def _type_errors(est: Any, m: Measured) -> dict[str, tuple[float, float]]:
+    """Per executed type of ``m`` (as the estimate ``est`` of it maps it): (estimated ms, measured ms)."""
     mp = est.mapped
     t_meas = np.array([m.records[n].time_ms for n in m.network.names])
     owner = np.searchsorted(mp.kept, mp.fused_into)
@@ -407,7 +406,7 @@ def _scored(pairs: Iterable[tuple[Measured, Platform]]) -> dict[str, Any]:
         est = estimate(m.network, plat)
         nets[m.config_id] = {"estimated_ms": est.device_ms, "measured_ms": _total(m),
                              "error": est.device_ms / _total(m) - 1.0}
-        for lab, (te, tm) in _type_errors(plat, m).items():
+        for lab, (te, tm) in _type_errors(est, m).items():
             acc = types.setdefault(lab, [0.0, 0.0])
             acc[0] += te
             acc[1] += tm
