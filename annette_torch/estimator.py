@@ -125,7 +125,7 @@ class Estimate:
         pl = self.placement
         if pl is None or not pl.moves:
             return self.mapped_time_ms
-        return np.where(pl.on_host, 0.0, self.mapped_time_ms - pl.switch_ms)
+        return pl.accelerator_part(self.mapped_time_ms)
 
     @property
     def accelerator_ms(self) -> float:
@@ -372,7 +372,7 @@ def estimate_many(networks: Sequence[Network], platform: str | os.PathLike | Pla
             terms = network_terms_many(big, seg, mapped.network.types, mseg, t, stop - start)
             out[start:stop] = end_to_end.predict_many(terms)
         else:  # the end-to-end model scales the accelerator's part; host layers and switches add their time
-            acc = np.where(pl.on_host, 0.0, t - pl.switch_ms)
+            acc = pl.accelerator_part(t)
             terms = network_terms_many(big, seg, mapped.network.types, mseg, acc, stop - start)
             out[start:stop] = end_to_end.predict_many(terms) + np.bincount(mseg, weights=t - acc,
                                                                            minlength=stop - start)

@@ -29,6 +29,7 @@ __all__ = [
     "to_nchw",
     "check_size",
     "MAX_ELEMS",
+    "MAX_WINDOW",
     "TYPE_FALLBACKS",
 ]
 
@@ -179,6 +180,9 @@ INT_COLUMNS = ("n", "c_in", "h_in", "w_in", "c_out", "h_out", "w_out",
 #: Largest element count of one tensor that a front end accepts (about 10^15; far beyond any real network,
 #: small enough that element and operation counts stay exact in int64 and float64).
 MAX_ELEMS = 2**50
+
+#: Largest kernel, stride, dilation or padding value a front end accepts (far beyond any real layer).
+MAX_WINDOW = 2**24
 
 
 def check_size(shape: Sequence[int], what: str = "shape") -> None:

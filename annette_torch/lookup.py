@@ -145,7 +145,7 @@ def block_latencies(plat: Platform, nets: Sequence[Network], count_input: bool =
         return layers
     host = np.zeros(len(nets))
     if pl is not None and pl.moves:  # as `Estimate.e2e_ms`: host-run layers and switches are not calibrated
-        acc = np.where(pl.on_host, 0.0, t - pl.switch_ms)
+        acc = pl.accelerator_part(t)
         host = np.bincount(mseg, weights=t - acc, minlength=len(nets))
         t = acc
         layers = np.bincount(mseg, weights=t, minlength=len(nets))

@@ -22,6 +22,7 @@ from typing import Any, Mapping
 from ..errors import ModelLoadError, read_json_file
 from ..ir import (
     MAX_ELEMS,
+    MAX_WINDOW,
     IRError,
     LayerType,
     Network,
@@ -84,8 +85,6 @@ def _pads(v: Any) -> tuple[int, int]:
 # --------------------------------------------------------------------------------------------------
 # validation
 
-#: Largest kernel, stride, dilation or pad value accepted.
-_MAX_WINDOW = 2**24
 
 
 class _Bad(Exception):
@@ -149,7 +148,7 @@ def _check_window(v: Any, what: str, lengths: tuple[int, ...], low: int) -> None
         if x < low:
             raise _Bad(f"{what} {_show(v)} holds {x}: " + ("values must be positive" if low > 0 else
                                                            "values must not be negative"))
-        if x > _MAX_WINDOW:
+        if x > MAX_WINDOW:
             raise _Bad(f"{what} {_show(v)} holds {x}, more than 2^24")
 
 

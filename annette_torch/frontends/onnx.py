@@ -47,6 +47,7 @@ from onnx import TensorProto, helper, numpy_helper
 from ..errors import ModelLoadError
 from ..ir import (
     MAX_ELEMS,
+    MAX_WINDOW,
     IRError,
     LayerType,
     Network,
@@ -557,13 +558,11 @@ class _BadAttr(Exception):
     """A malformed attribute or operand list of a node (the message says which); a `ModelLoadError` later."""
 
 
-#: Largest kernel, stride, dilation or pad value accepted.
-_MAX_WINDOW = 2**24
 
 
 def _int_attr(a: dict, key: str, default: int, low: int) -> int:
     v = a.get(key, default)
-    if isinstance(v, bool) or not isinstance(v, int) or not low <= v <= _MAX_WINDOW:
+    if isinstance(v, bool) or not isinstance(v, int) or not low <= v <= MAX_WINDOW:
         raise _BadAttr(f"attribute {key}={v!r}: expected an integer from {low} to 2^24")
     return v
 
@@ -577,7 +576,7 @@ def _ints_attr(a: dict, key: str, n: int, low: int, default: int) -> list[int]:
         raise _BadAttr(f"attribute {key}={v!r}: expected a list of integers")
     if len(v) != n:
         raise _BadAttr(f"attribute {key}={v!r} has {len(v)} entries, expected {n}")
-    bad = [x for x in v if not low <= x <= _MAX_WINDOW]
+    bad = [x for x in v if not low <= x <= MAX_WINDOW]
     if bad:
         raise _BadAttr(f"attribute {key}={v!r} holds {bad[0]}: values must be " +
                        ("positive" if low > 0 else "non-negative") + " and at most 2^24")
@@ -616,7 +615,7 @@ def _window_attrs(a: dict, x: Sequence[int], out: Sequence[int], kernel: Sequenc
     if nsp != len(x) - 2 or len(out) != len(x):
         raise _BadAttr(f"a {nsp}-D kernel {list(kernel)} does not fit input {_show(x)} / output {_show(out)}")
     _ints_attr(a, "kernel_shape", nsp, 1, 1) if "kernel_shape" in a else None
-    if any(not isinstance(k, int) or k < 1 or k > _MAX_WINDOW for k in kernel):
+    if any(not isinstance(k, int) or k < 1 or k > MAX_WINDOW for k in kernel):
         raise _BadAttr(f"kernel {list(kernel)}: sizes must be positive")
     _ints_attr(a, "strides", nsp, 1, 1)
     _ints_attr(a, "dilations", nsp, 1, 1)

@@ -161,6 +161,12 @@ class Placement:
         """Whether anything runs on the host or crosses sides (else times are the accelerator's alone)."""
         return bool(self.on_host.any()) or self.switches > 0
 
+    def accelerator_part(self, time_ms: np.ndarray) -> np.ndarray:
+        """Per layer, the accelerator's share of ``time_ms`` (the layer times predicted with this placement): 0
+        for a host-run layer, the layer's time less the switches it waits for otherwise. What remains
+        (``time_ms`` less this) is host and switch time, which no end-to-end model scales."""
+        return np.where(self.on_host, 0.0, time_ms - self.switch_ms)
+
 
 class OperatorSupport:
     """A platform's operator-support declaration (see the module docstring): ``accelerator`` maps type labels
