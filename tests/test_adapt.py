@@ -122,3 +122,45 @@ def test_a_board_without_latencies_is_refused(capsys):
     assert "cannot be measured on this machine" in err and "--latencies" in err
     with pytest.raises(AdaptError):
         adapt("ncs2", networks=3)
+
+
+def test_unstable_networks_are_measured_again_until_their_two_fastest_rounds_agree():
+    """Another process only adds time: a network is re-measured (interleaved, within the budget) until its
+    two fastest rounds agree within 3%, and the spread left is reported."""
+    from annette_torch.fit.adapt import measure_until_stable
+
+    true = {"a": 1.0, "b": 2.0, "c": 3.0}
+    # a: quiet from the start; b: two slow rounds, then quiet; c: slow every time but round 6
+    noise = {"a": [0.0] * 8, "b": [0.5, 0.3, 0.0, 0.01, 0.0] + [0.0] * 3, "c": [0.4, 0.5, 0.3, 0.6, 0.2, 0.0, 0.4, 0.3]}
+    calls: dict[str, int] = {k: 0 for k in true}
+
+    def once(name):
+        k = calls[name]
+        calls[name] += 1
+        return true[name] * (1 + noise[name][k])
+
+    best, spread = measure_until_stable(["a", "b", "c"], once, rounds=3, max_rounds=8, budget_s=1e9)
+    assert calls == {"a": 3, "b": 4, "c": 8}  # a stable after 3 rounds, b after its 4th, c never
+    np.testing.assert_allclose(best, [1.0, 2.0, 3.0])
+    np.testing.assert_allclose(spread, [0.0, 0.01, 0.2])
+
+    # no further rounds once the measuring budget is spent
+    calls = {k: 0 for k in true}
+    clock = iter(range(100))
+    best, spread = measure_until_stable(["a", "b", "c"], once, rounds=3, budget_s=0.5, clock=lambda: next(clock))
+    assert calls == {"a": 3, "b": 3, "c": 3} and spread[1] == pytest.approx(0.3)
+
+
+def test_a_noisy_measurement_is_reported(tmp_path, monkeypatch, capsys):
+    """The CLI says how far each network's two fastest rounds lay apart, and warns when the machine's speed
+    moved while measuring."""
+    import annette_torch.fit.adapt as A
+
+    fake = _fake_machine(1.5, 0.0, 0.1)
+    monkeypatch.setattr(A, "_measure_here", lambda runtime, progress: lambda nets: (fake(nets),
+                                                                                    np.full(len(nets), 0.2)))
+    assert main(["adapt", "-p", "ort-cpu", "-n", "3", "--out", str(tmp_path / "a.json")]) == 0
+    out, err = capsys.readouterr()
+    assert "two fastest rounds differ by 20.0% at the median (noisy" in out
+    assert "annette: warning: adapt: this machine's speed moved while measuring" in err
+    assert json.loads((tmp_path / "a.json").read_text())["adapted"]["round_spread"] == [0.2] * 3

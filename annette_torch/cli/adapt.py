@@ -41,7 +41,9 @@ def add_parser(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     """Execute ``annette adapt``."""
     from ..errors import AnnetteError
-    from ..fit.adapt import DEFAULT_NETWORKS, adapt
+    import numpy as np
+
+    from ..fit.adapt import DEFAULT_NETWORKS, MAX_ROUNDS, adapt
 
     if args.latencies and args.networks is not None:
         raise AnnetteError("adapt: give either --networks (measure here) or --latencies (a board), not both")
@@ -53,6 +55,10 @@ def run(args: argparse.Namespace) -> int:
           f"leave-one-out {loo} (what other networks can expect); refitted: "
           + ("the base file's network-level model times one factor" if res.terms == ("scale",)
              else ", ".join(res.terms)))
+    if res.spread is not None:
+        s = float(np.median(res.spread))
+        print(f"measured: fastest of 3 to {MAX_ROUNDS} rounds per network; its two fastest rounds differ by "
+              f"{s:.1%} at the median" + (" (noisy: see the warning above)" if res.noisy else ""))
     from ..platform import resolve_platform
 
     loads = resolve_platform(res.platform.name) == res.path

@@ -25,7 +25,8 @@ import numpy as np
 from ..errors import AnnetteError, check_writable
 from ..ir import Network
 
-__all__ = ["adapt", "AdaptResult", "AdaptError", "read_latencies", "DEFAULT_NETWORKS", "MIN_ROWS"]
+__all__ = ["adapt", "AdaptResult", "AdaptError", "read_latencies", "measure_until_stable", "DEFAULT_NETWORKS",
+           "MIN_ROWS"]
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +36,13 @@ DEFAULT_NETWORKS = 10
 MIN_ROWS = 3
 #: measurement rounds per network (the fastest round's median counts, as in ``annette calibrate``)
 ROUNDS = 3
+#: ... and at most this many, for networks whose two fastest rounds still differ by more than `STABLE`
+MAX_ROUNDS = 8
+STABLE = 0.03
+#: further rounds start only within this many seconds of measuring (adapt stays within 2 minutes on 2 cores)
+MEASURE_BUDGET_S = 60.0
+#: a median spread above this is reported: the machine's speed moved while measuring
+NOISY = 0.10
 
 
 class AdaptError(AnnetteError):
@@ -57,6 +65,13 @@ class AdaptResult:
     terms: tuple[str, ...]
     seconds: float
     source: str = field(default="measured")
+    #: measured here: per network, how much slower its second-fastest round was than its fastest (None: given)
+    spread: np.ndarray | None = None
+
+    @property
+    def noisy(self) -> bool:
+        """Whether the machine's speed moved while measuring (median spread above `NOISY`)."""
+        return self.spread is not None and float(np.median(self.spread)) > NOISY
 
     @property
     def mape_before(self) -> float:
@@ -228,20 +243,58 @@ def _fit(terms: list[dict[str, float]], y: np.ndarray, use: tuple[str, ...], nam
     return fresh, fresh.loo_mape, tuple(use)
 
 
-def _measure_here(runtime: str, progress: bool) -> Callable[[Sequence[Network]], np.ndarray]:
+def measure_until_stable(nets: Sequence[Any], once: Callable[[Any], float], rounds: int = ROUNDS,
+                         max_rounds: int = MAX_ROUNDS, budget_s: float = MEASURE_BUDGET_S,
+                         clock: Callable[[], float] = time.perf_counter,
+                         tick: Callable[[int, float], None] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Each network's fastest of at least ``rounds`` interleaved measurements (``once(net)`` -> ms), and its
+    spread: how much slower its second-fastest round was.
+
+    Another machine's work only adds time, so a network is measured in further rounds (all of them
+    interleaved, up to ``max_rounds``, while ``budget_s`` seconds of measuring remain) until its two fastest
+    rounds agree within `STABLE`: the fastest is then a quiet moment's latency, not a lucky outlier.
+    ``tick(i, ms)`` is called after every measurement (progress).
+    """
+    n = len(nets)
+    times: list[list[float]] = [[] for _ in range(n)]
+    start = clock()
+    todo = list(range(n))
+    for r in range(max(1, int(max_rounds))):
+        if r >= rounds and (not todo or clock() - start > budget_s):
+            break
+        for i in (range(n) if r < rounds else todo):
+            ms = float(once(nets[i]))
+            times[i].append(ms)
+            if tick is not None:
+                tick(i, ms)
+        todo = [i for i in range(n) if _spread(times[i]) > STABLE]
+    best = np.array([min(t) for t in times])
+    spread = np.array([_spread(t) for t in times])
+    return best, spread
+
+
+def _spread(times: Sequence[float]) -> float:
+    """The second-fastest of ``times`` relative to the fastest, minus 1 (0 for a single time)."""
+    if len(times) < 2:
+        return 0.0
+    a, b = sorted(times)[:2]
+    return b / a - 1.0
+
+
+def _measure_here(runtime: str, progress: bool) -> Callable[[Sequence[Network]], tuple[np.ndarray, np.ndarray]]:
     from ..validate import measure_latency
 
-    def measure(nets: Sequence[Network]) -> np.ndarray:
+    def measure(nets: Sequence[Network]) -> tuple[np.ndarray, np.ndarray]:
         from tqdm import tqdm
 
-        best = np.full(len(nets), np.inf)
         bar = tqdm(total=ROUNDS * len(nets), desc=f"measuring on {runtime}", unit="net", disable=not progress)
         with bar:
-            for _ in range(ROUNDS):
-                for i, net in enumerate(nets):
-                    best[i] = min(best[i], measure_latency(net, runtime, runs=30, repeats=1, warmup=5).median_ms)
-                    bar.update()
-        return best
+            def tick(i: int, ms: float) -> None:
+                if bar.n >= bar.total:  # a further round for the networks that are not yet stable
+                    bar.total += 1
+                bar.update()
+            return measure_until_stable(
+                nets, lambda net: measure_latency(net, runtime, runs=30, repeats=1, warmup=5).median_ms, tick=tick)
     return measure
 
 
@@ -272,6 +325,7 @@ def adapt(platform: Any, networks: int = DEFAULT_NETWORKS, latencies: str | os.P
     base_file = base.source or base.name
     if out is not None:
         check_writable(os.fspath(out))
+    spread: np.ndarray | None = None  # measured here: each network's spread between its two fastest rounds
     if latencies is None:
         runtime = base.name
         if measure is None and runtime not in MEASURABLE:
@@ -282,7 +336,14 @@ def adapt(platform: Any, networks: int = DEFAULT_NETWORKS, latencies: str | os.P
             raise AdaptError(f"adapt: --networks must be >= 1, got {networks}")
         nets = calibration_networks(int(networks), exclude_hashes=_validation_hashes())
         names = [n.name for n in nets]
-        y = np.asarray((measure or _measure_here(runtime, progress))(nets), dtype=np.float64)
+        if measure is None:
+            y, spread = _measure_here(runtime, progress)(nets)
+            if float(np.median(spread)) > NOISY:
+                log.warning("adapt: this machine's speed moved while measuring (a network's two fastest rounds "
+                            "differ by %.0f%% at the median); the adapted file may be off by as much: run "
+                            "'annette adapt' again when the machine is quieter", 100 * float(np.median(spread)))
+        else:
+            y = np.asarray(measure(nets), dtype=np.float64)
         source = f"{len(nets)} calibration networks measured on {machine_description()}"
     else:
         rows = read_latencies(latencies)
@@ -323,6 +384,8 @@ def adapt(platform: Any, networks: int = DEFAULT_NETWORKS, latencies: str | os.P
         d["description"] = f"{base.description.split(chr(10))[0]}; end-to-end model refitted on {source}"
     d["adapted"] = {"from": base_file, "networks": names, "measured_ms": [float(v) for v in y],
                     "loo_mape": None if math.isnan(loo) else loo, "terms": list(use)}
+    if spread is not None:
+        d["adapted"]["round_spread"] = [round(float(v), 4) for v in spread]
     path = None if not save else os.fspath(out) if out is not None else user_platform_file(base.name)
     adapted = Platform.from_dict(d, path or base.name)
     if path is not None:
@@ -330,4 +393,4 @@ def adapt(platform: Any, networks: int = DEFAULT_NETWORKS, latencies: str | os.P
         adapted.source = os.path.abspath(path)
     after = np.array([estimate(n, adapted).latency_ms for n in nets])
     return AdaptResult(adapted, path, base_file, names, y, before, after, loo, tuple(use),
-                       time.perf_counter() - t0, "measured" if latencies is None else "given")
+                       time.perf_counter() - t0, "measured" if latencies is None else "given", spread)
