@@ -32,6 +32,8 @@ TABLE_COLUMNS = ("name", "type", "input_shape", "output_shape", "ops", "bytes", 
                  "time_ms", "model", "executes_on", "flag")
 #: `TABLE_COLUMNS`' ``executes_on`` values
 ACCELERATOR, HOST = "accelerator", "host"
+#: layer types that need no model of their own (the graph input, a no-op; an unknown type is reported apart)
+_NO_MODEL_NEEDED = np.array([LayerType.INPUT, LayerType.DROPOUT, LayerType.UNKNOWN])
 #: `Estimate.by_type`'s key of the accelerator<->host switches
 SWITCHES = "(switches)"
 
@@ -227,6 +229,33 @@ class Estimate:
         on the accelerator and costed from their tensor sizes; [] elsewhere."""
         return self.unknown_layers if self.platform.support is not None else []
 
+    @cached_property
+    def fallback_rows(self) -> np.ndarray:
+        """Original rows of the executed layers that no model of their own type estimated on a platform measured
+        on a machine, whose sweeps decide which types get a model: its generic ``Base`` roofline (fitted on
+        memory-bound layers) costed them, e.g. a Softplus where the sweeps had none. (On a published platform
+        such as zcu102, ``Base`` is the published model of the types it does not list.)"""
+        keys = self.platform._keys
+        if "Base" not in keys or "fingerprint" not in self.platform.meta:
+            return np.zeros(0, dtype=np.int64)
+        base = keys.index("Base")
+        types = self.mapped.network.types
+        hit = (self.mapped_model == base) & ~np.isin(types, _NO_MODEL_NEEDED)
+        return self.mapped.kept[hit]
+
+    @property
+    def fallback_layers(self) -> list[str]:
+        """Names of the layers `fallback_rows` holds: their times may be far off."""
+        return [self.network.names[i] for i in self.fallback_rows]
+
+    def fallback_summary(self) -> str:
+        """The types of the `fallback_layers` with counts, largest count first (e.g. ``Softplus x72``)."""
+        labels = self.network.type_labels()
+        counts: dict[str, int] = {}
+        for i in self.fallback_rows:
+            counts[labels[i]] = counts.get(labels[i], 0) + 1
+        return ", ".join(f"{k} x{v}" for k, v in sorted(counts.items(), key=lambda kv: -kv[1]))
+
     def by_type(self) -> dict[str, float]:
         """Predicted time per executed layer type (after fusion), in ms, largest first; accelerator<->host
         switches under ``(switches)``."""
@@ -277,12 +306,14 @@ class Estimate:
         return rows
 
     def _flags(self) -> dict[int, str]:
-        """Per original layer row: why it is flagged (layers of unknown type on a platform with operator
-        support)."""
+        """Per original layer row: why it is flagged (layers no model of their type estimated; layers of unknown
+        type on a platform with operator support)."""
+        labels = self.network.type_labels()
+        out = {int(i): f"no {labels[i]} model in {self.platform.name}: costed by its generic Base roofline, may be "
+                       "far off" for i in self.fallback_rows}
         if self.platform.support is None:
-            return {}
+            return out
         ops = self.network.attrs.get("op")
-        out = {}
         for i in np.flatnonzero(self.network.types == LayerType.UNKNOWN):
             op = (ops[i] if ops else None) or "?"
             out[int(i)] = (f"unknown type (op {op}): not in the operator support, kept on the accelerator and "
@@ -298,7 +329,7 @@ class Estimate:
                              "latency_definition": self.latency_definition, "device_ms": self.device_ms,
                              "total_ms": self.total_ms, "layers_in": len(self.network),
                              "layers_executed": len(self.mapped.kept), "by_type_ms": self.by_type(),
-                             "unknown_layers": self.unknown_layers}
+                             "unknown_layers": self.unknown_layers, "fallback_layers": self.fallback_layers}
         if self.platform.support is not None:
             d.update(accelerator_ms=self.accelerator_ms, host_ms=self.host_ms, switch_ms=self.switch_ms,
                      switches=self.switches, layers_on_host=int(self.on_host.sum()), host_layers=self.host_layers,

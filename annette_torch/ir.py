@@ -157,6 +157,11 @@ TYPE_FALLBACKS.update({
     T.LEAKY_RELU: ("LeakyRelu", "Relu"),
     T.FLATTEN: ("Flatten", "Reshape"),
     T.TRANSPOSE: ("Transpose", "Reshape"),
+    # the same runtime kernel as a swept type: Clip is what Relu6 exports to; Sub and Div are the binary
+    # element-wise kernels of Add and Mul
+    T.CLIP: ("Clip", "Relu6", "Relu"),
+    T.SUB: ("Sub", "Add"),
+    T.DIV: ("Div", "Mul"),
 })
 TYPE_FALLBACKS = {t: keys + ("Base",) for t, keys in TYPE_FALLBACKS.items()}
 

@@ -291,3 +291,25 @@ def test_written_out_hardswish_folds_on_openvino_only(ov_runner):
         _, _, recs = _run(runner, net, iterations=3, warmup=1)
         folds[name] = learned_folds([Measured("conv_mul", cfg["config_id"], net, _by_layer(recs), [])])[0]
     assert folds == {"openvino": ("hardswish",), "ort": ()}
+
+
+@pytest.mark.parametrize("runtime", ["ort", "openvino"])
+def test_every_act_suite_kind_runs_and_is_measured_as_its_own_layer(runtime):
+    """The ``act`` suite's kinds (Softplus and HardSigmoid included: no block of the fused suites ends in them,
+    and ONNX Runtime's Softplus is scalar code) export, run and match to the activation layer with a time."""
+    from annette_torch.bench.suites import SUITES
+    from annette_torch.bench.suites.values import ACT_KINDS
+
+    if runtime == "openvino":
+        pytest.importorskip("openvino")
+        from annette_torch.bench.runners.openvino import OpenVinoRunner
+        runner = OpenVinoRunner(device="CPU", threads=1)
+    else:
+        from annette_torch.bench.runners.ort import OrtRunner
+        runner = OrtRunner()
+    suite = SUITES["act"]
+    for kind in ACT_KINDS:
+        net = suite.build({"h": 56, "w": 56, "c": 32, "act": kind})  # (100k elements: > 1 us everywhere)
+        _, _, recs = _run(runner, net, iterations=3, warmup=1)
+        rec = _by_layer(recs)[kind]
+        assert rec.fused == NOT_FUSED and rec.time_ms > 0, (kind, rec)

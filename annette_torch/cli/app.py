@@ -187,6 +187,9 @@ def _summary(est) -> str:
     if len(items) > 5:
         rest = sum(t for _, t in items[5:])
         lines.append(f"{'':<10}{'(other)':<{w}}  {rest:10.4f} ms  {100 * rest / total if total > 0 else 0:5.1f}%")
+    if est.fallback_rows.size:
+        lines.append(f"fallback  {est.fallback_rows.size} layer(s) without a model of their own type in {plat.name} "
+                     f"({est.fallback_summary()}): costed by its generic Base roofline, may be far off")
     unknown = est.unknown_layers
     if unknown:
         shown = ", ".join(unknown[:5]) + (f", ... ({len(unknown) - 5} more)" if len(unknown) > 5 else "")

@@ -11,16 +11,17 @@ import numpy as np
 
 from ...ir import LayerType, NetworkBuilder
 from .base import SuiteError
-from .values import ACTIVATIONS
+from .values import ACT_KINDS
 
 __all__ = ["ACT_TYPES", "LEADS", "TAILS", "SQUARE", "same_out", "pool_out", "add_conv", "add_act", "add_input",
            "add_lead", "add_tail", "tail_cost"]
 
 T = LayerType
 
-#: layer type of each activation kind (`ACTIVATIONS`)
+#: layer type of each activation kind (`ACT_KINDS`)
 ACT_TYPES = {"relu": T.RELU, "relu6": T.RELU6, "leaky": T.LEAKY_RELU, "sigmoid": T.SIGMOID, "silu": T.SILU,
-             "hardswish": T.HARDSWISH, "tanh": T.TANH, "gelu": T.GELU}
+             "hardswish": T.HARDSWISH, "tanh": T.TANH, "gelu": T.GELU, "softplus": T.SOFTPLUS,
+             "hardsigmoid": T.HARDSIGMOID}
 
 #: ``lead`` values of the conv / gconv / gconv_same / dwconv / maxpool / avgpool / concat / slice suites: what produces
 #: the measured layer's input(s)
@@ -47,11 +48,11 @@ def add_conv(b: NetworkBuilder, name: str, x: int, f: int, k: int, s: int = 1, g
 
 
 def add_act(b: NetworkBuilder, kind: str, name: str, x: int) -> int:
-    """An activation layer of ``kind`` (`ACTIVATIONS`; leaky ReLU with slope 0.01)."""
+    """An activation layer of ``kind`` (`ACT_KINDS`; leaky ReLU with slope 0.01)."""
     try:
         t = ACT_TYPES[kind]
     except KeyError:
-        raise SuiteError(f"unknown activation {kind!r}; choose from {ACTIVATIONS}") from None
+        raise SuiteError(f"unknown activation {kind!r}; choose from {ACT_KINDS}") from None
     return b.same(t, name, x, alpha=0.01 if t == T.LEAKY_RELU else None)
 
 

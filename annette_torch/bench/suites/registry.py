@@ -17,8 +17,8 @@ from .fused import (CONV_MUL_KINDS, STRIDE_MIDS, build_concat_branches, build_co
 from .paper import PAPER_CHANNELS, PAPER_SPATIAL, paper_table
 from .pool import build_avgpool, build_maxpool, cost_pool, valid_pool
 from .tensor import build_concat, build_resize, build_slice, cost_concat, cost_resize, cost_slice
-from .values import (ACTIVATIONS, CHANNELS, FC_INPUTS, FEATURES, GROUP_CHANNELS, GROUPS, KERNELS, POOL_KERNELS,
-                     PW_ACTIVATIONS, SPATIAL, STEM_SPATIAL, STRIDES)
+from .values import (ACT_KINDS, ACTIVATIONS, CHANNELS, FC_INPUTS, FEATURES, GROUP_CHANNELS, GROUPS, KERNELS,
+                     POOL_KERNELS, PW_ACTIVATIONS, SPATIAL, STEM_SPATIAL, STRIDES)
 from .weighted import (DECONV, build_conv, build_convtranspose, build_dwconv, build_fc, build_gconv,
                        build_gconv_same, cost_conv, cost_convtranspose, cost_dwconv, cost_fc, cost_gconv,
                        cost_gconv_same, valid_gconv, valid_gconv_same)
@@ -61,8 +61,8 @@ def _suites() -> dict[str, Suite]:
         Suite("slice", "leading channels of a tensor (h, w, c, drop % of the channels, at least one)",
               {**hw, "c": [c for c in ch if c >= 2], "drop": [0, 25, 50, 75]}, build_slice, cost=cost_slice,
               optional={"lead": "none"}),
-        Suite("act", "activation (h, w, c, kind: " + "/".join(ACTIVATIONS) + ")",
-              {**hw, "c": ch, "act": ACTIVATIONS}, build_act, cost=cost_elementwise),
+        Suite("act", "activation (h, w, c, kind: " + "/".join(ACT_KINDS) + ")",
+              {**hw, "c": ch, "act": ACT_KINDS}, build_act, cost=cost_elementwise),
         Suite("bn", "batch normalization (h, w, c)", {**hw, "c": ch}, build_bn, cost=cost_bn),
         Suite("resize", "nearest upsampling x2/x4 (h, w, c, scale)", {**hw, "c": ch, "scale": [2, 4]},
               build_resize, cost=cost_resize),

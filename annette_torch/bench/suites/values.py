@@ -4,7 +4,7 @@ strides 1/2, pools 2..10), the widths of common networks, and the activation kin
 from __future__ import annotations
 
 __all__ = ["SPATIAL", "CHANNELS", "KERNELS", "STEM_SPATIAL", "STRIDES", "POOL_KERNELS", "FEATURES", "FC_INPUTS",
-           "GROUP_CHANNELS", "GROUPS", "ACTIVATIONS", "PW_ACTIVATIONS"]
+           "GROUP_CHANNELS", "GROUPS", "ACTIVATIONS", "ACT_KINDS", "PW_ACTIVATIONS"]
 
 # 1 (squeeze-excite blocks) to 224; the sizes of common networks (7, 14, 28, 56, 112) included
 SPATIAL = [1, 2, 4, 7, 8, 12, 14, 16, 24, 28, 32, 48, 56, 64, 96, 112, 128, 192, 224]
@@ -25,5 +25,9 @@ FC_INPUTS = FEATURES + [9216, 16384, 25088]
 GROUP_CHANNELS = [16, 24, 32, 48, 64, 96, 128, 160, 192, 240, 256, 384, 400, 512, 640, 768, 1024, 2048]
 GROUPS = [2, 4, 5, 8, 10, 16, 20, 25, 32, 40, 64]
 ACTIVATIONS = ["relu", "relu6", "leaky", "sigmoid", "silu", "hardswish", "tanh", "gelu"]
+#: the ``act`` suite measures these too: activations that follow no convolution in the fused suites, but whose
+#: runtime kernels differ (ONNX Runtime's Softplus is scalar code, ~40x the time of its Tanh per element:
+#: YOLOv4's Mish)
+ACT_KINDS = ACTIVATIONS + ["softplus", "hardsigmoid"]
 #: activations behind the pointwise (1x1) convolutions of mobile networks (the ``pw_act`` suite)
 PW_ACTIVATIONS = ["relu", "relu6", "hardswish", "silu"]

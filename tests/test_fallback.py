@@ -1,0 +1,63 @@
+"""Layers no model of their own type estimates: flagged on measured platforms, and the types that run a swept
+type's kernel (Clip, Sub, Div) use that type's model."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import annette_torch as at
+from annette_torch.cli import main
+from annette_torch.ir import LayerType as T, NetworkBuilder
+
+
+def _net(act: T = T.SOFTPLUS):
+    b = NetworkBuilder("softplus-net")
+    x = b.input("x", (1, 16, 32, 32))
+    c = b.conv("conv", x, 16, 3, padding=1)
+    a = b.same(act, "act", c)
+    b.conv("conv2", a, 16, 3, padding=1)
+    return b.build()
+
+
+@pytest.mark.parametrize("platform", ["ort-cpu", "openvino-cpu"])
+def test_a_softplus_without_a_model_is_flagged_in_the_table_csv_and_json(platform):
+    est = at.estimate(_net(), platform)
+    assert est.fallback_layers == ["act"] and est.fallback_summary() == "Softplus x1"
+    row = {r["name"]: r for r in est.table()}["act"]
+    assert row["model"] == "roofline:Base" and row["flag"].startswith(f"no Softplus model in {platform}")
+    assert [r["flag"] for r in est.table() if r["name"] != "act"] == ["", "", ""]
+    assert "no Softplus model" in est.to_csv()
+    assert json.loads(json.dumps(est.to_dict()))["fallback_layers"] == ["act"]
+
+
+def test_the_cli_says_how_many_layers_fell_back(tmp_path, capsys):
+    import onnx  # noqa: F401  (the ONNX front end)
+    from annette_torch.bench.export import to_onnx
+    path = tmp_path / "m.onnx"
+    path.write_bytes(to_onnx(_net()).SerializeToString())
+    assert main(["estimate", str(path), "-p", "ort-cpu"]) == 0
+    out = capsys.readouterr().out
+    assert "fallback  1 layer(s) without a model of their own type in ort-cpu (Softplus x1)" in out
+
+
+def test_published_platforms_and_modelled_types_raise_no_flag():
+    """zcu102's Base is the published model of the types it does not list; a ReLU has a model of its own."""
+    assert at.estimate(_net(), "zcu102").fallback_layers == []
+    assert at.estimate(_net(T.RELU), "ort-cpu").fallback_layers == []
+
+
+@pytest.mark.parametrize("t, same_as", [(T.CLIP, T.RELU6), (T.SUB, T.ADD), (T.DIV, T.MUL)])
+def test_types_that_run_a_swept_kernel_use_its_model(t, same_as):
+    def time_of(op):
+        b = NetworkBuilder("alias")
+        x = b.input("x", (1, 64, 56, 56))  # (on the graph input: no fusion rule applies)
+        b.same(op, "op", x if op in (T.CLIP, T.RELU6) else [x, b.input("y", (1, 64, 56, 56))])
+        row = {r["name"]: r for r in at.estimate(b.build(), "ort-cpu").table()}["op"]
+        return row["model"], row["flag"], row["time_ms"]
+
+    model, flag, ms = time_of(t)
+    assert (model, flag) == (f"mixed:{same_as.label}", "")
+    assert ms > 0 and ms == pytest.approx(time_of(same_as)[2], rel=0.1)
