@@ -294,3 +294,16 @@ def test_no_myriad_plugin_stops_before_measuring(tmp_path: Path, capsys: pytest.
     assert "2022.3" in line and "MYRIAD" in line and "annette bench ingest --platform ncs2 --graph" in line
     assert "benchmark_app" in line and "average_counters" in line
     assert not db.exists() or sqlite3.connect(db).execute("SELECT COUNT(*) FROM configs").fetchone()[0] == 0
+
+
+def test_the_per_stage_overhead_is_never_above_the_fastest_measured_stage(tmp_path: Path) -> None:
+    """Every executed stage pays the plugin's per-stage cost, so the search stops at the fastest stage: with
+    Inception v1 left out an unbounded search took 0.05 ms, more than several measured stages."""
+    from annette_torch.fit.ncs2 import _choose_overhead, load_graph_measurements, published_platform
+    db = str(tmp_path / "m.sqlite")
+    ingest_benchmark_app(_pairs(), "ncs2", db)
+    with Store(db) as st:
+        measured = [m for m in load_graph_measurements(st, "ncs2") if "inceptionv1" not in m.config_id]
+    assert len(measured) == 3
+    fastest = min(r.time_ms for m in measured for r in [*m.records.values(), *m.inserted] if r.time_ms > 0)
+    assert _choose_overhead(measured, published_platform(SHARED / "annette-reference")) <= fastest < 0.05

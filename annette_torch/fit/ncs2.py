@@ -332,9 +332,12 @@ def _total(m: Measured) -> float:
 
 
 def _choose_overhead(measured: list[Measured], published: Platform | None) -> float:
-    """The per-layer overhead whose fitted platform has the smallest mean absolute network error."""
+    """The per-layer overhead whose fitted platform has the smallest mean absolute network error, among those
+    no larger than the fastest executed stage: every stage pays it, so none can take less."""
+    floor = min((r.time_ms for m in measured for r in [*m.records.values(), *m.inserted] if r.time_ms > 0),
+                default=0.0)
     best = None
-    for c in OVERHEAD_GRID:
+    for c in [c for c in OVERHEAD_GRID if c <= floor]:
         plat, _ = _build(measured, published, float(c), {}, conv_kind="refined")
         err = float(np.mean(np.abs(list(_network_errors(plat, measured).values()))))
         if best is None or err < best[0] - 1e-9:
