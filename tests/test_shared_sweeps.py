@@ -319,3 +319,45 @@ def test_postgresql_urls_name_their_driver():
     assert driver_url("postgres://u@h/d") == "postgresql+psycopg://u@h/d"
     assert driver_url("postgresql+psycopg2://u@h/d") == "postgresql+psycopg2://u@h/d"
     assert driver_url("sqlite:///m.sqlite") == "sqlite:///m.sqlite"
+
+
+def test_workers_opening_a_new_store_at_once_all_get_it(tmp_path):
+    """Two connections switching a new SQLite file to WAL at the same moment: SQLite fails one at once
+    ("database is locked", no busy wait); opening a store retries that switch, so every worker gets in."""
+    import sqlite3
+    import threading
+
+    from annette_torch.bench.store import sqlite_pragma
+
+    def race(n: int, opener) -> list[str]:
+        errors: list[str] = []
+        for trial in range(40):
+            path = str(tmp_path / f"{opener.__name__}{trial}.sqlite")
+            barrier = threading.Barrier(n)
+
+            def go() -> None:
+                con = sqlite3.connect(path, timeout=60, isolation_level=None)
+                barrier.wait()
+                try:
+                    opener(con)
+                except sqlite3.OperationalError as e:
+                    errors.append(str(e))
+                finally:
+                    con.close()
+            threads = [threading.Thread(target=go) for _ in range(n)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+        return errors
+
+    def plain(con) -> None:
+        con.execute("PRAGMA journal_mode=WAL")
+
+    def retried(con) -> None:
+        sqlite_pragma(con, "journal_mode=WAL")
+
+    assert race(4, retried) == []
+    # (the race it guards against; SQLite versions or schedulers that never lose it would make this vacuous)
+    lost = race(4, plain)
+    print(f"plain PRAGMA journal_mode=WAL lost the race {len(lost)} times in 40")

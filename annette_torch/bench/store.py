@@ -51,6 +51,27 @@ _LAYER_COLUMNS = ("config", "idx", "layer", "layer_type", "fused", "fused_into",
                   "time_ms", "min_ms", "std_ms", "absorbed", "params")
 #: SQLite connection settings: write-ahead log (readers never block the writer), foreign keys on
 _SQLITE_PRAGMAS = ("journal_mode=WAL", "synchronous=NORMAL", "foreign_keys=ON")
+#: seconds a connection waits for a lock (SQLite's busy timeout, and `sqlite_pragma`'s retries)
+SQLITE_TIMEOUT = 60.0
+
+
+def sqlite_pragma(dbapi_con: Any, pragma: str, timeout: float = SQLITE_TIMEOUT) -> None:
+    """Execute ``PRAGMA pragma`` on a DB-API SQLite connection, retrying while the database is locked.
+
+    Two connections switching a new database to WAL at once both hold a shared lock and want an exclusive
+    one; SQLite then fails one of them at once ("database is locked") instead of calling its busy handler,
+    so two workers starting on a new store could lose that race. The switch is retried until ``timeout``.
+    """
+    deadline, delay = time.monotonic() + timeout, 0.005
+    while True:
+        try:
+            dbapi_con.execute(f"PRAGMA {pragma}")
+            return
+        except Exception as e:  # sqlite3.OperationalError (the driver's module is not imported here)
+            if "locked" not in str(e).lower() or time.monotonic() + delay > deadline:
+                raise
+            time.sleep(delay)
+            delay = min(2 * delay, 0.25)
 #: held while a PostgreSQL store's schema is created or upgraded (several workers may open a new one at once)
 _PG_SCHEMA_LOCK = 0x616E6E65
 
@@ -135,7 +156,7 @@ class Store:
         try:
             if self.path is None:
                 return create_engine(url, pool_pre_ping=True, pool_size=2, max_overflow=2)
-            engine = create_engine(url, connect_args={"timeout": 60})
+            engine = create_engine(url, connect_args={"timeout": SQLITE_TIMEOUT})
         except (NoSuchModuleError, ImportError) as e:
             raise driver_error(str(url), e, DESCRIPTION) from None
         except ArgumentError as e:
@@ -145,7 +166,7 @@ class Store:
         def _connect(dbapi_con: Any, _record: Any) -> None:
             dbapi_con.isolation_level = None  # transactions are begun explicitly, below
             for pragma in _SQLITE_PRAGMAS:
-                dbapi_con.execute(f"PRAGMA {pragma}")
+                sqlite_pragma(dbapi_con, pragma)
 
         @event.listens_for(engine, "begin")
         def _begin(conn: Connection) -> None:
