@@ -10,6 +10,7 @@ import csv
 import io
 import os
 import sys
+from collections import Counter
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Sequence
@@ -231,16 +232,12 @@ class Estimate:
 
     @cached_property
     def fallback_rows(self) -> np.ndarray:
-        """Original rows of the executed layers that no model of their own type estimated on a platform measured
-        on a machine, whose sweeps decide which types get a model: its generic ``Base`` roofline (fitted on
-        memory-bound layers) costed them, e.g. a Softplus where the sweeps had none. (On a published platform
-        such as zcu102, ``Base`` is the published model of the types it does not list.)"""
-        keys = self.platform._keys
-        if "Base" not in keys or "fingerprint" not in self.platform.meta:
+        """Original rows of the executed layers that no model of their own type estimated: the platform's
+        generic ``Base`` roofline stood in (`Platform.stand_in_model`), e.g. for a Softplus its sweeps lacked."""
+        base = self.platform.stand_in_model
+        if base is None:
             return np.zeros(0, dtype=np.int64)
-        base = keys.index("Base")
-        types = self.mapped.network.types
-        hit = (self.mapped_model == base) & ~np.isin(types, _NO_MODEL_NEEDED)
+        hit = (self.mapped_model == base) & ~np.isin(self.mapped.network.types, _NO_MODEL_NEEDED)
         return self.mapped.kept[hit]
 
     @property
@@ -251,10 +248,7 @@ class Estimate:
     def fallback_summary(self) -> str:
         """The types of the `fallback_layers` with counts, largest count first (e.g. ``Softplus x72``)."""
         labels = self.network.type_labels()
-        counts: dict[str, int] = {}
-        for i in self.fallback_rows:
-            counts[labels[i]] = counts.get(labels[i], 0) + 1
-        return ", ".join(f"{k} x{v}" for k, v in sorted(counts.items(), key=lambda kv: -kv[1]))
+        return ", ".join(f"{k} x{v}" for k, v in Counter(labels[i] for i in self.fallback_rows).most_common())
 
     def by_type(self) -> dict[str, float]:
         """Predicted time per executed layer type (after fusion), in ms, largest first; accelerator<->host

@@ -29,11 +29,13 @@ from pathlib import Path
 import numpy as np
 
 from annette_torch.atomic import write_text
-from annette_torch.bench.export import to_onnx
-from annette_torch.bench.matcher import match
 from annette_torch.bench.runners import get_runner
 from annette_torch.bench.suites import SUITES
+from annette_torch.bench.suites.layers import ACT_TYPES
+from annette_torch.bench.sweep import measure as measure_config
+from annette_torch.cli.bench import PLATFORM_RUNNERS
 from annette_torch.fit.roofline_fit import fit_refined
+from annette_torch.ir import Network
 from annette_torch.models import LayerFeatures
 from annette_torch.platform import Platform
 from annette_torch.platform.machine import machine_description
@@ -43,30 +45,22 @@ from annette_torch.validate.measure import runtime_info
 ROOT = Path(__file__).resolve().parent.parent
 #: act-suite kind -> layer-type key of the platform file
 KINDS = {"softplus": "Softplus", "hardsigmoid": "HardSigmoid"}
+#: smallest layer measured: smaller ones take about the profiler's 1 us resolution
 MIN_ELEMENTS = 16384
-#: platform -> (hardware module, settings), as ``annette calibrate`` measures
-RUNNERS = {"ort-cpu": ("ort-cpu", {"threads": 1}), "openvino-cpu": ("openvino", {"device": "CPU", "threads": 1})}
+PLATFORMS = ("ort-cpu", "openvino-cpu")
 
 
 def measure(platform: str, kind: str, n: int) -> tuple[LayerFeatures, np.ndarray]:
-    """Per-layer times (ms) of ``n`` act-suite configurations of ``kind``, and their layers' features."""
-    name, kw = RUNNERS[platform]
-    runner = get_runner(name, **kw)
+    """Per-layer times (ms) of ``n`` act-suite configurations of ``kind``, and their layers' features, measured
+    as ``annette calibrate`` measures (the platform's hardware module, one thread)."""
+    name, kw = PLATFORM_RUNNERS[platform]
+    runner = get_runner(name, **{**kw, "threads": 1})
     suite = SUITES["act"]
-    # (at least 16k elements: smaller layers take about the profiler's 1 us resolution)
     configs = [c for c in suite.configs(n=80 * n, seed=0)
                if c["act"] == kind and c["c"] * c["h"] * c["w"] >= MIN_ELEMENTS][:n]
-    feats, times = [], []
-    for c in configs:
-        net = suite.build(c)
-        prepared = runner.prepare(to_onnx(net))
-        recs = {r.layer: r for r in match(net, runner.parse(runner.profile(prepared, iterations=20, warmup=3)),
-                                          runner.name)}
-        row = net.names.index(kind)
-        feats.append(LayerFeatures.from_network(net, np.array([row])))
-        times.append(recs[kind].time_ms)
-    X = LayerFeatures(**{k: np.concatenate([getattr(f, k) for f in feats]) for k in feats[0].__dict__})
-    return X, np.array(times)
+    times = [{r.layer: r for r in measure_config("act", c, runner).layers}[kind].time_ms for c in configs]
+    net, _ = Network.concat([suite.build(c) for c in configs])
+    return LayerFeatures.from_network(net, np.flatnonzero(net.types == ACT_TYPES[kind])), np.array(times)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -75,13 +69,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dry-run", action="store_true", help="measure and print, write nothing")
     args = ap.parse_args(argv)
     machine = machine_description()
-    for platform in RUNNERS:
+    for platform in PLATFORMS:
         info = runtime_info(platform)
         runtime = f"{info['runtime']} {info['version']}, 1 thread"
         models = {}
         for kind, key in KINDS.items():
             X, y = measure(platform, kind, args.configs)
-            model, rep = fit_refined(X, y, dims=())
+            model, _ = fit_refined(X, y, dims=())
             pred = model.predict(X)
             mre = float(np.mean(np.abs(pred / y - 1)))
             per_elem = float(np.median(y * 1e6 / X.ops)) if (X.ops > 0).all() else float("nan")

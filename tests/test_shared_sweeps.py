@@ -327,7 +327,7 @@ def test_workers_opening_a_new_store_at_once_all_get_it(tmp_path):
     import sqlite3
     import threading
 
-    from annette_torch.bench.store import sqlite_pragma
+    from annette_torch.bench.sqlite import sqlite_pragma
 
     def race(n: int, opener) -> list[str]:
         errors: list[str] = []

@@ -6,18 +6,41 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import time
 import urllib.parse
 from dataclasses import dataclass
-from typing import ClassVar, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from ..errors import AnnetteError
 
-__all__ = ["SQLiteFile", "FileState", "inspect_file", "check_file", "SQLITE_HEADER"]
+__all__ = ["SQLiteFile", "FileState", "inspect_file", "check_file", "sqlite_pragma", "SQLITE_HEADER",
+           "SQLITE_TIMEOUT"]
 
 _File = TypeVar("_File", bound="SQLiteFile")
 
 #: the first 16 bytes of every SQLite 3 database file
 SQLITE_HEADER = b"SQLite format 3\x00"
+#: seconds a connection waits for a lock (SQLite's busy timeout, and `sqlite_pragma`'s retries)
+SQLITE_TIMEOUT = 60.0
+
+
+def sqlite_pragma(con: Any, pragma: str, timeout: float = SQLITE_TIMEOUT) -> None:
+    """Execute ``PRAGMA pragma`` on a DB-API SQLite connection, retrying while the database is locked.
+
+    Two connections switching a new database to WAL at once both hold a shared lock and want an exclusive
+    one; SQLite then fails one of them at once ("database is locked") instead of calling its busy handler,
+    so two workers starting on a new file could lose that race. The pragma is retried until ``timeout``.
+    """
+    deadline, delay = time.monotonic() + timeout, 0.005
+    while True:
+        try:
+            con.execute(f"PRAGMA {pragma}")
+            return
+        except sqlite3.OperationalError as e:
+            if "locked" not in str(e).lower() or time.monotonic() + delay > deadline:
+                raise
+            time.sleep(delay)
+            delay = min(2 * delay, 0.25)
 
 
 @dataclass(frozen=True)
@@ -110,7 +133,7 @@ class SQLiteFile:
         try:
             self.db = sqlite3.connect(self.path, timeout=30)
             for pragma in self.pragmas:
-                self.db.execute(f"PRAGMA {pragma}")
+                sqlite_pragma(self.db, pragma, timeout=30)
             self.db.executescript(self.schema)
             if self.schema_version is not None:
                 self._check_version(self.schema_version)

@@ -30,7 +30,7 @@ from ..errors import AnnetteError
 from . import schema as S
 from .prepared import Prepared, RawTransaction
 from .records import LayerRecord
-from .sqlite import check_file
+from .sqlite import SQLITE_TIMEOUT, check_file, sqlite_pragma
 
 __all__ = ["Store", "StoreError", "ConfigResult", "EXPORT_COLUMNS", "SCHEMA_VERSION"]
 
@@ -51,27 +51,6 @@ _LAYER_COLUMNS = ("config", "idx", "layer", "layer_type", "fused", "fused_into",
                   "time_ms", "min_ms", "std_ms", "absorbed", "params")
 #: SQLite connection settings: write-ahead log (readers never block the writer), foreign keys on
 _SQLITE_PRAGMAS = ("journal_mode=WAL", "synchronous=NORMAL", "foreign_keys=ON")
-#: seconds a connection waits for a lock (SQLite's busy timeout, and `sqlite_pragma`'s retries)
-SQLITE_TIMEOUT = 60.0
-
-
-def sqlite_pragma(dbapi_con: Any, pragma: str, timeout: float = SQLITE_TIMEOUT) -> None:
-    """Execute ``PRAGMA pragma`` on a DB-API SQLite connection, retrying while the database is locked.
-
-    Two connections switching a new database to WAL at once both hold a shared lock and want an exclusive
-    one; SQLite then fails one of them at once ("database is locked") instead of calling its busy handler,
-    so two workers starting on a new store could lose that race. The switch is retried until ``timeout``.
-    """
-    deadline, delay = time.monotonic() + timeout, 0.005
-    while True:
-        try:
-            dbapi_con.execute(f"PRAGMA {pragma}")
-            return
-        except Exception as e:  # sqlite3.OperationalError (the driver's module is not imported here)
-            if "locked" not in str(e).lower() or time.monotonic() + delay > deadline:
-                raise
-            time.sleep(delay)
-            delay = min(2 * delay, 0.25)
 #: held while a PostgreSQL store's schema is created or upgraded (several workers may open a new one at once)
 _PG_SCHEMA_LOCK = 0x616E6E65
 

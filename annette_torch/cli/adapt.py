@@ -41,9 +41,7 @@ def add_parser(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     """Execute ``annette adapt``."""
     from ..errors import AnnetteError
-    import numpy as np
-
-    from ..fit.adapt import DEFAULT_NETWORKS, MAX_ROUNDS, adapt
+    from ..fit.adapt import DEFAULT_NETWORKS, MAX_ROUNDS, ROUNDS, adapt
 
     if args.latencies and args.networks is not None:
         raise AnnetteError("adapt: give either --networks (measure here) or --latencies (a board), not both")
@@ -55,10 +53,9 @@ def run(args: argparse.Namespace) -> int:
           f"leave-one-out {loo} (what other networks can expect); refitted: "
           + ("the base file's network-level model times one factor" if res.terms == ("scale",)
              else ", ".join(res.terms)))
-    if res.spread is not None:
-        s = float(np.median(res.spread))
-        print(f"measured: fastest of 3 to {MAX_ROUNDS} rounds per network; its two fastest rounds differ by "
-              f"{s:.1%} at the median" + (" (noisy: see the warning above)" if res.noisy else ""))
+    if res.median_spread is not None:
+        print(f"measured: fastest of {ROUNDS} to {MAX_ROUNDS} rounds per network; its two fastest rounds differ "
+              f"by {res.median_spread:.1%} at the median" + (" (noisy: see the warning above)" if res.noisy else ""))
     from ..platform import resolve_platform
 
     loads = resolve_platform(res.platform.name) == res.path

@@ -69,9 +69,14 @@ class AdaptResult:
     spread: np.ndarray | None = None
 
     @property
+    def median_spread(self) -> float | None:
+        """The median of `spread` (None: the latencies were given)."""
+        return None if self.spread is None else float(np.median(self.spread))
+
+    @property
     def noisy(self) -> bool:
         """Whether the machine's speed moved while measuring (median spread above `NOISY`)."""
-        return self.spread is not None and float(np.median(self.spread)) > NOISY
+        return self.median_spread is not None and self.median_spread > NOISY
 
     @property
     def mape_before(self) -> float:
@@ -338,10 +343,6 @@ def adapt(platform: Any, networks: int = DEFAULT_NETWORKS, latencies: str | os.P
         names = [n.name for n in nets]
         if measure is None:
             y, spread = _measure_here(runtime, progress)(nets)
-            if float(np.median(spread)) > NOISY:
-                log.warning("adapt: this machine's speed moved while measuring (a network's two fastest rounds "
-                            "differ by %.0f%% at the median); the adapted file may be off by as much: run "
-                            "'annette adapt' again when the machine is quieter", 100 * float(np.median(spread)))
         else:
             y = np.asarray(measure(nets), dtype=np.float64)
         source = f"{len(nets)} calibration networks measured on {machine_description()}"
@@ -392,5 +393,10 @@ def adapt(platform: Any, networks: int = DEFAULT_NETWORKS, latencies: str | os.P
         adapted.save(path)
         adapted.source = os.path.abspath(path)
     after = np.array([estimate(n, adapted).latency_ms for n in nets])
-    return AdaptResult(adapted, path, base_file, names, y, before, after, loo, tuple(use),
-                       time.perf_counter() - t0, "measured" if latencies is None else "given", spread)
+    res = AdaptResult(adapted, path, base_file, names, y, before, after, loo, tuple(use),
+                      time.perf_counter() - t0, "measured" if latencies is None else "given", spread)
+    if res.noisy:
+        log.warning("adapt: this machine's speed moved while measuring (a network's two fastest rounds differ by "
+                    "%.0f%% at the median); the adapted file may be off by as much: run 'annette adapt' again "
+                    "when the machine is quieter", 100 * res.median_spread)
+    return res

@@ -108,6 +108,13 @@ class Platform:
             log.warning("%s", msg)
         return msg
 
+    @property
+    def stand_in_model(self) -> int | None:
+        """Model index of ``Base`` where it stands in for layer types the platform's sweeps lacked (a platform
+        measured on a machine: ``fingerprint``); None on a published platform, whose ``Base`` is the
+        published model of the types it does not list."""
+        return self._keys.index("Base") if "fingerprint" in self.meta else None
+
     def model_for(self, t: LayerType) -> tuple[str, LayerModel]:
         """The key and model that estimate layers of type ``t``."""
         k = self._keys[self._model_of_type[t]]
