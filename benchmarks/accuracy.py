@@ -26,7 +26,10 @@ drift of the machine's speed moves both alike), with the wall time of a real ``a
 (``--with-calibrate quick,full`` adds ``annette calibrate`` runs beside it).
 
 zcu102: the leave-one-out report of the network-level calibration against the published end-to-end
-latencies (``annette_torch.fit.calibrate_network.loo_report``).
+latencies (``annette_torch.fit.calibrate_network.loo_report``), then a hold-out check: the shipped
+platform's ``latency_ms`` against the published latencies (same table of the Xilinx model zoo, same board and
+DNNDK release) of the reference-graph networks outside its calibration set (``benchmarks/data/
+zcu102_holdout_published.csv``, each row citing its source line).
 """
 
 from __future__ import annotations
@@ -80,6 +83,46 @@ def get_variants(args) -> dict:
     return V.load_variants({k: variants[k] for k in ordered(variants)})
 
 
+HOLDOUT_ZCU102 = pathlib.Path(__file__).resolve().parent / "data" / "zcu102_holdout_published.csv"
+
+
+def zcu102_holdout() -> None:
+    """The shipped zcu102 platform's latency_ms against published latencies of networks it was not calibrated on."""
+    from scipy.stats import spearmanr
+
+    from annette_torch.bench.suites import reference_dir
+    from annette_torch.estimator import estimate
+    from annette_torch.fit.calibrate_network import fix_caffe_depthwise
+    from annette_torch.frontends.annette_json import from_annette_json
+    from annette_torch.platform import load_platform
+
+    ref = reference_dir()
+    if ref is None:
+        print("hold-out: skipped (../shared/annette-reference not found)")
+        return
+    plat = load_platform("zcu102")
+    fitted_on = set((plat.meta.get("end_to_end") or {}).get("fitted_on", ()))
+    rows = []
+    with open(HOLDOUT_ZCU102, encoding="utf-8") as f:
+        for r in csv.DictReader(f):
+            if r["graph"] in fitted_on:
+                raise SystemExit(f"{HOLDOUT_ZCU102}: {r['graph']} is in the platform's calibration set")
+            gops = float(r["zoo_model"].rsplit("_", 1)[1].rstrip("G"))
+            net = fix_caffe_depthwise(from_annette_json(os.path.join(str(ref), "graphs", f"{r['graph']}.json")), gops)
+            est = estimate(net, plat)
+            rows.append((r["graph"], float(r["e2e_latency_ms_1thread"]), est.device_ms, est.latency_ms, r["note"]))
+    print(f"\nhold-out: {plat.source} (calibrated on {len(fitted_on)} networks) against the published latencies of "
+          f"{len(rows)} others")
+    print(f"{'graph':22s} {'published ms':>12s} {'device ms':>10s} {'latency ms':>10s} {'error':>8s}")
+    for g, pub, dev, lat, note in rows:
+        print(f"{g:22s} {pub:12.2f} {dev:10.2f} {lat:10.2f} {100 * (lat / pub - 1):+7.1f}%" + (f"  ({note})" if note else ""))
+    pub = np.array([r[1] for r in rows])
+    lat = np.array([r[3] for r in rows])
+    err = lat / pub - 1
+    print(f"hold-out: MAPE {100 * np.mean(np.abs(err)):.1f}%, within +-10% {int(np.sum(np.abs(err) <= 0.1))} of "
+          f"{len(rows)}, Spearman {spearmanr(pub, lat)[0]:.3f}")
+
+
 def zcu102_report() -> int:
     """Leave-one-out table of the zcu102 network-level calibration against the published latencies."""
     from scipy.stats import spearmanr
@@ -99,6 +142,7 @@ def zcu102_report() -> int:
     print(f"leave-one-out: MAPE {100 * rep['loo_mape']:.1f}%, within +-10% {100 * np.mean(np.abs(err) <= 0.1):.0f}%, "
           f"Spearman {rho:.3f}")
     print(f"calibration: {rep['calibration'].coef}")
+    zcu102_holdout()
     return 0
 
 

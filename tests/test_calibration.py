@@ -96,6 +96,29 @@ def test_zcu102_leave_one_out_within_target(ref_dir):
     assert shipped is not None and shipped.coef == pytest.approx(rep["calibration"].coef)
 
 
+def test_zcu102_holdout_networks_are_outside_the_calibration_and_scored(ref_dir, capsys):
+    """The accuracy benchmark's hold-out rows: other networks of the same published table, none in the calibration
+    set, each citing its source line; the report scores every one of them with the shipped platform."""
+    import csv
+    import importlib.util
+    import pathlib
+
+    path = pathlib.Path(__file__).resolve().parents[1] / "benchmarks" / "accuracy.py"
+    spec = importlib.util.spec_from_file_location("accuracy_bench", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    rows = list(csv.DictReader(open(mod.HOLDOUT_ZCU102, encoding="utf-8")))
+    calibrated = set(at.load_platform("zcu102").end_to_end.fitted_on)
+    assert len(calibrated) == 10 and len(rows) >= 10
+    for r in rows:
+        assert r["graph"] not in calibrated and (ref_dir / "graphs" / f"{r['graph']}.json").is_file()
+        assert float(r["e2e_latency_ms_1thread"]) > 0 and "AI-Model-Zoo" in r["source"] and "#L" in r["source"]
+    mod.zcu102_holdout()
+    out = capsys.readouterr().out
+    assert all(f"\n{r['graph']} " in out for r in rows)
+    assert f"within +-10% " in out and f" of {len(rows)}, Spearman" in out
+
+
 def test_estimate_reports_end_to_end(ref_dir):
     e = at.estimate(str(ref_dir / "graphs" / "cf_resnet50.json"), "zcu102")
     assert e.e2e_ms is not None and e.e2e_ms > e.total_ms
