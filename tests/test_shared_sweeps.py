@@ -134,6 +134,18 @@ def test_killed_worker_claim_returns_after_its_lease(store_target):
     assert finished >= held[1] - 0.5 and time.time() - killed < 60  # taken over once its lease had run out
 
 
+def test_a_claim_says_which_configurations_it_took_from_a_stopped_worker(store_target):
+    """An expired claim taken at the first attempt counts as taken over too (a slow machine may start the next
+    worker only after the lease of a killed one ran out), a fresh or a stored one does not."""
+    with Store(store_target) as st:
+        C.add_plan(st, "p", "s", ["a", "b"])
+        assert C.claim(st, "p", "s", ["a"], "w1", "m1", lease_s=-1).taken_over == []  # fresh; its lease already past
+        got = C.claim(st, "p", "s", ["a", "b"], "w2", "m2", lease_s=60)
+        assert (got.claimed, got.taken_over) == (["a", "b"], ["a"])
+        again = C.claim(st, "p", "s", ["a"], "w2", "m2", lease_s=60, again=True)
+        assert (again.claimed, again.taken_over) == (["a"], [])  # its own claim, written again
+
+
 def test_a_claim_is_one_workers_until_its_lease_expires(store_target):
     with Store(store_target) as st:
         ids = ["a", "b", "c"]

@@ -41,11 +41,13 @@ def default_worker() -> str:
 @dataclass
 class ClaimResult:
     """What a claim attempt got: ``claimed`` (now ours), ``stored`` (already stored: nothing to do) and
-    ``busy`` (claimed by another worker under a live lease)."""
+    ``busy`` (claimed by another worker under a live lease); ``taken_over``: those of ``claimed`` that another
+    worker had claimed and stopped renewing (its lease had expired)."""
 
     claimed: list[str] = field(default_factory=list)
     stored: list[str] = field(default_factory=list)
     busy: list[str] = field(default_factory=list)
+    taken_over: list[str] = field(default_factory=list)
 
 
 def add_plan(store: Store, platform: str, suite: str, config_ids: Sequence[str]) -> None:
@@ -84,6 +86,14 @@ def _claim_statement(retry_failed: bool, again: bool, store: Store) -> Any:
     return ins.returning(cl.c.config_id)  # a row back: claimed (rowcount is not reliable for this statement)
 
 
+def _holder_statement() -> Any:
+    """The worker and state of a configuration's claim row, if any."""
+    cl = S.claims
+    return select(cl.c.worker, cl.c.state).where(cl.c.platform == bindparam("platform", type_=Text),
+                                                 cl.c.suite == bindparam("suite", type_=Text),
+                                                 cl.c.config_id == bindparam("config_id", type_=Text))
+
+
 def _stored_statement(retry_failed: bool) -> Any:
     """Whether a configuration is stored (as measured, with ``retry_failed``)."""
     cf = S.configs
@@ -108,13 +118,18 @@ def claim(store: Store, platform: str, suite: str, config_ids: Sequence[str], wo
         return out
     stmt = store.prepared(("claim", retry_failed, again), lambda: _claim_statement(retry_failed, again, store))
     stored = store.prepared(("claim.stored", retry_failed), lambda: _stored_statement(retry_failed))
+    holder = store.prepared(("claim.holder",), _holder_statement)
     with store.raw_transaction() as tx:
         now = store.raw_clock(tx)
         args = {"platform": platform, "suite": suite, "worker": worker, "machine": machine, "run_id": run_id,
                 "now": now, "until": now + lease_s}
         for cid in config_ids:
+            key = {"platform": platform, "suite": suite, "config_id": cid}
+            before = tx.first(holder, key)  # (in this transaction: the claim the upsert may replace)
             if tx.first(stmt, {**args, "config_id": cid}) is not None:
                 out.claimed.append(cid)
+                if before is not None and before[1] == "claimed" and before[0] != worker:
+                    out.taken_over.append(cid)
             elif tx.first(stored, {"platform": platform, "suite": suite, "config_id": cid}) is not None:
                 out.stored.append(cid)
             else:

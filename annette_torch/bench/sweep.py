@@ -372,10 +372,11 @@ class _Sweep:
             by_id = {c["config_id"]: c for c in take}
             got = claim(self.store, self.platform, self.suite, list(by_id), self.name, self.machine, self.run_id,
                         self.lease_s, self.retry_failed)
+            taken = set(got.taken_over) | self.retried  # (an expired claim found at once, or one seen held)
             for cid in got.claimed:
                 self.queue.append(by_id[cid])
                 self.held[cid] = None
-                self.res.taken_over += cid in self.retried
+                self.res.taken_over += cid in taken
             self.elsewhere.update((cid, by_id[cid]) for cid in got.busy)
             self.res.by_others += len(got.stored)
             if self.bar is not None and got.stored:
