@@ -101,7 +101,7 @@ def zcu102_holdout() -> None:
         print("hold-out: skipped (../shared/annette-reference not found)")
         return
     plat = load_platform("zcu102")
-    fitted_on = set((plat.meta.get("end_to_end") or {}).get("fitted_on", ()))
+    fitted_on = set(plat.end_to_end.fitted_on if plat.end_to_end is not None else ())
     rows = []
     with open(HOLDOUT_ZCU102, encoding="utf-8") as f:
         for r in csv.DictReader(f):

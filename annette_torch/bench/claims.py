@@ -130,7 +130,7 @@ def claim(store: Store, platform: str, suite: str, config_ids: Sequence[str], wo
                 out.claimed.append(cid)
                 if before is not None and before[1] == "claimed" and before[0] != worker:
                     out.taken_over.append(cid)
-            elif tx.first(stored, {"platform": platform, "suite": suite, "config_id": cid}) is not None:
+            elif tx.first(stored, key) is not None:
                 out.stored.append(cid)
             else:
                 out.busy.append(cid)
