@@ -92,25 +92,22 @@ def zcu102_holdout() -> None:
 
     from annette_torch.bench.suites import reference_dir
     from annette_torch.estimator import estimate
-    from annette_torch.fit.calibrate_network import fix_caffe_depthwise
-    from annette_torch.frontends.annette_json import from_annette_json
+    from annette_torch.fit.calibrate_network import load_published_zcu102
     from annette_torch.platform import load_platform
 
-    ref = reference_dir()
-    if ref is None:
+    if reference_dir() is None:
         print("hold-out: skipped (../shared/annette-reference not found)")
         return
     plat = load_platform("zcu102")
     fitted_on = set(plat.end_to_end.fitted_on if plat.end_to_end is not None else ())
-    rows = []
     with open(HOLDOUT_ZCU102, encoding="utf-8") as f:
-        for r in csv.DictReader(f):
-            if r["graph"] in fitted_on:
-                raise SystemExit(f"{HOLDOUT_ZCU102}: {r['graph']} is in the platform's calibration set")
-            gops = float(r["zoo_model"].rsplit("_", 1)[1].rstrip("G"))
-            net = fix_caffe_depthwise(from_annette_json(os.path.join(str(ref), "graphs", f"{r['graph']}.json")), gops)
-            est = estimate(net, plat)
-            rows.append((r["graph"], float(r["e2e_latency_ms_1thread"]), est.device_ms, est.latency_ms, r["note"]))
+        notes = {r["graph"]: r["note"] for r in csv.DictReader(f)}
+    rows = []
+    for g, net, pub in load_published_zcu102(table=HOLDOUT_ZCU102):
+        if g in fitted_on:
+            raise SystemExit(f"{HOLDOUT_ZCU102}: {g} is in the platform's calibration set")
+        est = estimate(net, plat)
+        rows.append((g, pub, est.device_ms, est.latency_ms, notes[g]))
     print(f"\nhold-out: {plat.source} (calibrated on {len(fitted_on)} networks) against the published latencies of "
           f"{len(rows)} others")
     print(f"{'graph':22s} {'published ms':>12s} {'device ms':>10s} {'latency ms':>10s} {'error':>8s}")

@@ -17,6 +17,18 @@ def ref_dir() -> Path:
     return REF
 
 
+@pytest.fixture(scope="session")
+def accuracy_benchmark():
+    """benchmarks/accuracy.py as a module (it is a script, not part of the package)."""
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "accuracy.py"
+    spec = importlib.util.spec_from_file_location("accuracy_bench", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
 @pytest.fixture(autouse=True)
 def _own_platform_folder(tmp_path_factory, monkeypatch):
     """Every test sees an empty user platform folder of its own (never the developer's ~/.local/share)."""

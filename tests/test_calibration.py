@@ -96,17 +96,12 @@ def test_zcu102_leave_one_out_within_target(ref_dir):
     assert shipped is not None and shipped.coef == pytest.approx(rep["calibration"].coef)
 
 
-def test_zcu102_holdout_networks_are_outside_the_calibration_and_scored(ref_dir, capsys):
+def test_zcu102_holdout_networks_are_outside_the_calibration_and_scored(ref_dir, capsys, accuracy_benchmark):
     """The accuracy benchmark's hold-out rows: other networks of the same published table, none in the calibration
     set, each citing its source line; the report scores every one of them with the shipped platform."""
     import csv
-    import importlib.util
-    import pathlib
 
-    path = pathlib.Path(__file__).resolve().parents[1] / "benchmarks" / "accuracy.py"
-    spec = importlib.util.spec_from_file_location("accuracy_bench", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = accuracy_benchmark
     rows = list(csv.DictReader(open(mod.HOLDOUT_ZCU102, encoding="utf-8")))
     calibrated = set(at.load_platform("zcu102").end_to_end.fitted_on)
     assert len(calibrated) == 10 and len(rows) >= 10
@@ -116,7 +111,7 @@ def test_zcu102_holdout_networks_are_outside_the_calibration_and_scored(ref_dir,
     mod.zcu102_holdout()
     out = capsys.readouterr().out
     assert all(f"\n{r['graph']} " in out for r in rows)
-    assert f"within +-10% " in out and f" of {len(rows)}, Spearman" in out
+    assert "within +-10% " in out and f" of {len(rows)}, Spearman" in out
 
 
 def test_estimate_reports_end_to_end(ref_dir):

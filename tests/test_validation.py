@@ -404,18 +404,12 @@ def test_exploding_variant_is_reported_and_plotted(tmp_path):
 
 
 @pytest.mark.slow
-def test_accuracy_benchmark_interleaves_calibration_networks_evenly():
+def test_accuracy_benchmark_interleaves_calibration_networks_evenly(accuracy_benchmark):
     """The accuracy benchmark measures calibration and validation networks in the same passes, spread
     evenly, so a drift of the machine's speed during the run cannot bias the calibration against them."""
-    import importlib.util
-    import pathlib
-
     from hypothesis import given, strategies as st
 
-    path = pathlib.Path(__file__).resolve().parents[1] / "benchmarks" / "accuracy.py"
-    spec = importlib.util.spec_from_file_location("accuracy_bench", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = accuracy_benchmark
 
     @given(st.integers(0, 120), st.integers(0, 60))
     def check(na, nb):

@@ -150,17 +150,23 @@ def fix_caffe_depthwise(net: Network, published_gops: float) -> Network:
     return fixed
 
 
-def load_published_zcu102(calibration_dir: str | os.PathLike | None = None) -> list[tuple[str, Network, float]]:
-    """(graph name, network, published end-to-end ms) for the ZCU102 model-zoo latencies."""
+def load_published_zcu102(calibration_dir: str | os.PathLike | None = None,
+                          table: str | os.PathLike | None = None) -> list[tuple[str, Network, float]]:
+    """(graph name, network, published end-to-end ms) for the ZCU102 model-zoo latencies: the calibration
+    table in ``calibration_dir``, or ``table`` (a CSV with the same ``graph``, ``zoo_model`` and
+    ``e2e_latency_ms_1thread`` columns, e.g. the accuracy benchmark's hold-out rows)."""
     from ..bench.suites import reference_dir
     from ..frontends.annette_json import from_annette_json
 
     ref = reference_dir()
-    if calibration_dir is None:
-        if ref is None:
-            raise AnnetteError("reference data not found (../shared/annette-reference and ../shared/calibration)")
-        calibration_dir = os.path.join(os.path.dirname(str(ref)), "calibration")
-    path = os.path.join(str(calibration_dir), "zcu102_dnndk_e2e_published.csv")
+    if ref is None:
+        raise AnnetteError("reference data not found (../shared/annette-reference and ../shared/calibration)")
+    if table is not None:
+        path = os.fspath(table)
+    else:
+        if calibration_dir is None:
+            calibration_dir = os.path.join(os.path.dirname(str(ref)), "calibration")
+        path = os.path.join(str(calibration_dir), "zcu102_dnndk_e2e_published.csv")
     if not os.path.isfile(path):
         raise AnnetteError(f"{path}: published ZCU102 latencies not found")
     out = []
