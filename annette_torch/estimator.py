@@ -1,7 +1,7 @@
-"""Estimator: network -> mapping pass -> layer models -> per-layer and total execution time.
+"""Estimator: any model description -> `Network` -> the prediction passes -> per-layer and total time.
 
 ``estimate`` scores one network and keeps the per-layer detail; ``estimate_many`` stacks many networks
-into one and scores them with the same handful of array operations (for NAS loops).
+into one and scores them with the same passes (`annette_torch.prediction`) in one go (for NAS loops).
 """
 
 from __future__ import annotations
@@ -20,17 +20,15 @@ import numpy as np
 from .errors import ModelLoadError
 from .ir import LayerType, Network
 from .mapping import MappedNetwork, Placement
-from .models.calibration import network_terms, network_terms_many
 from .platform import Platform, load_platform
+from .prediction import Run, run, totals
+from .prediction.terms import LATENCY_KINDS, check_kind, network_terms
+from .types import PlatformLike
 
 __all__ = ["Estimate", "estimate", "estimate_many", "to_network", "latency_definition", "LATENCY_KINDS"]
 
-#: what `estimate_many` and the tools built on it return: ``latency`` (`Estimate.latency_ms`) or ``device``
-#: (`Estimate.device_ms`, the layer sum)
-LATENCY_KINDS = ("latency", "device")
-
 TABLE_COLUMNS = ("name", "type", "input_shape", "output_shape", "ops", "bytes", "fused_into", "absorbed",
-                 "time_ms", "model", "executes_on", "flag")
+                 "time_ms", "switch_ms", "model", "executes_on", "flag")
 #: `TABLE_COLUMNS`' ``executes_on`` values
 ACCELERATOR, HOST = "accelerator", "host"
 #: layer types that need no model of their own (the graph input, a no-op; an unknown type is reported apart)
@@ -41,8 +39,7 @@ SWITCHES = "(switches)"
 
 def latency_definition(platform: Platform, kind: str = "latency") -> str:
     """What a latency of ``kind`` (`LATENCY_KINDS`) means on ``platform``, in words (for headers, axes, JSON)."""
-    if kind not in LATENCY_KINDS:
-        raise ValueError(f"latency kind must be one of {', '.join(LATENCY_KINDS)}, got {kind!r}")
+    check_kind(kind)
     if kind == "latency" and platform.end_to_end is not None:
         return platform.end_to_end.predicts.split(";")[0].strip() or "end-to-end latency"
     if platform.overhead is not None:  # a CPU runtime: per-layer and per-inference costs fitted end to end
@@ -91,25 +88,53 @@ class Estimate:
     layer that executes it (``fused_into``) and, on a platform with operator support, whether the accelerator
     or its host runs it (``placement``; see `annette_torch.mapping.support`).
 
-    Which total includes what: `device_ms` (= `total_ms`) is the sum of all executed layers' times, host-run
+    Which total includes what: `device_ms` is the sum of all executed layers' times, host-run
     layers and accelerator<->host switches included (`accelerator_ms` + `host_ms` + `switch_ms`);
     `latency_ms` is the platform's end-to-end model applied to the accelerator's part plus `host_ms` and
     `switch_ms` where the platform has one, else `device_ms`.
     """
 
-    network: Network
-    platform: Platform
-    mapped: MappedNetwork
-    mapped_time_ms: np.ndarray
-    mapped_model: np.ndarray
-    #: where each executed layer runs (None: the platform declares no operator support, all on its device)
-    placement: Placement | None = None
+    #: what the prediction passes left (`annette_torch.prediction.Run`)
+    run: Run
 
     @property
+    def network(self) -> Network:
+        """The network as given (before mapping)."""
+        return self.run.network
+
+    @property
+    def platform(self) -> Platform:
+        """The platform the estimate was made for."""
+        return self.run.platform
+
+    @property
+    def mapped(self) -> MappedNetwork:
+        """The network as the platform's toolchain executes it, and where each original layer went."""
+        assert self.run.mapped is not None
+        return self.run.mapped
+
+    @property
+    def mapped_time_ms(self) -> np.ndarray:
+        """Per executed layer: its time in ms (host-run layers and switches included)."""
+        assert self.run.time_ms is not None
+        return self.run.time_ms
+
+    @property
+    def mapped_model(self) -> np.ndarray:
+        """Per executed layer: the index of the model that costed it (into `Platform.model_labels`)."""
+        assert self.run.model is not None
+        return self.run.model
+
+    @property
+    def placement(self) -> Placement | None:
+        """Where each executed layer runs (None: the platform declares no operator support, all on its device)."""
+        return self.run.placement
+
+    @cached_property
     def device_ms(self) -> float:
         """The executed layers' times in ms: the accelerator's (or CPU runtime's) execution time, plus the
         host-run layers and the switches between them on a platform with operator support."""
-        return float(self.mapped_time_ms.sum())
+        return float(totals(self.run, "device")[0])
 
     @cached_property
     def on_host(self) -> np.ndarray:
@@ -125,10 +150,7 @@ class Estimate:
     @cached_property
     def accelerator_time_ms(self) -> np.ndarray:
         """Per executed layer: its time on the accelerator (0 for host-run layers, switches left out)."""
-        pl = self.placement
-        if pl is None or not pl.moves:
-            return self.mapped_time_ms
-        return pl.accelerator_part(self.mapped_time_ms)
+        return self.run.accelerator_time_ms()
 
     @property
     def accelerator_ms(self) -> float:
@@ -173,11 +195,6 @@ class Estimate:
         return text
 
     @property
-    def total_ms(self) -> float:
-        """Alias of `device_ms` (the layer sum), kept for code written before `latency_ms` existed."""
-        return self.device_ms
-
-    @property
     def latency_ms(self) -> float:
         """The latency the platform's users measure, in ms (see `latency_definition`): end to end where the
         platform has a network-level model (the ZCU102's whole-application latency), else the layer sum."""
@@ -197,11 +214,15 @@ class Estimate:
         the accelerator leaves to the host and the switches to them add their own time (`host_ms`,
         `switch_ms`) unscaled.
         """
-        cal = self.platform.end_to_end
-        if cal is None:
+        if self.platform.end_to_end is None:
             return None
-        e2e = cal.predict(network_terms(self))
-        return e2e if self.placement is None or not self.placement.moves else e2e + self.host_ms + self.switch_ms
+        return float(totals(self.run, "latency")[0])
+
+    @property
+    def terms(self) -> dict[str, float]:
+        """The network-level terms of this estimate (`annette_torch.prediction.terms`), which a platform's
+        end-to-end calibration maps to `latency_ms`."""
+        return {k: float(v[0]) for k, v in network_terms(self.run).items()}
 
     @cached_property
     def time_ms(self) -> np.ndarray:
@@ -264,7 +285,9 @@ class Estimate:
         return dict(sorted(acc.items(), key=lambda kv: -kv[1]))
 
     def table(self) -> list[dict[str, Any]]:
-        """One row per original layer with the columns of `TABLE_COLUMNS`."""
+        """One row per original layer with the columns of `TABLE_COLUMNS`: ``time_ms`` is what the layer costs
+        (0 when fused into another), ``switch_ms`` the part of it spent waiting for tensors crossing between
+        accelerator and host (`switch_ms`)."""
         net, m = self.network, self.mapped
         labels = net.type_labels()
         mapped_labels = m.network.type_labels()
@@ -273,10 +296,9 @@ class Estimate:
         for i, r in enumerate(m.fused_into):
             if r != i:
                 absorbed.setdefault(int(r), []).append(net.names[i])
-        mn = m.network
-        plat_bytes = self.platform.layer_bytes(mn)
-        if self.on_host.any() and self.platform.host is not None:  # host-run layers at the host's widths
-            plat_bytes = np.where(self.on_host, self.platform.host.layer_bytes(mn), plat_bytes)
+        plat_bytes = self.run.layer_bytes  # (host-run layers at the host's widths)
+        assert plat_bytes is not None
+        switch = self._switch
         host_of = {int(r): bool(h) for r, h in zip(m.kept, self.on_host)}
         flags = self._flags()
         rows = []
@@ -293,6 +315,7 @@ class Estimate:
                 "fused_into": net.names[r] if r != i else "",
                 "absorbed": ";".join(absorbed.get(i, [])),
                 "time_ms": float(self.time_ms[i]),
+                "switch_ms": float(switch[k]) if k is not None else 0.0,
                 "model": self.model_used[i],
                 "executes_on": HOST if host_of.get(r, False) else ACCELERATOR,
                 "flag": flags.get(i, ""),
@@ -316,12 +339,12 @@ class Estimate:
 
     def to_dict(self, per_layer: bool = True) -> dict[str, Any]:
         """JSON-ready summary: network, platform (and its file), latency_ms with its definition, device_ms
-        (``total_ms`` is its alias), time by type, unknown layers, layers; on a platform with operator support
+        time by type, unknown layers, layers; on a platform with operator support
         also the accelerator, host and switch parts, the host-run and the flagged layers."""
         d: dict[str, Any] = {"network": self.network.name, "platform": self.platform.name,
                              "platform_file": self.platform.source, "latency_ms": self.latency_ms,
                              "latency_definition": self.latency_definition, "device_ms": self.device_ms,
-                             "total_ms": self.total_ms, "layers_in": len(self.network),
+                             "layers_in": len(self.network),
                              "layers_executed": len(self.mapped.kept), "by_type_ms": self.by_type(),
                              "unknown_layers": self.unknown_layers, "fallback_layers": self.fallback_layers}
         if self.platform.support is not None:
@@ -352,21 +375,16 @@ class Estimate:
                 f"{len(self.network)} layers -> {len(self.mapped.kept)} executed)")
 
 
-def estimate(model: Any, platform: str | os.PathLike | Platform = "zcu102",
-             input_shape: Sequence[int] | None = None) -> Estimate:
+def estimate(model: Any, platform: PlatformLike = "zcu102", input_shape: Sequence[int] | None = None) -> Estimate:
     """Predict the execution time of ``model`` on ``platform`` (a shipped name or a platform file; default
     ``zcu102``); ``input_shape`` is needed for an nn.Module (and may override an ONNX model's)."""
     plat = load_platform(platform)
     plat.check_machine()
-    net = to_network(model, input_shape)
-    mapped = plat.mapping.apply(net)
-    placement = plat.placement(mapped.network)
-    t, mi = plat.predict(mapped.network, placement=placement)
-    return Estimate(net, plat, mapped, t, mi, placement)
+    return Estimate(run(plat, to_network(model, input_shape)))
 
 
-def estimate_many(networks: Sequence[Network], platform: str | os.PathLike | Platform = "zcu102",
-                  chunk_layers: int = 200_000, latency: str = "latency") -> np.ndarray:
+def estimate_many(networks: Sequence[Any], platform: PlatformLike = "zcu102", chunk_layers: int = 200_000,
+                  latency: str = "latency") -> np.ndarray:
     """Predicted latency (ms) of each network on ``platform`` (default ``zcu102``), scored in vectorised
     passes over stacks of networks: `Estimate.latency_ms` by default, `Estimate.device_ms` (the layer sum)
     with ``latency="device"``.
@@ -377,7 +395,6 @@ def estimate_many(networks: Sequence[Network], platform: str | os.PathLike | Pla
     if latency not in LATENCY_KINDS:
         raise ValueError(f"estimate_many: latency must be one of {', '.join(LATENCY_KINDS)}, got {latency!r}")
     plat = load_platform(platform)
-    end_to_end = plat.end_to_end if latency == "latency" else None
     nets = [n if isinstance(n, Network) else to_network(n) for n in networks]
     out = np.zeros(len(nets))
     start = 0
@@ -387,19 +404,6 @@ def estimate_many(networks: Sequence[Network], platform: str | os.PathLike | Pla
             layers += len(nets[stop].types)
             stop += 1
         big, seg = Network.concat(nets[start:stop], keep_names=False)
-        mapped = plat.mapping.apply(big, light=True)
-        mseg = seg[mapped.kept]
-        pl = plat.placement(mapped.network)
-        t, _ = plat.predict(mapped.network, segments=mseg, placement=pl)
-        if end_to_end is None:
-            out[start:stop] = np.bincount(mseg, weights=t, minlength=stop - start)
-        elif pl is None or not pl.moves:
-            terms = network_terms_many(big, seg, mapped.network.types, mseg, t, stop - start)
-            out[start:stop] = end_to_end.predict_many(terms)
-        else:  # the end-to-end model scales the accelerator's part; host layers and switches add their time
-            acc = pl.accelerator_part(t)
-            terms = network_terms_many(big, seg, mapped.network.types, mseg, acc, stop - start)
-            out[start:stop] = end_to_end.predict_many(terms) + np.bincount(mseg, weights=t - acc,
-                                                                           minlength=stop - start)
+        out[start:stop] = totals(run(plat, big, seg, stop - start, light=True), latency)
         start = stop
     return out

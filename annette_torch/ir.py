@@ -230,6 +230,10 @@ def to_nchw(shape: Sequence[int]) -> tuple[int, int, int, int]:
     return (s[0], s[1], h, s[-1])
 
 
+#: derived quantities `Network.set_derived` may give
+DERIVED = frozenset({"ops", "weights", "in_elems", "out_elems"})
+
+
 @dataclass
 class Network:
     """A network as parallel per-layer columns (numpy arrays) plus names and edges.
@@ -263,9 +267,13 @@ class Network:
 
     @classmethod
     def from_matrix(cls, name: str, names: list[str], types: np.ndarray, matrix: np.ndarray, edges: np.ndarray,
-                    attrs: dict[str, list] | None = None) -> "Network":
-        """A network whose integer columns are the rows of ``matrix`` (shape (len(INT_COLUMNS), L))."""
-        return cls(name, names, types, dict(zip(INT_COLUMNS, matrix)), edges, attrs or {}, matrix=matrix)
+                    attrs: dict[str, list] | None = None, derived: dict[str, np.ndarray] | None = None) -> "Network":
+        """A network whose integer columns are the rows of ``matrix`` (shape (len(INT_COLUMNS), L)); ``derived``:
+        see `set_derived`."""
+        net = cls(name, names, types, dict(zip(INT_COLUMNS, matrix)), edges, attrs or {}, matrix=matrix)
+        if derived:
+            net.set_derived(derived)
+        return net
 
     # ----------------------------------------------------------------------------------------------
     # column access
@@ -287,10 +295,13 @@ class Network:
             self._cache[key] = v
         return v
 
-    @property
-    def fused_ms(self) -> np.ndarray:
-        """Per layer: ms of the fused layers it executes (seeded by `MappingModel.apply`; zeros otherwise)."""
-        return self._cached("fused_ms", lambda: np.zeros(len(self)))
+    def set_derived(self, derived: dict[str, np.ndarray]) -> None:
+        """Give derived quantities (``ops``, ``weights``, ``in_elems``, ``out_elems``) instead of deriving them from
+        the columns: a fused layer computes its primary's operations but writes its last secondary's output."""
+        unknown = set(derived) - DERIVED
+        if unknown:
+            raise IRError(f"network {self.name!r}: not a derived quantity: {', '.join(sorted(unknown))}")
+        self._cache.update(derived)
 
     @property
     def out_elems(self) -> np.ndarray:

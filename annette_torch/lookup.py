@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import warnings
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
@@ -27,6 +26,9 @@ import numpy as np
 from .errors import AnnetteError
 from .ir import LayerType, Network
 from .platform import Platform, load_platform
+from .prediction import per_inference_ms, run, totals
+from .prediction.terms import check_kind
+from .types import PlatformLike
 
 if TYPE_CHECKING:  # torch is imported lazily: building or saving a table does not need it
     import torch
@@ -34,12 +36,11 @@ if TYPE_CHECKING:  # torch is imported lazily: building or saving a table does n
     from .estimator import Estimate
 
 __all__ = ["layer_costs", "costs_from_estimate", "LatencyTable", "Choice", "TABLE_SCHEMA", "block_latencies",
-           "mean_block_traffic", "network_latency_terms", "supernet_blocks"]
+           "mean_block_traffic", "supernet_blocks"]
 
 log = logging.getLogger(__name__)
 
 TABLE_SCHEMA = "annette-torch/latency-table"
-_KINDS = ("latency", "device")  # = estimator.LATENCY_KINDS (the estimator is imported lazily)
 TABLE_SCHEMA_VERSION = 1
 
 
@@ -47,21 +48,18 @@ TABLE_SCHEMA_VERSION = 1
 # per-layer cost lookup
 
 
-def layer_costs(model: Any, platform: str | os.PathLike | Platform = "zcu102",
-                input_shape: Sequence[int] | None = None, by: str = "module",
-                depth: int | None = None) -> dict[str, float]:
-    """Predicted ms per submodule qualified name (``by="module"``, root ``""``) or per IR layer (``"layer"``).
+def layer_costs(model: Any, platform: PlatformLike = "zcu102", input_shape: Sequence[int] | None = None,
+                by: str = "module", depth: int | None = None) -> dict[str, float]:
+    """Predicted ms per submodule qualified name (``by="module"``) or per IR layer (``"layer"``).
 
     Arguments in `estimate`'s order; ``platform`` defaults to ``zcu102``. A fused group's time goes to the
     module of the layer that executes it; functional layers count for the module whose ``forward`` calls
-    them. ``depth`` truncates module names to their first components (``depth=1``: per top-level child).
-    Values sum to ``estimate(model, platform, input_shape).total_ms``. The order of earlier releases,
-    ``(model, input_shape, platform)``, still works with a `DeprecationWarning`.
+    them, and the root module's own layers (the graph input, functions called in its ``forward``) under
+    ``""``, its name in ``named_modules()``. ``depth`` truncates module names to their first components
+    (``depth=1``: per top-level child). Values sum to ``estimate(model, platform, input_shape).device_ms``,
+    the executed layers' time: a platform whose `latency_ms` is end to end (zcu102) adds per-inference terms
+    no layer carries (`Estimate.latency_definition`).
     """
-    if _looks_like_shape(platform) and not _looks_like_shape(input_shape):
-        warnings.warn("layer_costs(model, input_shape, platform) is deprecated: use layer_costs(model, platform, "
-                      "input_shape), the order of estimate()", DeprecationWarning, stacklevel=2)
-        platform, input_shape = (input_shape if input_shape is not None else "zcu102"), platform  # type: ignore[assignment]
     from .estimator import estimate
 
     est = estimate(model, platform, input_shape)
@@ -70,11 +68,6 @@ def layer_costs(model: Any, platform: str | os.PathLike | Platform = "zcu102",
         log.warning("layer_costs(%s): the traced network carries no module names (ONNX fallback?); keys are "
                     "IR layer names", est.network.name)
     return costs_from_estimate(est, by=by, depth=depth)
-
-
-def _looks_like_shape(x: Any) -> bool:
-    """A tuple or list of ints (an input shape), as opposed to a platform name, path or `Platform`."""
-    return isinstance(x, (tuple, list)) and all(isinstance(v, (int, np.integer)) for v in x)
 
 
 def costs_from_estimate(est: "Estimate", by: str = "module", depth: int | None = None) -> dict[str, float]:
@@ -113,62 +106,25 @@ def costs_from_estimate(est: "Estimate", by: str = "module", depth: int | None =
 
 
 def block_latencies(plat: Platform, nets: Sequence[Network], count_input: bool = False,
-                     context_bytes: float | None = None, count_output: bool = False,
-                     latency: str = "device") -> np.ndarray:
-    """Predicted ms of each network, in one vectorised pass over all of them, Input layers excluded.
+                   context_bytes: float | None = None, count_output: bool = False,
+                   latency: str = "device") -> np.ndarray:
+    """Predicted ms of each network, in one run of the prediction passes over all of them, Input layers excluded.
 
     Input layers are excluded because a block's input is the previous block's output: the full network
     pays for it once, as its own input layer (``count_input=True`` for the part holding it); so are the
     reorders a toolchain inserts at graph inputs and outputs (a block's ends are inside the network;
     ``count_output=True`` for the part writing the network's output).
     ``context_bytes``: the traffic of the network the blocks belong to (for the platform's cache model).
-    ``latency="device"``: the layer sum; ``"latency"``: each network's share of `Estimate.latency_ms` on a
-    platform with an end-to-end calibration (its layer, depthwise, per-node and weight terms; the per-inference
-    terms, ``constant`` and ``cpu_tail``, belong to the whole network: `network_latency_terms`).
+    ``latency="device"``: the layer sum; ``"latency"``: each network's share of `Estimate.latency_ms` (the
+    per-inference terms belong to the whole network: `annette_torch.prediction.per_inference_ms`).
     """
-    if latency not in _KINDS:
-        raise ValueError(f"latency must be one of {', '.join(_KINDS)}, got {latency!r}")
+    check_kind(latency)
     if not nets:
         return np.zeros(0)
     big, seg = Network.concat(list(nets))
-    mapped = plat.mapping.apply(big)
-    pl = plat.placement(mapped.network)
-    t, _ = plat.predict(mapped.network, segments=seg[mapped.kept], context_bytes=context_bytes,
-                        input_reorders=count_input, output_reorders=count_output, placement=pl)
-    types = mapped.network.types
-    if not count_input:
-        t = np.where(types == LayerType.INPUT, 0.0, t)
-    mseg = seg[mapped.kept]
-    layers = np.bincount(mseg, weights=t, minlength=len(nets))
-    cal = plat.end_to_end if latency == "latency" else None
-    if cal is None:
-        return layers
-    host = np.zeros(len(nets))
-    if pl is not None and pl.moves:  # as `Estimate.e2e_ms`: host-run layers and switches are not calibrated
-        acc = pl.accelerator_part(t)
-        host = np.bincount(mseg, weights=t - acc, minlength=len(nets))
-        t = acc
-        layers = np.bincount(mseg, weights=t, minlength=len(nets))
-    dw = types == LayerType.DEPTHWISE_CONV
-    executed = np.bincount(mseg[types != LayerType.INPUT], minlength=len(nets)).astype(float)
-    coef = cal.coef
-    return (coef.get("layers", 0.0) * layers
-            + coef.get("depthwise", 0.0) * np.bincount(mseg[dw], weights=t[dw], minlength=len(nets))
-            + coef.get("executed_layers", 0.0) * executed
-            + coef.get("weights", 0.0) * np.bincount(seg, weights=np.asarray(big.weights, float), minlength=len(nets)) / 1e6
-            + host)
-
-
-def network_latency_terms(plat: Platform, last: Network | None, latency: str = "latency") -> float:
-    """The per-inference part of `Estimate.latency_ms` that no block carries: the calibration's constant
-    plus its host-side tail term, from ``last`` (the part holding the network's output); 0 for device time
-    or a platform without an end-to-end calibration."""
-    cal = plat.end_to_end if latency == "latency" else None
-    if cal is None:
-        return 0.0
-    from .models.calibration import _cpu_tail_elems
-    tail = _cpu_tail_elems(last) / 1e6 if last is not None else 0.0
-    return cal.coef.get("constant", 0.0) + cal.coef.get("cpu_tail", 0.0) * tail
+    r = run(plat, big, seg, len(nets), context_bytes=context_bytes, input_reorders=count_input,
+            output_reorders=count_output, count_input=count_input)
+    return totals(r, latency, per_inference=False)
 
 
 def _traffic(plat: Platform, nets: Sequence[Network]) -> np.ndarray:
@@ -177,7 +133,7 @@ def _traffic(plat: Platform, nets: Sequence[Network]) -> np.ndarray:
         return np.zeros(0)
     big, seg = Network.concat(list(nets))
     mapped = plat.mapping.apply(big)
-    byts = np.where(mapped.network.types == LayerType.INPUT, 0.0, plat.layer_bytes(mapped.network))
+    byts = np.where(mapped.network.types == LayerType.INPUT, 0.0, plat.tables.layer_bytes(mapped.network))
     return np.bincount(seg[mapped.kept], weights=byts, minlength=len(nets))
 
 
@@ -194,6 +150,11 @@ def mean_block_traffic(plat: Platform, blocks: Sequence[Sequence[Network | None]
     for row in blocks:
         total += sum(next(traffic) for n in row if n is not None) / len(row)
     return total
+
+
+def _looks_like_shape(x: Any) -> bool:
+    """A tuple or list of ints (one input shape), as opposed to a list of shapes."""
+    return isinstance(x, (tuple, list)) and all(isinstance(v, (int, np.integer)) for v in x)
 
 
 def _block_shapes(input_shapes: Any, n: int) -> list[Any]:
@@ -417,10 +378,10 @@ class LatencyTable:
 
     # -- construction -----------------------------------------------------------------------------------
     @classmethod
-    def build(cls, blocks: Sequence[Sequence[Any]], platform: str | os.PathLike | Platform = "zcu102",
+    def build(cls, blocks: Sequence[Sequence[Any]], platform: PlatformLike = "zcu102",
               input_shapes: Sequence[Any] | None = None, fixed: float | Sequence[Any] = 0.0,
               ops: Sequence[Sequence[str]] | None = None, meta: Mapping[str, Any] | None = None,
-              context_bytes: float | None = None, latency: str = "latency", **deprecated: Any) -> "LatencyTable":
+              context_bytes: float | None = None, latency: str = "latency") -> "LatencyTable":
         """Estimate every candidate of every block once into a table (one vectorised pass).
 
         ``blocks[b]`` lists block ``b``'s candidates: `Network` s, ``nn.Module`` s (traced at
@@ -432,23 +393,8 @@ class LatencyTable:
         end-to-end calibration its per-inference terms go to the fixed part when ``fixed`` lists models);
         ``"device"`` the layer sum. For a platform with a cache model, blocks are judged inside a network
         moving ``context_bytes`` (default: every block's mean candidate traffic, see `mean_block_traffic`).
-        The order ``build(platform, blocks, fixed_ms, ...)`` of earlier releases works with a
-        `DeprecationWarning`.
         """
-        if isinstance(blocks, (str, os.PathLike, Platform)) and not isinstance(platform, (str, os.PathLike, Platform)):
-            warnings.warn("LatencyTable.build(platform, blocks, ...) is deprecated: use LatencyTable.build(blocks, "
-                          "platform, ...)", DeprecationWarning, stacklevel=2)
-            blocks, platform = platform, blocks  # type: ignore[assignment]
-            if isinstance(input_shapes, (int, float)):  # the old third argument: fixed_ms
-                fixed, input_shapes = float(input_shapes), None
-        if "fixed_ms" in deprecated:
-            warnings.warn("LatencyTable.build(fixed_ms=...) is deprecated: use fixed=", DeprecationWarning,
-                          stacklevel=2)
-            fixed = deprecated.pop("fixed_ms")
-        if deprecated:
-            raise TypeError(f"LatencyTable.build() got unexpected keyword arguments: {', '.join(deprecated)}")
-        if latency not in _KINDS:
-            raise ValueError(f"LatencyTable.build: latency must be one of {', '.join(_KINDS)}, got {latency!r}")
+        check_kind(latency)
         plat = load_platform(platform)
         if not blocks:
             raise ValueError("LatencyTable.build: no blocks")
@@ -488,7 +434,7 @@ class LatencyTable:
             for i, net in enumerate(fixed_nets):
                 fixed_ms += float(block_latencies(plat, [net], count_input=i == 0, context_bytes=context,
                                                   count_output=i == n - 1, latency=latency)[0])
-            fixed_ms += network_latency_terms(plat, fixed_nets[-1], latency)
+            fixed_ms += per_inference_ms(plat, fixed_nets[-1], latency)
         meta = {"latency": latency, **dict(meta or {})}
         table = cls(lat, fixed_ms, ops, plat.name, meta)
         log.debug("LatencyTable.build: %d blocks x %d candidates on %s (%d networks estimated)",
@@ -496,7 +442,7 @@ class LatencyTable:
         return table
 
     @classmethod
-    def from_supernet(cls, model: Any, platform: str | os.PathLike | Platform = "zcu102",
+    def from_supernet(cls, model: Any, platform: PlatformLike = "zcu102",
                       input_shape: Sequence[int] | None = None, choices: Any = None,
                       latency: str = "latency") -> "LatencyTable":
         """The table of a supernet whose searchable blocks hold their candidate ops.
@@ -508,14 +454,8 @@ class LatencyTable:
         place). One forward pass at ``input_shape`` (the deployed input, e.g. 1x3x224x224) records each
         block's input shape; every candidate is traced there. The fixed part is the whole network with
         every block at its first candidate, traced and estimated, minus those candidates' entries, so
-        ``exact([0, 0, ...])`` equals `estimate` of that network. Arguments in `estimate`'s order (the
-        order ``(model, input_shape, platform)`` is accepted with a `DeprecationWarning`).
+        ``exact([0, 0, ...])`` equals `estimate` of that network. Arguments in `estimate`'s order.
         """
-        if _looks_like_shape(platform) and not _looks_like_shape(input_shape):
-            warnings.warn("LatencyTable.from_supernet(model, input_shape, platform) is deprecated: use "
-                          "from_supernet(model, platform, input_shape), the order of estimate()",
-                          DeprecationWarning, stacklevel=2)
-            platform, input_shape = (input_shape if input_shape is not None else "zcu102"), platform  # type: ignore[assignment]
         import torch
 
         if not isinstance(model, torch.nn.Module):

@@ -57,7 +57,7 @@ def plot_breakdown(estimate_or_estimates: Any, path: str | os.PathLike, top: int
     FigureCanvasAgg(fig)
     axes = fig.subplots(1, n, squeeze=False)[0]
     for ax, (est, rows, n_exec) in zip(axes, panels):
-        total = est.total_ms
+        total = est.device_ms
         y = list(range(len(rows)))
         times = [r["time_ms"] for r in rows]
         ax.barh(y, times, color=[color[r["type"]] for r in rows])

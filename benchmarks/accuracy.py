@@ -348,14 +348,13 @@ def calibrate_variants(variants: dict, cal: list, meas: dict) -> dict:
     """Give every variant the same network-level calibration, fitted on the calibration networks' measurements
     (a variant file that is already calibrated is calibrated anew from its raw layer-model sums)."""
     from annette_torch.fit.calibrate import with_overhead, without_overhead
-    from annette_torch.models.calibration import network_terms
 
     names = [c.name for c in cal if c.name in meas]
     y = [meas[n].median_ms for n in names]
     out = {}
     for k, plat in variants.items():
         plat = without_overhead(plat)
-        terms = [network_terms(at.estimate(c.network, plat)) for c in cal if c.name in meas]
+        terms = [at.estimate(c.network, plat).terms for c in cal if c.name in meas]
         out[k], loo = with_overhead(plat, terms, y, names)
         print(f"  {k}: end-to-end calibration on {len(names)} calibration networks, LOO MAPE {loo:.1%}")
     return out

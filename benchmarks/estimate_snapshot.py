@@ -5,7 +5,9 @@ changes no number.
     python benchmarks/estimate_snapshot.py --compare before.json    # on the new one: exit 1 on any difference
 
 A snapshot holds, per (platform file, network), the layer-sum time, the end-to-end time where the platform
-has one, and every layer's time and model label; floats are compared exactly (their repr).
+has one, every layer's time and model label, and both `estimate_many` figures (latency and device time) of
+the same networks scored as one batch; floats are compared exactly (their repr), or within a relative
+tolerance with ``--rtol``.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-from annette_torch import estimate, load_platform
+from annette_torch import estimate, estimate_many, load_platform
 
 try:
     from annette_torch.validate.networks import validation_networks
@@ -34,16 +36,33 @@ def snapshot() -> dict[str, dict[str, object]]:
     for path in sorted(root.rglob("*.json")):
         plat = load_platform(path)
         rows: dict[str, object] = {}
-        for v in nets:
+        many = {kind: estimate_many([v.network for v in nets], plat, latency=kind) for kind in ("latency", "device")}
+        for j, v in enumerate(nets):
             e = estimate(v.network, plat)
             device = getattr(e, "device_ms", None)
             rows[v.name] = {
                 "total_ms": repr(e.total_ms if device is None else device),
                 "e2e_ms": repr(e.e2e_ms),
                 "layers": [[repr(float(t)), m] for t, m in zip(e.time_ms, e.model_used)],
+                "many": [repr(float(many[k][j])) for k in ("latency", "device")],
             }
         out[str(path.relative_to(root))] = rows
     return out
+
+
+def _same(a: object, b: object, rtol: float) -> bool:
+    """Equal snapshots: the same structure and labels, numbers (stored as reprs) within ``rtol`` relative."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k], rtol) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_same(x, y, rtol) for x, y in zip(a, b))
+    if a == b:
+        return True
+    try:
+        x, y = float(a), float(b)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return False
+    return abs(x - y) <= rtol * max(abs(x), abs(y))
 
 
 def main() -> int:
@@ -51,6 +70,8 @@ def main() -> int:
     g = ap.add_mutually_exclusive_group(required=True)
     g.add_argument("--write", metavar="FILE", help="write the snapshot to FILE")
     g.add_argument("--compare", metavar="FILE", help="compare with a snapshot written earlier")
+    ap.add_argument("--rtol", type=float, default=0.0,
+                    help="relative tolerance for numbers (default 0: identical reprs)")
     a = ap.parse_args()
     t0 = time.perf_counter()
     snap = snapshot()
@@ -63,7 +84,7 @@ def main() -> int:
     diffs = []
     for plat in sorted(set(ref) | set(snap)):
         for net in sorted(set(ref.get(plat, {})) | set(snap.get(plat, {}))):
-            if ref.get(plat, {}).get(net) != snap.get(plat, {}).get(net):
+            if not _same(ref.get(plat, {}).get(net), snap.get(plat, {}).get(net), a.rtol):
                 diffs.append(f"{plat} {net}")
     print(f"{n} estimates on {len(snap)} platform files: {len(diffs)} differ from {a.compare}")
     for d in diffs[:20]:

@@ -67,30 +67,38 @@ def main() -> int:
         print(f"{name:<16}{n:>7}{t_fx * 1e3:>22.2f}{t_tr * 1e3:>18.2f}{t_tr / t_fx:>8.2f}")
     print(f"trace / symbolic_trace: median ratio {statistics.median(ratios):.2f} (target <= 1.5)")
 
-    print("\n(b) estimating an already-built Network (mapping + layer models, caches cleared)")
+    print("\n(b) estimating an already-built ResNet-50 Network (mapping included, derived quantities recomputed)")
     r50 = zoo.get("resnet50")
     net = at.trace(r50, zoo.INPUT_SHAPES["resnet50"])
+    names = ("zcu102", "ncs2", "ort-cpu", "openvino-cpu")
+    plats = {n: load_platform(n) for n in names}
+    for p in plats.values():
+        p.check_machine()  # warn once here, not inside the timing
 
-    def one():
-        net._cache.clear()
-        at.estimate(net, plat)
-    t_est = best_of(one, rep, 200)
-    print(f"resnet50 ({len(net)} layers): {t_est * 1e3:.3f} ms per estimate (target <= 0.5 ms)")
-    cpu, board = load_platform("ort-cpu"), load_platform("zcu102")
-    cpu.check_machine()  # warn once here, not inside the timing
-    t_cpu = best_of(lambda: (net._cache.clear(), at.estimate(net, cpu)), rep, 200)
-    t_board = best_of(lambda: (net._cache.clear(), at.estimate(net, board)), rep, 200)
-    print(f"resnet50 on ort-cpu (tree ensembles): {t_cpu * 1e3:.3f} ms per estimate (target <= 0.5 ms), "
-          f"{t_cpu / t_board:.1f}x zcu102's {t_board * 1e3:.3f} ms")
-    for other in ("ort-cpu", "openvino-cpu"):  # measured CPU platforms: tree-ensemble layer models
-        op = at.load_platform(other)
-
-        def one_other(op=op):
+    def timed(p, cold: bool) -> float:
+        def one():
             net._cache.clear()
-            at.estimate(net, op)
-        t_other = best_of(one_other, rep, 100)
-        print(f"resnet50 on {other}: {t_other * 1e3:.3f} ms per estimate ({t_other / t_est:.1f}x {plat.name}; "
-              "target <= 0.5 ms)")
+            if cold and p.tables.forest is not None:  # what an unseen network's layers cost
+                p.tables.forest.forget()
+            at.estimate(net, p).latency_ms
+        return best_of(one, rep, 200)
+
+    def by_name(n: str) -> float:
+        def one():
+            net._cache.clear()
+            at.estimate(net, n).latency_ms
+        return best_of(one, rep, 200)
+    warm = {n: timed(p, False) for n, p in plats.items()}
+    cold = {n: timed(p, True) for n, p in plats.items()}
+    named = {n: by_name(n) for n in names}
+    print(f"{'platform':<14}{'repeated ms':>12}{'unseen ms':>11}{'by name / object':>18}{'/ zcu102 (repeated)':>21}")
+    for n in names:
+        print(f"{n:<14}{warm[n] * 1e3:>12.3f}{cold[n] * 1e3:>11.3f}{named[n] / warm[n]:>18.2f}"
+              f"{warm[n] / warm['zcu102']:>21.2f}")
+    print("targets: zcu102 <= 0.3 ms, ort-cpu and openvino-cpu <= 0.5 ms; by name within 10% of a loaded platform. "
+          "'repeated': the layer configurations were estimated before in this process (tree ensembles remember "
+          "them, as in a search); 'unseen': every configuration is new")
+    t_est = warm[plat.name] if plat.name in warm else timed(plat, False)
 
     print("\n(c) estimate_many over small networks")
     rng = np.random.default_rng(0)
@@ -113,6 +121,23 @@ def main() -> int:
         t_load = best_of(lambda: Platform.load(path), rep, 1)
         print(f"{str(path.relative_to(platform_dir())):<58}{path.stat().st_size / 1e6:6.1f} MB"
               f"{t_load * 1e3:8.1f} ms (target < 100 ms)")
+
+    print("\n(e) a fresh process: `annette --help`, and importing annette_torch plus the first estimate by name")
+    import subprocess
+    import time
+    code = ("import time; t = time.perf_counter(); import annette_torch as at; from annette_torch.ir import "
+            "NetworkBuilder as B; b = B('n'); x = b.input('x', (1, 3, 224, 224)); b.conv('c', x, 64, 3, padding=1); "
+            "n = b.build(); t1 = time.perf_counter(); at.estimate(n, 'zcu102').latency_ms; "
+            "print((time.perf_counter() - t1) * 1e3, (t1 - t) * 1e3)")
+    firsts, helps = [], []
+    for _ in range(rep):
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+        firsts.append(float(out[0]))
+        t0 = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "annette_torch.cli", "--help"], capture_output=True, check=True)
+        helps.append(time.perf_counter() - t0)
+    print(f"annette --help: {min(helps):.2f} s (target < 0.5 s); first estimate in a process: {min(firsts):.1f} ms "
+          "(target < 50 ms; the platform file loaded)")
     return 0
 
 

@@ -49,7 +49,6 @@ def main() -> int:
 
     from annette_torch.fit.calibrate import with_overhead, without_overhead
     from annette_torch.errors import check_writable
-    from annette_torch.models.calibration import network_terms
     from annette_torch.platform import Platform
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -63,7 +62,7 @@ def main() -> int:
         base = without_overhead(Platform.load(args.file))
         nets = calibration_set()
         y = pooled_latencies(args.platform, args.cache, nets)
-        terms = [network_terms(at.estimate(n.network, base)) for n in nets]
+        terms = [at.estimate(n.network, base).terms for n in nets]
         plat, loo = with_overhead(base, terms, y, [n.name for n in nets],
                                   origin=f"end-to-end calibration on {len(nets)} calibration networks (never the "
                                          f"validation set), each the median over {len(args.cache)} accuracy runs "

@@ -46,3 +46,12 @@ def pg_url() -> Iterator[str]:
         pytest.skip(f"PostgreSQL: {e}")
     yield server.url
     server.stop()
+
+
+@pytest.fixture(autouse=True)
+def _fresh_platform_names() -> Iterator[None]:
+    """Platform names resolved by a test (which may have switched the shipped folder or the machine's
+    identity) are resolved afresh by the next one."""
+    yield
+    from annette_torch.platform import refresh_platforms
+    refresh_platforms()

@@ -11,7 +11,6 @@ import annette_torch as at
 from annette_torch.cli import main
 from annette_torch.fit.adapt import AdaptError, adapt, read_latencies
 from annette_torch.fit.calibrate import without_overhead
-from annette_torch.models.calibration import network_terms
 
 
 def _fake_machine(scale: float, per_layer_ms: float, per_run_ms: float):
@@ -19,7 +18,7 @@ def _fake_machine(scale: float, per_layer_ms: float, per_run_ms: float):
     raw = without_overhead(at.load_platform("ort-cpu"))
 
     def measure(nets):
-        terms = [network_terms(at.estimate(n, raw)) for n in nets]
+        terms = [at.estimate(n, raw).terms for n in nets]
         return np.array([scale * t["layers"] + per_layer_ms * t["executed_layers"] + per_run_ms for t in terms])
     return measure
 

@@ -12,9 +12,11 @@ from annette_torch.errors import PlatformError
 from annette_torch.fit.cache_fit import fit_cache
 from annette_torch.fit.data import Measured
 from annette_torch.ir import LayerType as T
+from annette_torch.mapping import MappingModel
 from annette_torch.models import Roofline
 from annette_torch.models.cache import MB, CacheModel
 from annette_torch.platform import Platform
+from annette_torch.prediction import layer_times
 
 TRUE = CacheModel(8 * MB, 64 * MB, 16 * MB, {"Conv": 0.04, "FullyConnected": 0.03, "default": 0.04},
                   {"Conv": 5e9 * 100 ** 0.5, "FullyConnected": 5e9 * 100 ** 0.5})
@@ -62,10 +64,10 @@ def _synthetic_measurements(plat: Platform, truth: CacheModel, n: int = 120) -> 
     out = []
     for cfg in suite.configs(n=n, seed=3):
         net = suite.build(cfg)
-        t, mi = plat.predict(net)
+        t, mi = layer_times(plat, MappingModel().apply(net))
         j = net.names.index("w")
-        wb = net.weights * plat.weight_bytes[mi]
-        t_ctx = truth.apply(t, net.types, wb, plat.traffic(net))
+        wb = net.weights * plat.tables.weight_bytes[mi]
+        t_ctx = truth.apply(t, net.types, wb, float(plat.tables.layer_bytes(net).sum()))
         recs = {name: LayerRecord(name, net.type_labels()[i], NOT_FUSED, time_ms=float(t_ctx[i]) if i == j else 0.01)
                 for i, name in enumerate(net.names)}
         out.append(Measured("cold_weights", cfg["config_id"], net, recs, []))
@@ -94,6 +96,6 @@ def test_estimate_many_judges_each_network_by_its_own_traffic(name):
     nets = [trace(getattr(zoo, name)(), (1, 3, 224, 224)), trace(zoo.tiny_cnn(), (1, 3, 64, 64))]
     nets.append(nets[0])
     many = estimate_many(nets, plat)
-    one = [estimate(n, plat).total_ms for n in nets]
+    one = [estimate(n, plat).device_ms for n in nets]
     assert many == pytest.approx(one, rel=1e-9)
-    assert estimate(nets[0], plat).total_ms > estimate(nets[0], _plat()).total_ms  # weights evicted: slower
+    assert estimate(nets[0], plat).device_ms > estimate(nets[0], _plat()).device_ms  # weights evicted: slower

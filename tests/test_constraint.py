@@ -161,15 +161,14 @@ def test_from_supernet_matches_full_estimates(latency):
         assert table.exact(path) == pytest.approx(est.latency_ms if latency == "latency" else est.device_ms, rel=1e-9)
 
 
-def test_build_takes_modules_and_the_old_order_warns():
+def test_build_takes_modules():
     cands = [[nn.Conv2d(16, 16, k, padding=k // 2) for k in (1, 3)], [nn.Identity(), None]]
     t = LatencyTable.build(cands, "zcu102", input_shapes=[(1, 16, 32, 32)] * 2, latency="device")
     net = at.trace(cands[0][1], (1, 16, 32, 32))
     assert t.lat[0, 1] == pytest.approx(at.estimate(net, "zcu102").device_ms - at.estimate(net, "zcu102").time_ms[0])
     assert t.lat[1, 0] == 0 and t.lat[1, 1] == 0
-    with pytest.warns(DeprecationWarning):
-        old = LatencyTable.build("zcu102", [[at.trace(c, (1, 16, 32, 32)) for c in cands[0]]], 0.5, latency="device")
-    assert old.fixed_ms == 0.5 and np.allclose(old.lat[0], t.lat[0])
+    nets = LatencyTable.build([[at.trace(c, (1, 16, 32, 32)) for c in cands[0]]], "zcu102", fixed=0.5, latency="device")
+    assert nets.fixed_ms == 0.5 and np.allclose(nets.lat[0], t.lat[0])
     with pytest.raises(AnnetteError, match="input_shape"):
         LatencyTable.build(cands, "zcu102")
 

@@ -17,7 +17,7 @@ SOURCES = {ROOT / "annette_torch": "annette_torch", ROOT / "search": "annette_to
 #: layers, lowest first: a module may import its own layer and lower ones only
 LAYERS = {
     "core": ("annette_torch", "annette_torch.errors", "annette_torch.atomic", "annette_torch.dburl", "annette_torch.ir",
-             "annette_torch.frontends", "annette_torch.mapping", "annette_torch.models", "annette_torch.platform", "annette_torch.platforms",
+             "annette_torch.frontends", "annette_torch.mapping", "annette_torch.models", "annette_torch.platform", "annette_torch.platforms", "annette_torch.prediction", "annette_torch.types",
              "annette_torch.estimator", "annette_torch.lookup", "annette_torch.zoo"),
     "search": ("annette_torch.search",),
     "bench": ("annette_torch.bench",),

@@ -10,6 +10,7 @@ import torch
 
 import annette_torch as at
 from annette_torch.ir import LayerType as T, NetworkBuilder
+from annette_torch.errors import PlatformError
 from annette_torch.lookup import LatencyTable, layer_costs
 from models import TinyResNet
 from annette_torch.search.spaces import mbv2
@@ -25,7 +26,7 @@ PLATFORMS = ["zcu102", "ncs2"]
 def test_layer_costs_sum_to_the_total_and_name_submodules(platform):
     model = TinyResNet()
     shape = (1, 3, 64, 64)
-    total = at.estimate(model, platform, shape).total_ms
+    total = at.estimate(model, platform, shape).device_ms
     by_module = layer_costs(model, platform, shape)
     assert sum(by_module.values()) == pytest.approx(total, rel=1e-12)
     names = {n for n, _ in model.named_modules()}
@@ -43,12 +44,11 @@ def test_layer_costs_sum_to_the_total_and_name_submodules(platform):
         layer_costs(model, platform, shape, by="type")
 
 
-def test_the_old_argument_order_still_works_with_a_deprecation_warning():
+def test_a_shape_where_the_platform_goes_is_one_clear_error():
     model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU())
-    new = layer_costs(model, "ncs2", (1, 3, 32, 32))
-    with pytest.warns(DeprecationWarning, match="layer_costs\\(model, platform, input_shape\\)"):
-        old = layer_costs(model, (1, 3, 32, 32), "ncs2")
-    assert old == new and layer_costs(model, input_shape=(1, 3, 32, 32), platform="ncs2") == new
+    with pytest.raises(PlatformError, match="expected a platform name.*got tuple"):
+        layer_costs(model, (1, 3, 32, 32), "ncs2")  # type: ignore[arg-type]
+    assert layer_costs(model, input_shape=(1, 3, 32, 32), platform="ncs2") == layer_costs(model, "ncs2", (1, 3, 32, 32))
 
 
 def test_fused_layers_cost_nothing_and_their_time_sits_on_the_executing_module():
@@ -56,7 +56,7 @@ def test_fused_layers_cost_nothing_and_their_time_sits_on_the_executing_module()
     costs = layer_costs(model, "zcu102", (1, 3, 32, 32))
     e = at.estimate(model, "zcu102", (1, 3, 32, 32))
     assert costs["1"] == 0.0 and costs["2"] == 0.0  # BN and ReLU fused into the convolution on DNNDK
-    assert costs["0"] == pytest.approx(e.total_ms - costs[""], rel=1e-12)
+    assert costs["0"] == pytest.approx(e.device_ms - costs[""], rel=1e-12)
 
 
 # ------------------------------------------------------------------------------------------------------
@@ -81,7 +81,7 @@ def small_table() -> LatencyTable:
 
 def test_table_entries_are_block_estimates_without_the_input(small_table):
     e = at.estimate(_cand(32, 3), "zcu102")
-    assert small_table.lat[0, 1] == pytest.approx(e.total_ms - e.time_ms[0], rel=1e-12)
+    assert small_table.lat[0, 1] == pytest.approx(e.device_ms - e.time_ms[0], rel=1e-12)
     assert small_table.lat[0, 3] == 0.0 and np.isinf(small_table.lat[1, 2:]).all()
     assert small_table.exact(["b", "e"]) == pytest.approx(0.25 + small_table.lat[0, 1] + small_table.lat[1, 1])
     assert small_table.exact([1, 1]) == small_table.exact(["b", "e"])
@@ -185,5 +185,5 @@ def test_mbv2_table_with_a_cache_model_stays_close_to_full_network_estimates():
     rng = np.random.default_rng(0)
     for _ in range(10):
         arch = [str(rng.choice(b.ops)) for b in mbv2.BLOCKS]
-        full = at.estimate(mbv2.build_network(arch), "ort-cpu").total_ms
+        full = at.estimate(mbv2.build_network(arch), "ort-cpu").device_ms
         assert table.exact(arch) == pytest.approx(full, rel=0.02)  # measured: <= 0.7% over 25 random archs

@@ -385,4 +385,4 @@ def test_onnx_bad_conv_attribute_names_node(attr, value, words):
 def test_estimate_of_seeds_is_unchanged_by_validation():
     """The unmutated seeds convert (the validation refuses nothing valid)."""
     assert len(from_onnx(_cnn())) == 9 and len(from_onnx(_seq())) == 7
-    assert at.estimate(from_onnx(_cnn()), "zcu102").total_ms > 0
+    assert at.estimate(from_onnx(_cnn()), "zcu102").device_ms > 0

@@ -166,7 +166,7 @@ def test_swish_fold_lets_a_rule_fuse_silu_into_the_conv():
     assert m.folded.tolist() == [False, False, True, False, False]
     assert m.layer_types[net.index("mul")] == T.SILU
     # the fused work is one SiLU per output element: the folded Sigmoid costs nothing of its own
-    assert m.network.fused_ms.tolist() == [0.0, net.out_elems[net.index("mul")] * 1e-6, 0.0]
+    assert m.fused_ms.tolist() == [0.0, net.out_elems[net.index("mul")] * 1e-6, 0.0]
     assert m.network.edges.tolist() == [[0, 1], [1, 2]]
 
 

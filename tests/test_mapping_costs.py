@@ -17,6 +17,7 @@ from annette_torch.mapping import FusionRule, MappingModel
 from annette_torch.mapping.costs import MappingCosts
 from annette_torch.models import LayerFeatures, Roofline
 from annette_torch.platform import Platform
+from annette_torch.prediction import layer_times
 
 CONV = Roofline(op_s=5e10, bandwidth=2e10, bit_act=32, bit_weights=32)
 TRUE_NS = {"Relu": 0.02, "SiLU": 0.3, "GELU": 0.25, "Sigmoid": 0.2}
@@ -47,13 +48,13 @@ def test_costs_round_trip_and_estimate():
     mapped = plat.mapping.apply(net)
     assert mapped.network.names == ["x", "conv"]
     e = 16 * 56 * 56
-    assert mapped.network.fused_ms[1] == pytest.approx(e * 0.3e-6)        # SiLU work; BatchNorm free
-    t, _ = plat.predict(mapped.network)
-    bare, _ = Platform("p", {"Base": CONV}, MappingModel([ACT_RULE])).predict(mapped.network)
+    assert mapped.fused_ms[1] == pytest.approx(e * 0.3e-6)        # SiLU work; BatchNorm free
+    t, _ = layer_times(plat, mapped)
+    bare, _ = layer_times(Platform("p", {"Base": CONV}, MappingModel([ACT_RULE])), mapped)
     x_elems = 3 * 56 * 56
     assert t[0] - bare[0] == pytest.approx(0.01 + (0.2 * x_elems + 0.9 * x_elems / 3) * 1e-6)
     assert t[1] - bare[1] == pytest.approx(e * 0.3e-6 + 0.3 * e * 1e-6)
-    t_none, _ = plat.predict(mapped.network, input_reorders=False, output_reorders=False)
+    t_none, _ = layer_times(plat, mapped, input_reorders=False, output_reorders=False)
     assert t_none[0] == pytest.approx(bare[0]) and t_none[1] == pytest.approx(bare[1] + e * 0.3e-6)
 
 
@@ -121,7 +122,7 @@ def test_block_tables_leave_reorders_to_the_network_ends():
     net = _stem()
     inner = block_latencies(plat, [net])[0]
     both = block_latencies(plat, [net], count_input=True, count_output=True)[0]
-    t, _ = plat.predict(plat.mapping.apply(net).network)
+    t, _ = layer_times(plat, plat.mapping.apply(net))
     assert both == pytest.approx(t.sum())
     x_elems, e = 3 * 56 * 56, 16 * 56 * 56
     # the whole network adds its input layer (carrying the input reorder) and the output reorder

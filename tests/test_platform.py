@@ -14,6 +14,7 @@ from annette_torch.ir import LayerType as T, NetworkBuilder
 from annette_torch.models import LayerFeatures, RefinedRoofline, Roofline
 from annette_torch.models.refined import efficiency
 from annette_torch.platform import Platform, list_platforms, load_platform
+from annette_torch.prediction import layer_times
 
 
 def _net():
@@ -71,7 +72,7 @@ def test_round_trip_is_identical(tmp_path):
     assert q.to_dict() == p.to_dict()
     net = _net()
     m1, m2 = p.mapping.apply(net), q.mapping.apply(net)
-    np.testing.assert_array_equal(p.predict(m1.network)[0], q.predict(m2.network)[0])
+    np.testing.assert_array_equal(layer_times(p, m1)[0], layer_times(q, m2)[0])
 
 
 @given(st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=5),
@@ -160,8 +161,8 @@ def test_overhead_is_folded_into_layer_times():
     from annette_torch import estimate
     a, b = estimate(net, plain), estimate(net, with_oh)
     executed = len(a.mapped.kept) - 1  # the input layer is not a node
-    assert b.total_ms == pytest.approx(1.5 * a.total_ms + 0.01 * executed + 0.2)
-    assert sum(r["time_ms"] for r in b.table()) == pytest.approx(b.total_ms)
+    assert b.device_ms == pytest.approx(1.5 * a.device_ms + 0.01 * executed + 0.2)
+    assert sum(r["time_ms"] for r in b.table()) == pytest.approx(b.device_ms)
     d["overhead"]["scale"] = 0
     with pytest.raises(PlatformError, match="overhead.scale"):
         Platform.from_dict(d, "x")
@@ -178,7 +179,7 @@ def test_depthwise_scale_applies_to_depthwise_layers_only():
     layers + depthwise_scale x depthwise layers, which is the end-to-end calibration's linear formula."""
     from annette_torch import estimate
     from annette_torch.fit.calibrate import overhead_entry
-    from annette_torch.models.calibration import Calibration, network_terms
+    from annette_torch.models.calibration import Calibration
     b = NetworkBuilder("dw")
     x = b.input("x", (1, 32, 28, 28))
     x = b.conv("expand", x, 64, 1)
@@ -186,20 +187,20 @@ def test_depthwise_scale_applies_to_depthwise_layers_only():
     b.conv("project", x, 16, 1)
     net = b.build()
     plain = load_platform("ncs2")
-    terms = network_terms(estimate(net, plain))
+    terms = estimate(net, plain).terms
     assert 0 < terms["depthwise"] < terms["layers"]
     cal = Calibration({"layers": 0.9, "depthwise": -0.3, "executed_layers": 0.001, "constant": 0.05})
     d = plain.to_dict()
     d["overhead"] = overhead_entry(cal, "test")
     assert d["overhead"]["depthwise_scale"] == pytest.approx(0.6)
     calibrated = estimate(net, Platform.from_dict(d, "x"))
-    assert calibrated.total_ms == pytest.approx(cal.predict(terms))
+    assert calibrated.device_ms == pytest.approx(cal.predict(terms))
     dw_row = next(r for r in calibrated.table() if r["type"] == "DepthwiseConv")
     plain_dw = next(r for r in estimate(net, plain).table() if r["type"] == "DepthwiseConv")
     assert dw_row["time_ms"] == pytest.approx(0.6 * plain_dw["time_ms"] + 0.001)
     d["overhead"] = overhead_entry(Calibration({"layers": 0.9, "executed_layers": 0.0, "constant": 0.0}), "t")
     assert "depthwise_scale" not in d["overhead"]
-    assert estimate(net, Platform.from_dict(d, "x")).total_ms == pytest.approx(0.9 * terms["layers"])
+    assert estimate(net, Platform.from_dict(d, "x")).device_ms == pytest.approx(0.9 * terms["layers"])
 
 
 def test_negative_per_layer_overhead_never_gives_negative_layer_times():
@@ -243,6 +244,7 @@ def test_shipped_machine_files_picked_by_this_cpu(tmp_path, monkeypatch, capsys)
 
     here = {"cpu": "Intel(R) Xeon(R) CPU B", "cores": 2}
     monkeypatch.setattr(machine, "machine_fingerprint", lambda threads=None: dict(here, threads=threads))
+    registry.refresh_platforms()
     assert P.shipped_machines("meas") == [slug] and P.shipped_machines("nope") == []
     p = load_platform("meas")
     assert p.meta["fingerprint"]["cpu"] == "Intel(R) Xeon(R) CPU B" and p.check_machine() is None
@@ -252,6 +254,7 @@ def test_shipped_machine_files_picked_by_this_cpu(tmp_path, monkeypatch, capsys)
     assert f"-> {tmp_path / 'machines' / 'meas' / (slug + '.json')} (shipped for {slug}; measured on this machine)" in out
 
     here.update(cpu="CPU A")  # a machine with no file of its own gets the default, which warns when it differs
+    registry.refresh_platforms()
     assert load_platform("meas").meta["fingerprint"]["cpu"] == "CPU A"
     here.update(cpu="CPU C", cores=4)
     p = load_platform("meas")
@@ -295,6 +298,7 @@ def test_a_machine_file_of_the_same_name_but_another_instruction_set_is_not_pick
     monkeypatch.setattr(registry, "platform_dir", lambda: tmp_path)
     monkeypatch.setattr(machine, "machine_fingerprint", lambda threads=None: dict(HERE, threads=threads))
     monkeypatch.setattr(machine, "this_machine_slug", lambda: machine.machine_slug(HERE))
+    registry.refresh_platforms()
     assert registry.resolve_platform("meas") == str(tmp_path / "meas.json")
     d["fingerprint"] = HERE
     near.write_text(json.dumps({**d, "description": "exact"}))
@@ -310,3 +314,37 @@ def test_the_mismatch_warning_is_logged_once_per_process(caplog):
         first, second = Platform.from_dict(d, "a"), Platform.from_dict(d, "b")
         assert "Imaginary CPU 9001" in first.check_machine() and "Imaginary CPU 9001" in second.check_machine()
     assert caplog.text.count("Imaginary CPU 9001") == 1
+
+
+def test_platform_names_ignore_case_and_suggest_close_names():
+    assert load_platform("ZCU102") is load_platform("zcu102")
+    with pytest.raises(PlatformError, match="unknown platform 'zcu12': did you mean 'zcu102'"):
+        load_platform("zcu12")
+    with pytest.raises(PlatformError, match="expected a platform name.*got tuple"):
+        load_platform((1, 3, 224, 224))  # type: ignore[arg-type]
+
+
+def test_a_name_is_resolved_again_when_the_user_folder_changes(tmp_path, monkeypatch):
+    """Names are resolved once per process, but a file written, replaced or removed in the user's platform
+    folder is seen at the next load."""
+    import os
+    import time
+
+    monkeypatch.setenv("ANNETTE_HOME", str(tmp_path))
+    with pytest.raises(PlatformError, match="unknown platform 'mine'"):
+        load_platform("mine")
+    folder = tmp_path / "platforms"
+    folder.mkdir()
+    d = load_platform("ncs2").to_dict()
+    for i, desc in enumerate(("first", "second")):
+        d["name"], d["description"] = "mine", desc
+        tmp = folder / f".mine-{i}.tmp"
+        tmp.write_text(json.dumps(d))
+        os.replace(tmp, folder / "mine.json")  # as `annette adapt` writes: atomically
+        st = folder.stat()
+        os.utime(folder, ns=(st.st_atime_ns, st.st_mtime_ns + (i + 1) * 10**9))  # (coarse-mtime file systems)
+        assert load_platform("MINE").description == desc
+    (folder / "mine.json").unlink()
+    os.utime(folder, ns=(time.time_ns(), time.time_ns() + 5 * 10**9))
+    with pytest.raises(PlatformError, match="unknown platform 'mine'"):
+        load_platform("mine")

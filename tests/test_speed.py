@@ -24,6 +24,7 @@ from annette_torch.models.features import FeaturePlan, layer_features
 from annette_torch.models.forest import Forest
 from annette_torch.models.refined import dimension_sizes
 from annette_torch.platform import load_platform
+from annette_torch.prediction import run
 
 
 def _data(rng: np.random.Generator, n: int = 300, k: int = 5) -> tuple[np.ndarray, np.ndarray]:
@@ -198,15 +199,33 @@ def test_forest_hash_collisions_fall_back_to_whole_rows(forest_members, monkeypa
 def test_platform_forest_changes_no_estimate(name) -> None:
     """A shipped platform's layer times with its forest equal those of its models one by one, bit for bit."""
     plat = load_platform(name)
-    assert plat._forest is not None and (plat._member >= 0).sum() > 10
+    assert plat.tables.forest is not None and (plat.tables.member >= 0).sum() > 10
     alone = copy.copy(plat)
-    alone._forest, alone._member = None, np.full_like(plat._member, -1)
+    alone.tables = copy.copy(plat.tables)
+    alone.tables.forest, alone.tables.member = None, np.full_like(plat.tables.member, -1)
     nets = [at.trace(zoo.get(m), zoo.INPUT_SHAPES[m]) for m in ("resnet18", "mobilenet_v2", "efficientnet_b0")]
     big, seg = Network.concat(nets)
     for net, segments in [(n, None) for n in nets] + [(big, seg)]:
-        mapped = plat.mapping.apply(net)
-        s = None if segments is None else segments[mapped.kept]
-        t, mi = plat.predict(mapped.network, segments=s)
-        t0, mi0 = alone.predict(mapped.network, segments=s)
+        n = 1 if segments is None else len(nets)
+        a, b = run(plat, net, segments, n), run(alone, net, segments, n)
+        t, mi, t0, mi0 = a.time_ms, a.model, b.time_ms, b.model
         np.testing.assert_array_equal(t, t0)
         np.testing.assert_array_equal(mi, mi0)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 2**16), calls=st.integers(2, 5), size=st.integers(1, 30), memo=st.sampled_from([8, 1 << 16]))
+def test_a_forest_reused_across_calls_answers_as_a_fresh_one(forest_members, monkeypatch, seed, calls, size,
+                                                             memo) -> None:
+    """Outputs a forest remembers from earlier calls (also once its memory overflowed and started afresh) are
+    bit for bit what a fresh forest computes."""
+    monkeypatch.setattr(forest_mod, "_MEMO_SIZE", memo)
+    rng = np.random.default_rng(seed)
+    pool = _layers(rng, 40)
+    ens, specs = [e for e, _ in forest_members], [s for _, s in forest_members]
+    reused = Forest(ens, specs)
+    for _ in range(calls):  # overlapping draws from one pool of layers: repeats within and across calls
+        X = pool.take(rng.integers(0, 40, size))
+        member = rng.integers(0, 4, size)
+        np.testing.assert_array_equal(reused.regress(X, member), Forest(ens, specs).regress(X, member))
+    assert len(reused._memo) <= max(memo, size)

@@ -19,6 +19,7 @@ from annette_torch.ir import LayerType as T, NetworkBuilder
 from annette_torch.models import LayerFeatures, Mixed, RefinedRoofline, Roofline, Statistical, TreeEnsemble, model_from_dict
 from annette_torch.models.statistical import feature_names, layer_features
 from annette_torch.platform import Platform, SCHEMA
+from annette_torch.prediction import model_times
 
 needs_sklearn = pytest.mark.skipif(importlib.util.find_spec("sklearn") is None, reason="scikit-learn not installed")
 
@@ -501,14 +502,14 @@ def test_platform_with_a_mixed_conv_model_loads_and_predicts(fitted, tmp_path):
     p = Platform.from_dict(json.loads(json.dumps(d)), "synthetic.json")
     assert isinstance(p.layers["Conv"], Mixed) and "mixed:Conv" in p.model_labels()
     net = _net()
-    t, mi = p.predict(net)
+    t, mi = model_times(p.tables, net)[:2]
     conv = np.flatnonzero(net.types == T.CONV)
     assert len(conv) == 3 and np.all(t > 0)
     assert np.array_equal(t[conv], mixed.predict(LayerFeatures.from_network(net, conv)))
     other = np.setdiff1d(np.arange(len(net)), conv)
     np.testing.assert_allclose(t[other], base.predict(LayerFeatures.from_network(net, other)), rtol=1e-12)
     p.save(tmp_path / "synthetic.json")
-    assert np.array_equal(Platform.load(tmp_path / "synthetic.json").predict(net)[0], t)
+    assert np.array_equal(model_times(Platform.load(tmp_path / "synthetic.json").tables, net)[0], t)
 
 
 @needs_sklearn

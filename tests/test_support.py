@@ -17,7 +17,8 @@ import annette_torch as at
 from annette_torch import PlatformError, zoo
 from annette_torch.cli.app import main
 from annette_torch.ir import LayerType as T, Network, NetworkBuilder
-from annette_torch.lookup import block_latencies, network_latency_terms
+from annette_torch.lookup import block_latencies
+from annette_torch.prediction import per_inference_ms
 from annette_torch.mapping.support import ATTRS, NEUTRAL_TYPES, OperatorSupport
 from annette_torch.platform import Platform
 
@@ -192,7 +193,7 @@ def test_estimate_many_and_block_latencies_agree_with_estimate():
     assert at.estimate_many(nets, plat, latency="device") == pytest.approx([e.device_ms for e in single])
     for n, e in zip(nets, single):
         whole = block_latencies(plat, [n], count_input=True, count_output=True, latency="latency")[0]
-        assert whole + network_latency_terms(plat, n) == pytest.approx(e.latency_ms)
+        assert whole + per_inference_ms(plat, n) == pytest.approx(e.latency_ms)
 
 
 # ------------------------------------------------------------------------------------------------------

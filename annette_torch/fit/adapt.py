@@ -319,7 +319,6 @@ def adapt(platform: Any, networks: int = DEFAULT_NETWORKS, latencies: str | os.P
     name in the user's platform folder, where the name then finds it) unless ``save`` is False.
     """
     from ..estimator import estimate
-    from ..models.calibration import network_terms
     from ..platform import Platform, load_platform
     from ..platform.machine import machine_description, machine_fingerprint
     from .calibrate import MEASURABLE, _validation_hashes, calibration_networks, overhead_entry, user_platform_file
@@ -359,7 +358,7 @@ def adapt(platform: Any, networks: int = DEFAULT_NETWORKS, latencies: str | os.P
     cpu = base.end_to_end is None and (base.overhead is not None or latencies is None)
     raw = without_overhead(base) if cpu else base
     ests = [estimate(n, raw) for n in nets]
-    terms = [network_terms(e) for e in ests]
+    terms = [e.terms for e in ests]
     # layers the accelerator leaves to its host, and the switches to them, are not calibrated: the refit
     # explains what remains of each latency
     y_fit = y - np.array([e.host_ms + e.switch_ms for e in ests])

@@ -17,6 +17,7 @@ import numpy as np
 
 from ..ir import LayerType
 from ..models.cache import MB, CacheModel, cold_share
+from ..prediction import layer_times
 from .data import Measured
 
 __all__ = ["CONTEXT_SUITES", "cache_samples", "fit_cache", "MIN_CONFIGS"]
@@ -40,15 +41,15 @@ def cache_samples(measured: Sequence[Measured], plat: Any) -> dict[str, np.ndarr
             continue
         mapped = plat.mapping.apply(m.network)
         mn = mapped.network
-        t, mi = plat.predict(mn, input_reorders=False, output_reorders=False)
+        t, mi = layer_times(plat, mapped, input_reorders=False, output_reorders=False)
         j = int(np.flatnonzero(np.asarray(mapped.kept) == m.network.names.index(_LAYER))[0])
         if mn.cols["kh"][j] > mn.cols["h_in"][j] or mn.cols["kw"][j] > mn.cols["w_in"][j]:
             continue  # a kernel wider than its input reads only part of its weights
         rows["measured"].append(rec.time_ms)
         rows["warm"].append(float(t[j]))
         rows["type"].append(int(mn.types[j]))
-        rows["weight_bytes"].append(float(mn.weights[j] * plat.weight_bytes[mi[j]]))
-        rows["traffic"].append(float(plat.layer_bytes(mn).sum()))
+        rows["weight_bytes"].append(float(mn.weights[j] * plat.tables.weight_bytes[mi[j]]))
+        rows["traffic"].append(float(plat.tables.layer_bytes(mn).sum()))
     return {k: np.asarray(v, dtype=np.int64 if k == "type" else np.float64) for k, v in rows.items()}
 
 

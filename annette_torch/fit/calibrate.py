@@ -110,7 +110,6 @@ def calibrate_network_level(platform_obj: Any, runtime: str, nets: Sequence[Any]
     """Measure ``nets`` end to end on ``runtime`` and fit the platform's network-level terms."""
     from ..estimator import estimate
     from .calibrate_network import fit_cpu_calibration
-    from ..models.calibration import network_terms
     from ..validate import measure_latency
 
     # rounds over all networks, the minimum per network: a slow spell of a shared machine (whole-network
@@ -121,7 +120,7 @@ def calibrate_network_level(platform_obj: Any, runtime: str, nets: Sequence[Any]
             if progress:
                 progress(f"end-to-end round {r + 1}/{ROUNDS}, {i + 1}/{len(nets)}: {net.name}")
             best[i] = min(best[i], measure_latency(net, runtime, runs=30, repeats=1, warmup=5).median_ms)
-    terms = [network_terms(estimate(net, platform_obj)) for net in nets]
+    terms = [estimate(net, platform_obj).terms for net in nets]
     names = [net.name for net in nets]
     y_arr = best
     cal = fit_cpu_calibration(terms, y_arr, names)
@@ -248,7 +247,7 @@ def with_overhead(plat: Any, terms: Sequence[dict[str, float]], measured_ms: Seq
                   names: Sequence[str] = (), origin: str = "end-to-end calibration") -> tuple[Any, float]:
     """A copy of ``plat`` with its network-level overhead fitted on (terms, measured) pairs; and the LOO MAPE.
 
-    ``terms`` must come from estimates by ``plat`` without overhead (see `network_terms`); ``origin`` says
+    ``terms`` must come from estimates by ``plat`` without overhead (`Estimate.terms`); ``origin`` says
     where the measurements come from (the leave-one-out MAPE is appended).
     """
     from .calibrate_network import fit_cpu_calibration

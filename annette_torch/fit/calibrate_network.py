@@ -39,9 +39,9 @@ import numpy as np
 
 from ..errors import AnnetteError
 from ..ir import LayerType, Network
-from ..models.calibration import SIGNED_TERMS, TERMS, Calibration, network_terms
+from ..models.calibration import SIGNED_TERMS, TERMS, Calibration
 
-__all__ = ["TERMS", "ZCU102_TERMS", "CPU_TERMS", "SIGNED_TERMS", "CPU_SIGNED_TERMS", "CPU_LOSS", "network_terms", "Calibration", "fit_calibration", "leave_one_out", "fit_cpu_calibration", "loo_report",
+__all__ = ["TERMS", "ZCU102_TERMS", "CPU_TERMS", "SIGNED_TERMS", "CPU_SIGNED_TERMS", "CPU_LOSS", "Calibration", "fit_calibration", "leave_one_out", "fit_cpu_calibration", "loo_report",
            "fix_caffe_depthwise", "load_published_zcu102"]
 
 log = logging.getLogger(__name__)
@@ -186,7 +186,7 @@ def loo_report(platform: Any = "zcu102", use: Sequence[str] = ZCU102_TERMS) -> d
     plat = load_platform(platform)
     data = load_published_zcu102()
     ests = [estimate(net, plat) for _, net, _ in data]
-    terms = [network_terms(e) for e in ests]
+    terms = [e.terms for e in ests]
     y = np.array([m for _, _, m in data])
     host = np.array([e.host_ms + e.switch_ms for e in ests])
     if host.any():  # the calibration explains the DPU's part; host-run layers add their own time
@@ -195,7 +195,7 @@ def loo_report(platform: Any = "zcu102", use: Sequence[str] = ZCU102_TERMS) -> d
     loo = leave_one_out(terms, y, use)
     full = fit_calibration(terms, y, use, [g for g, _, _ in data])
     full.loo_mape = float(np.mean(np.abs(loo)))
-    raw = np.array([e.total_ms for e in ests])
+    raw = np.array([e.device_ms for e in ests])
     return {
         "calibration": full,
         "rows": [{"graph": g, "measured_ms": m, "layer_model_ms": float(r), "loo_pred_ms": float(m * (1 + e)),

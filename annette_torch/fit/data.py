@@ -270,7 +270,7 @@ def layer_samples(measured: list[Measured], mapping: MappingModel) -> LayerSampl
         owner = np.searchsorted(mp.kept, mp.fused_into)
         t = np.bincount(owner, weights=t_orig, minlength=len(mp.kept))
         if mapping.costs is not None:
-            t = np.maximum(t - mp.network.fused_ms, 0.25 * t)
+            t = np.maximum(t - mp.fused_ms, 0.25 * t)
         ft, fe = _fused_summary(mp.source, owner, mp)
         inputs = [n for n, ty in zip(m.network.names, m.network.types) if ty == LayerType.INPUT]
         ins = m.inserted
@@ -293,9 +293,9 @@ def layer_samples(measured: list[Measured], mapping: MappingModel) -> LayerSampl
     if not mapped_nets:
         raise FitDataError("no measured configurations to fit layer models on")
     big, _ = Network.concat(mapped_nets)
-    # the mapped networks carry seeded derived quantities (fused groups): keep them
-    for key in ("ops", "weights", "in_elems", "out_elems", "fused_ms"):
-        big._cache[key] = np.concatenate([n.__getattribute__(key) for n in mapped_nets])
+    # the mapped networks carry given derived quantities (fused groups): keep them
+    big.set_derived({key: np.concatenate([getattr(n, key) for n in mapped_nets])
+                     for key in ("ops", "weights", "in_elems", "out_elems")})
     return LayerSamples(big, np.concatenate(times), np.concatenate(cfg), measured, inserted, inserted_in,
                         np.concatenate(ftype), np.concatenate(felems))
 

@@ -23,6 +23,7 @@ from scipy.optimize import lsq_linear
 from ..ir import LayerType
 from ..mapping.costs import COEFS, narrow_pixels
 from ..platform import Platform
+from ..prediction import model_times
 from .data import LayerSamples
 
 __all__ = ["fit_fused_costs", "fit_inserted", "MIN_GROUPS", "MIN_CONFIGS", "fused_primaries"]
@@ -57,7 +58,7 @@ def fit_fused_costs(ls: LayerSamples, first_pass: Platform,
     ``primaries``: the executing types to look at (default `fused_primaries`).
     """
     net = ls.network
-    pred, _ = first_pass.predict(net, input_reorders=False, output_reorders=False)
+    pred = model_times(first_pass.tables, net)[0]  # (the first pass has layer models only)
     ok = (ls.fused_type >= 0) & (ls.fused_type != LayerType.BATCH_NORM) & (ls.time_ms > 0) \
         & (ls.fused_elems >= MIN_FUSED_ELEMS)
     per_elem = (ls.time_ms - pred) / np.maximum(ls.fused_elems, 1.0) * 1e6  # ns per fused element

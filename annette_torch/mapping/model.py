@@ -21,7 +21,7 @@ import itertools
 import logging
 import operator
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -197,13 +197,15 @@ class MappedNetwork:
     #: the network with the toolchain's shape rewrites (stride propagation) applied; its rows are the
     #: original layers (the input network itself when the model rewrites nothing)
     source: Network
+    #: per executed layer: ms of the fused layers it carries (`MappingCosts.fused_ms`; zeros without costs)
+    fused_ms: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
 
 class MappingModel:
     """An ordered list of fusion rules; ``apply`` runs them to a fixed point, vectorised over edges.
 
     ``costs`` (optional): what fused layers and inserted reorders still cost (`MappingCosts`); ``apply``
-    seeds each executing layer's fused-layer time (``Network.fused_ms``), `Platform.predict` adds both.
+    gives each executing layer's fused-layer time (`MappedNetwork.fused_ms`), the prediction passes add both.
     ``folds``: pattern folds (`FOLDS`) applied before the rules. ``strides``: None when the toolchain does not
     propagate strides, else the layer types a stride passes through (`annette_torch.mapping.strides`).
     """
@@ -312,109 +314,148 @@ class MappingModel:
     def apply(self, net: Network, light: bool = False) -> MappedNetwork:
         """Fuse ``net`` as the toolchain would; the input network is not modified.
 
-        Round one looks at every edge; later rounds only at the edges leaving a layer that has just absorbed
-        its consumer (nothing else changed). ``light`` skips names and extra attributes of the result
-        (batch scoring needs neither).
+        Three steps: the stride rewrites and pattern folds (`_Fusion.start`), the fusion rounds (`_fuse`), and
+        the executed network (`_executed`). ``light`` skips names and extra attributes of the result (batch
+        scoring needs neither).
         """
         if self._through is not None:
             net = propagate_strides(net, self._through)
+        f = _Fusion.start(net, self.folds)
+        if self.rules and f.src.size:
+            self._fuse(net, f)
+        return self._executed(net, f, light)
+
+    def _fuse(self, net: Network, f: "_Fusion") -> None:
+        """The fusion rounds: each extends every chain by one link. Round one looks at every edge; later rounds
+        only at the edges leaving a layer that has just absorbed its consumer (nothing else changed)."""
         n = len(net)
-        types = net.types.copy()
-        tail = np.arange(n)
-        absorber = np.arange(n)
-        rule_of = np.full(n, -1, dtype=np.int64)
-        src, dst = net.edges[:, 0], net.edges[:, 1]
-        extra_in = np.zeros(n)
+        out_deg = np.bincount(f.src, minlength=n)
+        in_deg = np.bincount(f.dst, minlength=n)
+        src, dst = f.src.copy(), f.dst.copy()  # (contracted in place below)
+        types, tail, absorber = f.types, f.tail, f.absorber
         out_elems = net.out_elems
-        layer_types, folded, pinned = net.types, np.zeros(n, dtype=bool), None
-        if self.folds:
-            # e.g. a swish's Mul becomes a SiLU reading x alone; the Sigmoid and its two edges are gone
-            f = apply_folds(net, self.folds)
-            if f.any:
-                # (apply_folds' arrays are this call's own; only the types stay as the folds left them)
-                layer_types, folded, types = f.types, f.folded, f.types.copy()
-                absorber, extra_in = f.absorber, f.extra_in
-                src, dst = f.edges[:, 0], f.edges[:, 1]
-                pinned = f.pinned if f.pinned.any() else None
-        if self.rules and src.size:
-            out_deg = np.bincount(src, minlength=n)
-            in_deg = np.bincount(dst, minlength=n)
-            src, dst = src.copy(), dst.copy()  # (contracted in place below)
-            is_sec = np.zeros(n, dtype=bool)  # this round's secondaries (cleared at the end of the round)
-            act = None  # edges to examine this round (None: all)
-            for _ in range(MAX_FUSION_ROUNDS):
-                s_, d_ = (src, dst) if act is None else (src[act], dst[act])
-                r = self._match(net, s_, d_, types, out_deg, in_deg, pinned)
-                cand = (r >= 0).nonzero()[0]
-                if not cand.size:
-                    break
-                p, sec, rr = s_[cand], d_[cand], r[cand]
-                if self._any_multi and self._multi[rr].any():
-                    # a multi-input secondary joins one producer: the last one in layer order (only a multi-input
-                    # secondary can have several: the others have one input)
-                    order = np.lexsort((-p, sec))
-                    p, sec, rr = p[order], sec[order], rr[order]
-                    first = np.ones(sec.size, dtype=bool)
-                    first[1:] = sec[1:] != sec[:-1]
-                    p, sec, rr = p[first], sec[first], rr[first]
-                # a layer absorbed in this round cannot absorb in it too: chains grow one link per round
-                is_sec[sec] = True
-                keep = ~is_sec[p]
-                if not keep.all():
-                    is_sec[sec] = False
-                    p, sec, rr = p[keep], sec[keep], rr[keep]
-                    if not p.size:
-                        break
-                    is_sec[sec] = True
-                res = self._result[rr]
-                types[p] = np.where(res >= 0, res, types[p])
-                tail[p] = tail[sec]
-                rule_of[sec] = rr
-                absorber[sec] = p
-                out_deg[p] = out_deg[sec]
-                # contract: drop primary->secondary edges, the secondary's consumers now read the primary,
-                # and a multi-input secondary's other inputs now feed the primary (no duplicates can arise: a
-                # primary has exactly one consumer, the secondary)
-                into = is_sec[dst].nonzero()[0]
-                dst[into] = absorber[dst[into]]
-                other = into[src[into] != dst[into]]
-                if other.size:
-                    np.add.at(in_deg, dst[other], 1)
-                    np.add.at(extra_in, dst[other], out_elems[tail[src[other]]])
-                live = (src != dst).nonzero()[0]
-                src, dst = src[live], dst[live]
-                # the secondaries' consumers: the only edges leaving a primary now (its one edge was to the secondary)
-                act = is_sec[src].nonzero()[0]
-                src[act] = absorber[src[act]]
+        is_sec = np.zeros(n, dtype=bool)  # this round's secondaries (cleared at the end of the round)
+        act = None  # edges to examine this round (None: all)
+        for _ in range(MAX_FUSION_ROUNDS):
+            s_, d_ = (src, dst) if act is None else (src[act], dst[act])
+            r = self._match(net, s_, d_, types, out_deg, in_deg, f.pinned)
+            cand = (r >= 0).nonzero()[0]
+            if not cand.size:
+                break
+            p, sec, rr = s_[cand], d_[cand], r[cand]
+            if self._any_multi and self._multi[rr].any():
+                # a multi-input secondary joins one producer: the last one in layer order (only a multi-input
+                # secondary can have several: the others have one input)
+                order = np.lexsort((-p, sec))
+                p, sec, rr = p[order], sec[order], rr[order]
+                first = np.ones(sec.size, dtype=bool)
+                first[1:] = sec[1:] != sec[:-1]
+                p, sec, rr = p[first], sec[first], rr[first]
+            # a layer absorbed in this round cannot absorb in it too: chains grow one link per round
+            is_sec[sec] = True
+            keep = ~is_sec[p]
+            if not keep.all():
                 is_sec[sec] = False
-            else:
-                log.warning("mapping of %r stopped after %d fusion rounds with fusions left: chains longer than "
-                            "that stay partly unfused", net.name, MAX_FUSION_ROUNDS)
-        # resolve chains of absorption to the surviving layer
-        root = absorber
+                p, sec, rr = p[keep], sec[keep], rr[keep]
+                if not p.size:
+                    break
+                is_sec[sec] = True
+            res = self._result[rr]
+            types[p] = np.where(res >= 0, res, types[p])
+            tail[p] = tail[sec]
+            f.rule_of[sec] = rr
+            absorber[sec] = p
+            out_deg[p] = out_deg[sec]
+            # contract: drop primary->secondary edges, the secondary's consumers now read the primary, and a
+            # multi-input secondary's other inputs now feed the primary (no duplicates can arise: a primary has
+            # exactly one consumer, the secondary)
+            into = is_sec[dst].nonzero()[0]
+            dst[into] = absorber[dst[into]]
+            other = into[src[into] != dst[into]]
+            if other.size:
+                np.add.at(in_deg, dst[other], 1)
+                np.add.at(f.extra_in, dst[other], out_elems[tail[src[other]]])
+            live = (src != dst).nonzero()[0]
+            src, dst = src[live], dst[live]
+            # the secondaries' consumers: the only edges leaving a primary now (its one edge was to the secondary)
+            act = is_sec[src].nonzero()[0]
+            src[act] = absorber[src[act]]
+            is_sec[sec] = False
+        else:
+            log.warning("mapping of %r stopped after %d fusion rounds with fusions left: chains longer than "
+                        "that stay partly unfused", net.name, MAX_FUSION_ROUNDS)
+        f.src, f.dst = src, dst
+
+    def _executed(self, net: Network, f: "_Fusion", light: bool) -> MappedNetwork:
+        """The executed network: the surviving layers, each computing what its primary computes and writing what
+        its last secondary writes, with the work of its fused layers (`MappingCosts.fused_ms`)."""
+        n = len(net)
+        root = f.absorber  # resolve chains of absorption to the surviving layer
         while True:
-            nxt = absorber[root]
+            nxt = f.absorber[root]
             if np.array_equal(nxt, root):
                 break
             root = nxt
-        edges = np.column_stack([src, dst]) if src.size else np.zeros((0, 2), np.int64)
         alive = root == np.arange(n)
         kept = np.flatnonzero(alive)
         new_index = np.full(n, -1, dtype=np.int64)
         new_index[kept] = np.arange(kept.size)
-        rows = kept.tolist()
-        names = [""] * kept.size if light else [net.names[i] for i in rows]
-        attrs = {} if light else {k: [v[i] for i in rows] for k, v in net.attrs.items()}
-        new_edges = new_index[edges] if edges.size else np.zeros((0, 2), np.int64)
-        if net.matrix is not None:
-            out = Network.from_matrix(net.name, names, types[kept], net.matrix[:, kept], new_edges, attrs)
+        if light:
+            names, attrs = [""] * kept.size, {}
         else:
-            out = Network(net.name, names, types[kept], {c: v[kept] for c, v in net.cols.items()}, new_edges, attrs)
-        # the fused layer computes what its primary computes and writes what its last secondary writes
-        out._cache.update(ops=net.ops[kept], weights=net.weights[kept], in_elems=net.in_elems[kept] + extra_in[kept],
-                          out_elems=net.out_elems[tail[kept]])
+            pick = _picker(kept.tolist())
+            names, attrs = pick(net.names), {k: pick(v) for k, v in net.attrs.items()}
+        edges = new_index[np.column_stack([f.src, f.dst])] if f.src.size else np.zeros((0, 2), np.int64)
+        derived = {"ops": net.ops[kept], "weights": net.weights[kept],
+                   "in_elems": net.in_elems[kept] + f.extra_in[kept], "out_elems": net.out_elems[f.tail[kept]]}
+        if net.matrix is not None:
+            out = Network.from_matrix(net.name, names, f.types[kept], net.matrix[:, kept], edges, attrs, derived)
+        else:
+            out = Network(net.name, names, f.types[kept], {c: v[kept] for c, v in net.cols.items()}, edges, attrs)
+            out.set_derived(derived)
+        fused = np.zeros(kept.size)
         if self.costs is not None:
-            gone = np.flatnonzero(~alive & ~folded)
-            out._cache["fused_ms"] = self.costs.fused_ms(layer_types[gone], net.out_elems[gone],
-                                                         new_index[root[gone]], kept.size)
-        return MappedNetwork(out, kept, root, rule_of, layer_types, folded, net)
+            gone = np.flatnonzero(~alive & ~f.folded)
+            fused = self.costs.fused_ms(f.layer_types[gone], net.out_elems[gone], new_index[root[gone]], kept.size)
+        return MappedNetwork(out, kept, root, f.rule_of, f.layer_types, f.folded, net, fused)
+
+
+def _picker(rows: list[int]) -> Callable[[Sequence[Any]], list[Any]]:
+    """A function taking the entries ``rows`` of a list (one C call instead of a Python loop)."""
+    if len(rows) == 1:
+        return lambda v: [v[rows[0]]]
+    get = operator.itemgetter(*rows)
+    return lambda v: list(get(v)) if rows else []
+
+
+@dataclass
+class _Fusion:
+    """The state of one mapping: per original layer its (fused) type, the layer its output now comes from
+    (``tail``), the layer that absorbed it, the rule that did, the elements extra inputs add; the live edges."""
+
+    types: np.ndarray
+    tail: np.ndarray
+    absorber: np.ndarray
+    rule_of: np.ndarray
+    extra_in: np.ndarray
+    src: np.ndarray
+    dst: np.ndarray
+    layer_types: np.ndarray
+    folded: np.ndarray
+    pinned: np.ndarray | None
+
+    @classmethod
+    def start(cls, net: Network, folds: Sequence[str]) -> "_Fusion":
+        """Nothing fused yet; the pattern folds applied (e.g. a swish's Mul becomes a SiLU reading x alone, the
+        Sigmoid and its two edges are gone)."""
+        n = len(net)
+        f = cls(net.types.copy(), np.arange(n), np.arange(n), np.full(n, -1, dtype=np.int64), np.zeros(n),
+                net.edges[:, 0], net.edges[:, 1], net.types, np.zeros(n, dtype=bool), None)
+        if folds:
+            fo = apply_folds(net, folds)
+            if fo.any:  # (apply_folds' arrays are this call's own; only the types stay as the folds left them)
+                f.layer_types, f.folded, f.types = fo.types, fo.folded, fo.types.copy()
+                f.absorber, f.extra_in = fo.absorber, fo.extra_in
+                f.src, f.dst = fo.edges[:, 0], fo.edges[:, 1]
+                f.pinned = fo.pinned if fo.pinned.any() else None
+        return f

@@ -14,7 +14,12 @@ import numpy as np
 from ..errors import PlatformError
 from ..ir import Network
 
-__all__ = ["LayerFeatures", "LayerModel", "MODEL_KINDS", "register", "model_from_dict", "check_number"]
+__all__ = ["LayerFeatures", "LayerModel", "MODEL_KINDS", "register", "model_from_dict", "check_number", "layer_bytes"]
+
+
+def layer_bytes(elems: np.ndarray, weight_bytes: np.ndarray, act_bytes: float | np.ndarray) -> np.ndarray:
+    """Bytes a layer moves: its input and output elements at the activation width plus its weights' bytes."""
+    return elems * act_bytes + weight_bytes
 
 
 @dataclass(frozen=True)
@@ -73,7 +78,7 @@ class LayerFeatures:
 
     def bytes(self, bit_act: float, bit_weights: float) -> np.ndarray:
         """Bytes moved per layer: inputs and outputs at the activation width, weights at the weight width."""
-        return (self.in_elems + self.out_elems) * (bit_act / 8.0) + self.weights * (bit_weights / 8.0)
+        return layer_bytes(self.in_elems + self.out_elems, self.weights * (bit_weights / 8.0), bit_act / 8.0)
 
 
 class LayerModel:

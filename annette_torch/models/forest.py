@@ -13,7 +13,8 @@ holds
 
 `Forest.regress` keys the whole feature matrix once, evaluates every distinct (model, row) once, walks all
 trees of all models level by level, and sums each model's leaves in tree order as `TreeEnsemble.predict`
-does: the same numbers bit for bit.
+does: the same numbers bit for bit. It remembers what it computed for the (model, row) pairs of small calls:
+a search estimates the same layer configurations over and over, and a remembered pair costs no walk.
 """
 
 from __future__ import annotations
@@ -33,6 +34,10 @@ __all__ = ["Forest", "forest_of"]
 #: entries x levels from which duplicate (model, row) pairs are evaluated once (finding them costs ~20 us)
 _DEDUPE_WORK = 1 << 14
 _LOW = np.int64(0xFFFFFFFF)
+#: calls of up to this many rows remember their (model, row) outputs, and reuse them (`Forest.regress`)
+_MEMO_ROWS = 4096
+#: remembered (model, row) outputs per forest; past it the memory starts afresh
+_MEMO_SIZE = 1 << 16
 #: odd multipliers of a row's columns in the hash `Forest._distinct` sorts by (products wrap around)
 _HASH = np.random.default_rng(0x5EED).integers(1, 2**62, 32, dtype=np.int64) | 1
 
@@ -72,6 +77,8 @@ class Forest:
             raise ValueError("a forest needs one feature transform per ensemble, and at least one ensemble")
         self.ensembles = list(ensembles)
         self.plan = FeaturePlan(specs)
+        #: (row features' bits, member) -> raw output, of the calls `regress` remembers
+        self._memo: dict[bytes, float] = {}
         #: the key matrix's row width
         self.width = self.plan.n_columns
         self._high = np.arange(self.plan.n_columns, dtype=np.int64) << 32
@@ -110,10 +117,35 @@ class Forest:
         return np.concatenate(parts)
 
     def regress(self, X: LayerFeatures, member: np.ndarray) -> np.ndarray:
-        """The raw regressor output of ensemble ``member[r]`` on row ``r`` of ``X``, for every row."""
+        """The raw regressor output of ensemble ``member[r]`` on row ``r`` of ``X``, for every row; the outputs
+        of (member, row) pairs met in earlier calls are reused (`_MEMO_ROWS`)."""
         member = np.asarray(member, dtype=np.int64)
-        if not len(X):
+        n = len(X)
+        if not n:
             return np.zeros(0)
+        if n > _MEMO_ROWS:
+            return self._regress(X, member)
+        bits = np.empty((n, len(LayerFeatures.NAMES) + 1), dtype=np.int64)  # a row's key: its features' bits, member
+        bits[:, :-1] = X.stacked().T.view(np.int64)
+        bits[:, -1] = member
+        keys = bits.view(np.dtype((np.void, bits.shape[1] * 8))).ravel().tolist()
+        memo = self._memo
+        got = [memo.get(k) for k in keys]
+        miss = [i for i, v in enumerate(got) if v is None]
+        if miss:
+            new = self._regress(X.take(np.array(miss)), member[miss]).tolist()
+            if len(memo) + len(miss) > _MEMO_SIZE:
+                memo.clear()
+            for i, v in zip(miss, new):
+                got[i] = memo[keys[i]] = v
+        return np.array(got, dtype=np.float64)
+
+    def forget(self) -> None:
+        """Drop the remembered outputs (what a first estimate in a fresh process meets)."""
+        self._memo.clear()
+
+    def _regress(self, X: LayerFeatures, member: np.ndarray) -> np.ndarray:
+        """`regress` without the memory."""
         rank = self.rank[member]
         stacked = X.stacked()
         rows, inverse = self._distinct(stacked, rank)

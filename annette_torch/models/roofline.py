@@ -8,7 +8,12 @@ import numpy as np
 
 from .base import LayerFeatures, LayerModel, check_number, register
 
-__all__ = ["Roofline"]
+__all__ = ["Roofline", "roofline_ms"]
+
+
+def roofline_ms(ops: np.ndarray, byts: np.ndarray, op_s: float | np.ndarray, bandwidth: float | np.ndarray) -> np.ndarray:
+    """The roofline time in ms: operations at peak speed or bytes at peak bandwidth, whichever takes longer."""
+    return np.maximum(ops / op_s, byts / bandwidth) * 1e3
 
 
 @register
@@ -29,8 +34,7 @@ class Roofline(LayerModel):
         return X.ops * (1e3 / self.op_s), X.bytes(self.bit_act, self.bit_weights) * (1e3 / self.bandwidth)
 
     def predict(self, X: LayerFeatures) -> np.ndarray:
-        op_t, mem_t = self.roofs(X)
-        return np.maximum(op_t, mem_t)
+        return roofline_ms(X.ops, X.bytes(self.bit_act, self.bit_weights), self.op_s, self.bandwidth)
 
     def fit(self, X: LayerFeatures, y: np.ndarray) -> "Roofline":
         """Peak op_s and bandwidth as the best rates the measured layers reach (upper envelope)."""

@@ -110,49 +110,11 @@ def platform_from_annette(layer_model: str | os.PathLike | Mapping[str, Any],
 
 
 class AnnetteCompatPlatform(Platform):
-    """A platform that reproduces the original implementation's numbers, defects included.
+    """A platform that reproduces the original implementation's numbers, defects included (see
+    `annette_torch.prediction.original`); for comparing with results of the original tool only, the shipped
+    platforms use the fixed semantics. `annette_torch.estimate` takes it like any platform."""
 
-    For comparing with results of the original tool only; the shipped platforms use the fixed semantics.
-    Reproduced defects: layers served by ``Base`` (and Concat) read only their first input, ``Add`` reads
-    twice its first input; a ConvPool without its own model falls back to ``Base`` (zero operations);
-    the refined roofline of Conv/DepthwiseConv takes the unrolled "h" dimension from the output width and
-    applies only to layers that are compute-bound under the plain roofline.
-    """
-
-    def predict(self, net, segments=None, context_bytes=None):  # type: ignore[override]
-        import numpy as np
-
-        from ..ir import LayerType as T
-        from ..models import LayerFeatures
-        from ..models.refined import RefinedRoofline as RR
-
-        mi = self._model_of_type[net.types]
-        keys = np.array(self._keys, dtype=object)[mi]
-        base = np.array([self.layers[k] is self.layers["Base"] for k in self._keys])[mi]
-        n = net.n.astype(np.float64)
-        first_in = n * net.c_in * net.h_in * net.w_in
-        in_e = np.where(net.types == T.INPUT, 0.0, first_in)
-        in_e = np.where(keys == "Add", 2 * first_in, in_e)
-        cp = (net.types == T.CONV_POOL) & ~base
-        in_e = np.where(cp, n * net.c_in * net.sh * net.sw * (net.h_in // np.maximum(net.sh, 1))
-                        * (net.w_in // np.maximum(net.sw, 1)), in_e)
-        out_e = np.where(base, n * net.c_out * net.h_out * net.w_out, net.out_elems)
-        X = LayerFeatures.from_network(net)
-        X = LayerFeatures(**{**X.__dict__, "in_elems": in_e, "out_elems": out_e,
-                             "ops": np.where(base, 0.0, net.ops), "weights": np.where(base, 0.0, net.weights)})
-        t = np.zeros(len(net))
-        for m in np.unique(mi):
-            rows = np.flatnonzero(mi == m)
-            model = self.layers[self._keys[m]]
-            Xs = LayerFeatures(**{k: v[rows] for k, v in X.__dict__.items()})
-            op_t, mem_t = model.roofs(Xs)
-            tm = np.maximum(op_t, mem_t)
-            if isinstance(model, RR):
-                if any(p.get("replicate") for p in model.unroll.values()):
-                    Xs = LayerFeatures(**{**Xs.__dict__, "h_out": Xs.w_out, "w_out": Xs.h_out})
-                tm = np.where(op_t > mem_t, op_t / model.efficiency(Xs), tm)
-            t[rows] = tm
-        return t, mi
+    original_semantics = True
 
 
 def compat_platform(layer_model: str | os.PathLike | Mapping[str, Any], mapping: str | os.PathLike | Mapping[str, Any],

@@ -11,17 +11,15 @@ import logging
 import os
 from typing import Any, Mapping
 
-import numpy as np
-
 from ..errors import PlatformError, read_json_file
-from ..ir import TYPE_FALLBACKS, LayerType, Network
-from ..mapping import MappingModel, OperatorSupport, Placement
-from ..models import LayerFeatures, LayerModel, Roofline, model_from_dict
+from ..ir import LayerType
+from ..mapping import MappingModel, OperatorSupport
+from ..models import LayerModel, model_from_dict
 from ..models.base import check_number
 from ..models.cache import CacheModel
 from ..models.calibration import Calibration
-from ..models.forest import forest_of
 from .machine import mismatch
+from .tables import ModelTables
 
 __all__ = ["Platform", "SCHEMA", "SCHEMA_VERSION", "LAYER_KEYS", "dumps_platform"]
 
@@ -34,12 +32,16 @@ SCHEMA_VERSION = 2
 _WARNED: set[str] = set()
 #: Layer-model keys a platform may define: every type label plus the fallback groups.
 LAYER_KEYS = frozenset({t.label for t in LayerType} | {"Base", "Pool"})
-# (comparing type columns with a plain int is faster than with the enum member)
-_INPUT, _DEPTHWISE = int(LayerType.INPUT), int(LayerType.DEPTHWISE_CONV)
 
 
 class Platform:
-    """A mapping model plus layer models keyed by layer type (``Base`` is the mandatory fallback)."""
+    """A mapping model plus layer models keyed by layer type (``Base`` is the mandatory fallback).
+
+    Plain data, validated on load; `annette_torch.prediction` turns a network into times with it.
+    """
+
+    #: whether the layer models follow the original ANNETTE release's semantics (`AnnetteCompatPlatform`)
+    original_semantics = False
 
     def __init__(self, name: str, layers: Mapping[str, LayerModel], mapping: MappingModel | None = None,
                  description: str = "", meta: Mapping[str, Any] | None = None) -> None:
@@ -65,32 +67,9 @@ class Platform:
         if self.meta.get("support") is not None:
             self.support, self.host = _read_support(self.meta["support"], name)
             self.mapping = self.mapping.blocking(self.support.blocked_pairs())
-        self._build_tables()
-
-    def _build_tables(self) -> None:
-        """Per layer type: which model serves it, and the roofline parameters for the batched fast path."""
-        self._keys = list(self.layers)
-        models = [self.layers[k] for k in self._keys]
-        n_types = max(LayerType) + 1
-        self._model_of_type = np.zeros(n_types, dtype=np.int64)
-        for t in LayerType:
-            key = next(k for k in TYPE_FALLBACKS[t] if k in self.layers)
-            self._model_of_type[t] = self._keys.index(key)
-        self._op_s = np.array([m.op_s if isinstance(m, Roofline) else np.nan for m in models])
-        self._bw = np.array([m.bandwidth if isinstance(m, Roofline) else np.nan for m in models])
-        self._special = np.array([type(m) is not Roofline for m in models])
-        # the tree ensembles of the statistical and mixed models, walked together (see models.forest)
-        self._forest, self._member = forest_of(models)
-        # bytes per element of every model (a mixed model's from its roofline base; else the Base model's)
-        fallback = self.layers["Base"]
-
-        def bits(m: LayerModel, attr: str) -> float:
-            for cand in (m, getattr(m, "base", None), fallback):
-                if isinstance(cand, Roofline):
-                    return float(getattr(cand, attr))
-            return 32.0
-        self.act_bytes = np.array([bits(m, "bit_act") / 8 for m in models])
-        self.weight_bytes = np.array([bits(m, "bit_weights") / 8 for m in models])
+        #: the layer models laid out for vectorised prediction (`annette_torch.prediction`)
+        self.tables = ModelTables(self.layers)
+        self._labels: list[str] | None = None
 
     def check_machine(self) -> str | None:
         """For platforms measured on a machine (``fingerprint``): a warning text if this machine differs.
@@ -113,107 +92,18 @@ class Platform:
         """Model index of ``Base`` where it stands in for layer types the platform's sweeps lacked (a platform
         measured on a machine: ``fingerprint``); None on a published platform, whose ``Base`` is the
         published model of the types it does not list."""
-        return self._keys.index("Base") if "fingerprint" in self.meta else None
-
-    def model_for(self, t: LayerType) -> tuple[str, LayerModel]:
-        """The key and model that estimate layers of type ``t``."""
-        k = self._keys[self._model_of_type[t]]
-        return k, self.layers[k]
+        return self.tables.keys.index("Base") if "fingerprint" in self.meta else None
 
     def model_labels(self) -> list[str]:
-        """Short description of each model slot, in the order of `predict`'s model indices; a model whose
-        origin starts with ``published:`` or ``assumed:`` (a type the platform's measurements lack) says so.
-        The host's models (platforms with operator support) follow, labelled ``host:...``."""
-        labels = [f"{self.layers[k].kind}:{k}" + _basis(self.layers[k]) for k in self._keys]
-        if self.host is not None:
-            labels += ["host:" + lab for lab in self.host.model_labels()]
-        return labels
-
-    def placement(self, net: Network) -> Placement | None:
-        """Where each layer of a mapped network executes (`annette_torch.mapping.support`); None on a platform
-        without operator support (everything runs on its device)."""
-        return None if self.support is None else self.support.place(net)
-
-    def layer_bytes(self, net: Network) -> np.ndarray:
-        """Bytes each layer moves (activations in + out, weights) at its model's bit widths."""
-        mi = self._model_of_type[net.types]
-        return (net.in_elems + net.out_elems) * self.act_bytes[mi] + net.weights * self.weight_bytes[mi]
-
-    def traffic(self, net: Network, segments: np.ndarray | None = None) -> np.ndarray:
-        """Per layer: the bytes its whole network moves per inference (the sum of `layer_bytes`).
-
-        ``segments``: the network id of each layer when ``net`` stacks several networks (`Network.concat`).
-        """
-        return _traffic(self.layer_bytes(net), segments)
-
-    def predict(self, net: Network, segments: np.ndarray | None = None,
-                context_bytes: float | np.ndarray | None = None,
-                input_reorders: bool = True, output_reorders: bool = True,
-                placement: Placement | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """Time in ms per layer of an (already mapped) network, and the index of the model used.
-
-        With a `cache` model, weighted layers pay for weights the network's traffic pushed out of the caches:
-        the traffic is ``net``'s own (per network of a stack given ``segments``) unless ``context_bytes``
-        gives it (e.g. the whole network a block belongs to). With mapping costs, each layer also carries its
-        fused layers' work and (``input_reorders`` / ``output_reorders``) the reorders the toolchain adds at
-        graph inputs and outputs (a block cut out of a network has neither).
-
-        On a platform with operator support, layers the accelerator cannot run take the host's time (their
-        model index counts on after the device's models, see `model_labels`) and a layer reading a tensor from
-        the other side also carries the switch (``placement``: from `placement`, computed when not given).
-        """
-        mi = self._model_of_type[net.types]
-        wbytes = net.weights * self.weight_bytes[mi]
-        byts = (net.in_elems + net.out_elems) * self.act_bytes[mi] + wbytes
-        t = np.maximum(net.ops / self._op_s[mi], byts / self._bw[mi]) * 1e3
-        groups = self._special_rows(mi)
-        raw = self._regress(net, groups)
-        for m, rows in groups:
-            model, X = self.layers[self._keys[m]], LayerFeatures.from_network(net, rows)
-            t[rows] = model.predict(X) if m not in raw else model.predict(X, raw=raw[m])  # type: ignore[call-arg]
-        if self.cache is not None:
-            traffic = _traffic(byts, segments) if context_bytes is None else context_bytes  # (byts: layer_bytes)
-            t = self.cache.apply(t, net.types, wbytes, traffic)
-        costs = self.mapping.costs
-        if costs is not None:
-            t = t + net.fused_ms
-            if input_reorders or output_reorders:
-                t = t + costs.inserted_ms(net, inputs=input_reorders, outputs=output_reorders)
-        if self.overhead is not None:
-            scale, per_layer, per_net, dw_scale = self.overhead
-            is_input = net.types == _INPUT
-            scales = np.where(net.types == _DEPTHWISE, dw_scale, scale)
-            t = np.maximum(t * scales + np.where(is_input, 0.0, per_layer), 0.0)
-            t[is_input & (net.n_inputs == 0)] += per_net
-        if self.support is not None:
-            pl = placement if placement is not None else self.support.place(net)
-            if pl.moves:
-                rows = np.flatnonzero(pl.on_host)
-                if rows.size:
-                    assert self.host is not None
-                    ht, hmi = self.host.predict(net)
-                    t[rows] = ht[rows]
-                    mi[rows] = hmi[rows] + len(self._keys)
-                t = t + pl.switch_ms
-        return t, mi
-
-    def _special_rows(self, mi: np.ndarray) -> list[tuple[int, np.ndarray]]:
-        """(model index, its rows in ascending order) for each model other than a plain roofline that ``mi``
-        (the model index of every row) uses."""
-        used = (np.bincount(mi, minlength=len(self._keys)) > 0) & self._special
-        return [(m, (mi == m).nonzero()[0]) for m in used.nonzero()[0].tolist()]
-
-    def _regress(self, net: Network, groups: list[tuple[int, np.ndarray]]) -> dict[int, np.ndarray]:
-        """The raw regressor output of every model of the forest for its rows, in one walk: model index -> array."""
-        groups = [(m, rows) for m, rows in groups if self._member[m] >= 0]
-        if not groups:
-            return {}
-        assert self._forest is not None
-        rows = np.concatenate([r for _, r in groups])
-        member = np.repeat(self._member[[m for m, _ in groups]], [len(r) for _, r in groups])
-        raw = self._forest.regress(LayerFeatures.from_network(net, rows), member)
-        ends = np.cumsum([len(r) for _, r in groups]).tolist()
-        return {m: raw[e - len(r): e] for (m, r), e in zip(groups, ends)}
+        """Short description of each model slot, in model-index order (`ModelTables`); a model whose origin
+        starts with ``published:`` or ``assumed:`` (a type the platform's measurements lack) says so. The
+        host's models (platforms with operator support) follow, labelled ``host:...``."""
+        if self._labels is None:
+            labels = [f"{self.layers[k].kind}:{k}" + _basis(self.layers[k]) for k in self.tables.keys]
+            if self.host is not None:
+                labels += ["host:" + lab for lab in self.host.model_labels()]
+            self._labels = labels
+        return self._labels
 
     # ------------------------------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -270,14 +160,6 @@ class Platform:
 
     def __repr__(self) -> str:
         return f"Platform({self.name!r}, {len(self.layers)} layer models, {len(self.mapping.rules)} fusion rules)"
-
-
-def _traffic(layer_bytes: np.ndarray, segments: np.ndarray | None) -> np.ndarray:
-    """Per layer: the sum of ``layer_bytes`` over its network (``segments``: network ids of a stack)."""
-    if segments is None:
-        return np.full(len(layer_bytes), float(layer_bytes.sum()))
-    seg = np.asarray(segments)
-    return np.bincount(seg, weights=layer_bytes)[seg]
 
 
 def _read_layers(d: Mapping[str, Any], where: str) -> dict[str, LayerModel]:

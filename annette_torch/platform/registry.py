@@ -5,10 +5,15 @@ default ``~/.local/share/annette-torch/platforms``), where ``annette calibrate``
 then to the shipped files. A measured shipped platform (``ort-cpu``, ``openvino-cpu``) may ship one file per
 machine it was measured on (``platforms/machines/<name>/<machine slug>.json``): the name then loads the file of
 this machine when its fingerprint matches, else the default file, which warns that it was measured elsewhere.
+
+Names are case-insensitive. A name is resolved once per process and resolved again when the user's platform
+folder changes (a file written, replaced or removed there), so estimating by name costs what estimating with
+a loaded `Platform` does.
 """
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 from dataclasses import dataclass
@@ -22,7 +27,7 @@ from . import machine
 from .platform import Platform
 
 __all__ = ["platform_dir", "user_platform_dir", "list_platforms", "platform_files", "PlatformFile", "shipped_machines",
-           "load_platform", "resolve_platform"]
+           "load_platform", "resolve_platform", "refresh_platforms"]
 
 
 def platform_dir() -> Path:
@@ -93,6 +98,64 @@ def _names() -> list[str]:
     return sorted(names)
 
 
+def _canonical(name: str) -> str | None:
+    """The platform name ``name`` means, ignoring case (the exact name first); None if there is none."""
+    names = _names()
+    if name in names:
+        return name
+    low = {n.lower(): n for n in names}
+    return low.get(name.lower())
+
+
+def _unknown(name: str) -> PlatformError:
+    """The error for a name no platform file has: the close names, else every name."""
+    names = _names()
+    close = difflib.get_close_matches(name.lower(), [n.lower() for n in names], n=3, cutoff=0.6)
+    if close:
+        alts = " or ".join(repr(next(n for n in names if n.lower() == c)) for c in close)
+        return PlatformError(f"unknown platform {name!r}: did you mean {alts}? (or give a path to a platform "
+                             ".json file)")
+    return PlatformError(f"unknown platform {name!r} (known: {', '.join(names) or 'none'}; or give a path to a "
+                         "platform .json file)")
+
+
+#: name -> (user-folder state it was resolved under, absolute path of its file); see `_resolved`
+_RESOLVED: dict[str, tuple[tuple, str | None]] = {}
+
+
+@lru_cache(maxsize=8)
+def _user_dir(home: str | None, data: str | None) -> str:
+    return str(user_platform_dir())
+
+
+def _user_state() -> tuple:
+    """What a name's resolution depends on that can change while a process runs: the user's platform folder
+    (where it is, and its modification time: writing, replacing or removing a file there changes it)."""
+    d = _user_dir(os.environ.get("ANNETTE_HOME"), os.environ.get("XDG_DATA_HOME"))
+    try:
+        return d, os.stat(d).st_mtime_ns
+    except OSError:
+        return d, None
+
+
+def refresh_platforms() -> None:
+    """Resolve every platform name afresh on its next use: after changing shipped files or the machine's
+    identity while a process runs (the user's folder is watched without this)."""
+    _RESOLVED.clear()
+
+
+def _resolved(name: str) -> str | None:
+    """`resolve_platform` of the canonical name of ``name`` (None if unknown), once per user-folder state."""
+    state = _user_state()
+    hit = _RESOLVED.get(name)
+    if hit is not None and hit[0] == state:
+        return hit[1]
+    canon = _canonical(name)
+    path = None if canon is None else os.path.abspath(resolve_platform(canon))
+    _RESOLVED[name] = (state, path)
+    return path
+
+
 def list_platforms() -> dict[str, str]:
     """Platform names (the user's and the shipped ones) -> one-line description of the file `load_platform`
     picks for the name on this machine."""
@@ -145,20 +208,26 @@ def _load_cached(path: str, mtime: float) -> Platform:
     return Platform.load(path)
 
 
-def load_platform(platform: "str | os.PathLike | Platform") -> Platform:
-    """A `Platform` from a name (the user's file of that name, else the shipped one: ``zcu102``; for a
-    measured platform, the file of this machine when one is shipped), a path to a platform file, or a Platform
-    itself. ``Platform.source`` says which file it came from."""
+def load_platform(platform: "str | os.PathLike[str] | Platform") -> Platform:
+    """A `Platform` from a name (case-insensitive: the user's file of that name, else the shipped one:
+    ``zcu102``; for a measured platform, the file of this machine when one is shipped), a path to a platform
+    file, or a Platform itself. ``Platform.source`` says which file it came from."""
     if isinstance(platform, Platform):
         return platform
+    if not isinstance(platform, (str, os.PathLike)):
+        raise PlatformError(f"expected a platform name, a path to a platform .json file or a Platform, got "
+                            f"{type(platform).__name__} {platform!r}")
     s = os.fspath(platform)
-    if s.endswith(".json") or os.sep in s or os.path.isfile(s):
-        path = s
+    if s.endswith(".json") or os.sep in s:
+        path: str | None = s
     else:
-        path = resolve_platform(s)
-        if not os.path.isfile(path):
-            known = ", ".join(list_platforms()) or "none"
-            raise PlatformError(f"unknown platform {s!r} (shipped: {known}; or give a path to a platform .json)")
-    if not os.path.isfile(path):
-        raise PlatformError(f"{path}: no such platform file")
-    return _load_cached(os.path.abspath(path), os.path.getmtime(path))
+        path = _resolved(s)
+        if path is None:
+            if not os.path.isfile(s):
+                raise _unknown(s)
+            path = s
+    try:
+        mtime = os.stat(path).st_mtime
+    except OSError:
+        raise PlatformError(f"{path}: no such platform file") from None
+    return _load_cached(path if os.path.isabs(path) else os.path.abspath(path), mtime)
