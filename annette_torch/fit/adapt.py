@@ -24,6 +24,8 @@ import numpy as np
 
 from ..errors import AnnetteError, check_writable
 from ..ir import Network
+from ..platform import Platform
+from ..types import PlatformLike
 
 __all__ = ["adapt", "AdaptResult", "AdaptError", "read_latencies", "measure_until_stable", "DEFAULT_NETWORKS",
            "MIN_ROWS"]
@@ -53,7 +55,7 @@ class AdaptError(AnnetteError):
 class AdaptResult:
     """The adapted platform, where it was written, and how well it fits the networks it was adapted on."""
 
-    platform: Any
+    platform: Platform
     path: str | None
     base: str
     names: list[str]
@@ -303,7 +305,7 @@ def _measure_here(runtime: str, progress: bool) -> Callable[[Sequence[Network]],
     return measure
 
 
-def adapt(platform: Any, networks: int = DEFAULT_NETWORKS, latencies: str | os.PathLike | None = None,
+def adapt(platform: PlatformLike, networks: int = DEFAULT_NETWORKS, latencies: str | os.PathLike | None = None,
           out: str | os.PathLike | None = None, measure: Callable[[Sequence[Network]], np.ndarray] | None = None,
           progress: bool = False, save: bool = True) -> AdaptResult:
     """Adapt ``platform`` (a name or a file) to this machine or to a board.
@@ -319,7 +321,7 @@ def adapt(platform: Any, networks: int = DEFAULT_NETWORKS, latencies: str | os.P
     name in the user's platform folder, where the name then finds it) unless ``save`` is False.
     """
     from ..estimator import estimate
-    from ..platform import Platform, load_platform
+    from ..platform import load_platform
     from ..platform.machine import machine_description, machine_fingerprint
     from .calibrate import MEASURABLE, _validation_hashes, calibration_networks, overhead_entry, user_platform_file
     from .calibrate import without_overhead

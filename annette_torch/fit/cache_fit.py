@@ -17,6 +17,7 @@ import numpy as np
 
 from ..ir import LayerType
 from ..models.cache import MB, CacheModel, cold_share
+from ..platform import Platform
 from ..prediction import layer_times
 from .data import Measured
 
@@ -30,7 +31,7 @@ MIN_CONFIGS = 20
 _LAYER = "w"  # the weighted layer's name in the suite's networks
 
 
-def cache_samples(measured: Sequence[Measured], plat: Any) -> dict[str, np.ndarray]:
+def cache_samples(measured: Sequence[Measured], plat: Platform) -> dict[str, np.ndarray]:
     """Per ``cold_weights`` configuration: measured and warm-predicted ms, type, weight bytes, traffic."""
     rows: dict[str, list] = {"measured": [], "warm": [], "type": [], "weight_bytes": [], "traffic": []}
     for m in measured:
@@ -78,7 +79,7 @@ def _stream_bandwidths(base: np.ndarray, phi_w: np.ndarray, types: np.ndarray, m
     return out, total
 
 
-def fit_cache(measured: Sequence[Measured], plat: Any) -> tuple[CacheModel | None, dict[str, Any]]:
+def fit_cache(measured: Sequence[Measured], plat: Platform) -> tuple[CacheModel | None, dict[str, Any]]:
     """The cache model of ``plat`` from its ``cold_weights`` measurements (None with a reason if too few)."""
     d = cache_samples(measured, plat)
     n = len(d["measured"])

@@ -19,6 +19,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ..errors import AnnetteError, check_writable
+from ..platform import Platform
 from ..validate.networks import VALIDATION_SEED
 
 __all__ = ["PLANS", "calibration_networks", "run_calibration", "calibrate_network_level", "suite_options"]
@@ -105,7 +106,7 @@ def _validation_hashes(n: int = 200, seed: int = VALIDATION_SEED) -> set[str]:
     return {nb101.spec_hash(s.matrix, s.ops) for s in nb101.sample(n, np.random.default_rng(seed))}
 
 
-def calibrate_network_level(platform_obj: Any, runtime: str, nets: Sequence[Any],
+def calibrate_network_level(platform_obj: Platform, runtime: str, nets: Sequence[Any],
                             progress: Callable[[str], None] | None = None) -> tuple[Any, dict[str, Any]]:
     """Measure ``nets`` end to end on ``runtime`` and fit the platform's network-level terms."""
     from ..estimator import estimate
@@ -143,7 +144,6 @@ def run_calibration(platform: str, quick: bool = False, out: str | None = None, 
     from ..bench.suites import SUITES
     from ..bench.sweep import run_sweep
     from .generator import fit_platform
-    from ..platform import Platform
 
     if platform not in MEASURABLE:
         raise AnnetteError(f"calibrate: platform {platform!r} cannot be measured on this machine "
@@ -200,7 +200,7 @@ def user_platform_file(platform: str) -> str:
     return str(folder / f"{platform}.json")
 
 
-def platform_file(plat: Any, fit_rep: dict[str, Any], platform: str) -> dict[str, Any]:
+def platform_file(plat: Platform, fit_rep: dict[str, Any], platform: str) -> dict[str, Any]:
     """The platform file's content for a `fit_platform` result measured here: description, this machine's
     fingerprint and a summary of the fit report (no end-to-end calibration yet)."""
     from ..platform.machine import machine_description, machine_fingerprint
@@ -231,10 +231,9 @@ def overhead_entry(cal: Any, origin: str) -> dict[str, Any]:
     return {**out, "origin": origin, "fitted_on": list(cal.fitted_on)}
 
 
-def without_overhead(plat: Any) -> Any:
+def without_overhead(plat: Platform) -> Platform:
     """A copy of ``plat`` without its network-level overhead: the raw layer-model sums that `with_overhead`
     must be fitted on (terms from an already calibrated platform would calibrate it twice)."""
-    from ..platform import Platform
 
     if plat.overhead is None:
         return plat
@@ -243,7 +242,7 @@ def without_overhead(plat: Any) -> Any:
     return Platform.from_dict(d, plat.name)
 
 
-def with_overhead(plat: Any, terms: Sequence[dict[str, float]], measured_ms: Sequence[float],
+def with_overhead(plat: Platform, terms: Sequence[dict[str, float]], measured_ms: Sequence[float],
                   names: Sequence[str] = (), origin: str = "end-to-end calibration") -> tuple[Any, float]:
     """A copy of ``plat`` with its network-level overhead fitted on (terms, measured) pairs; and the LOO MAPE.
 
@@ -251,7 +250,6 @@ def with_overhead(plat: Any, terms: Sequence[dict[str, float]], measured_ms: Seq
     where the measurements come from (the leave-one-out MAPE is appended).
     """
     from .calibrate_network import fit_cpu_calibration
-    from ..platform import Platform
 
     cal = fit_cpu_calibration(terms, np.asarray(measured_ms, dtype=np.float64), names)
     d = plat.to_dict()
