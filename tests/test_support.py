@@ -68,6 +68,9 @@ def test_conv_only_platform_runs_silu_on_host_with_host_time_and_switch_cost():
     assert e.host_ms == pytest.approx(host) and e.switches == 2
     assert e.switch_ms == pytest.approx(2 * switch)
     assert rows["silu"]["time_ms"] == pytest.approx(host + switch)  # the host reads c1's output
+    # the switch a layer waits for has a column of its own (part of its time_ms)
+    assert rows["silu"]["switch_ms"] == pytest.approx(switch) and rows["c2"]["switch_ms"] == pytest.approx(switch)
+    assert rows["c1"]["switch_ms"] == 0.0 and sum(r["switch_ms"] for r in rows.values()) == pytest.approx(e.switch_ms)
     alone = at.estimate(net, _no_support())  # same layer models, no support: the SiLU costed as if the DPU ran it
     acc = alone.time_ms[[0, 1, 3]].sum()  # input, c1, c2
     assert e.accelerator_ms == pytest.approx(acc)

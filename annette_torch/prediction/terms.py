@@ -28,8 +28,10 @@ __all__ = ["LATENCY_KINDS", "network_terms", "totals", "per_inference_ms", "tail
 LATENCY_KINDS = ("latency", "device")
 #: the per-inference terms (a network's, not a block's)
 PER_INFERENCE = ("constant", "cpu_tail")
-_HEAVY = np.array([LayerType.CONV, LayerType.DEPTHWISE_CONV, LayerType.GROUP_CONV, LayerType.CONV_POOL,
-                   LayerType.FULLY_CONNECTED, LayerType.CONV_TRANSPOSE])
+#: per layer type: heavy (a conv or FC layer: what the accelerator is for; the host post-processes after it)
+_HEAVY = np.zeros(max(LayerType) + 1, dtype=bool)
+_HEAVY[[LayerType.CONV, LayerType.DEPTHWISE_CONV, LayerType.GROUP_CONV, LayerType.CONV_POOL, LayerType.FULLY_CONNECTED,
+        LayerType.CONV_TRANSPOSE]] = True
 _INPUT, _DEPTHWISE = int(LayerType.INPUT), int(LayerType.DEPTHWISE_CONV)
 
 
@@ -53,7 +55,7 @@ def tail_elems(net: Network) -> np.ndarray:
     The tail grows back from the network's outputs: a layer that is not heavy joins it once all its consumers
     have (a few rounds: the tail is the classifier's last layers).
     """
-    heavy = np.isin(net.types, _HEAVY)
+    heavy = _HEAVY[net.types]
     n = len(net)
     light = ~heavy & ~((net.types == _INPUT) & (net.n_inputs == 0))
     if not len(net.edges):
