@@ -335,6 +335,18 @@ def test_dynamic_batch_needs_input_shape(tmp_path):
         from_onnx(path, input_shape=(4, 3, 16))
 
 
+def test_front_ends_take_model_input_shape_name_in_that_order(tmp_path):
+    """``from_onnx(model, input_shape, name)`` and ``trace(module, input_shape, name)``, positionally."""
+    from annette_torch.frontends.fx import trace
+
+    path = export(SmallCNN(), torch.randn(1, 3, 16, 16), tmp_path / "dyn.onnx", input_names=["x"],
+                  dynamic_axes={"x": {0: "batch"}})
+    net = from_onnx(path, (2, 3, 16, 16), "cnn")
+    assert net.name == "cnn" and net.out_shape(0) == (2, 3, 16, 16)
+    traced = trace(SmallCNN(), (2, 3, 16, 16), "cnn")
+    assert traced.name == "cnn" and traced.out_shape(0) == (2, 3, 16, 16)
+
+
 def test_dynamic_export_shape_arithmetic_is_folded(tmp_path):
     """Shape -> Gather -> Div -> Slice chains of a dynamic export become constants once the shape is given."""
     class M(nn.Module):
