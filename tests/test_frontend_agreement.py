@@ -57,7 +57,7 @@ def test_fx_and_annette_json_agree(ref_dir, name, graph):
 def test_onnx_fallback_probe_equals_full_size_export(monkeypatch, name):
     """The fallback for untraceable modules exports a large input at small probe sizes: for real architectures
     the network scaled back by shape inference is the one the full-size export gives, layer by layer."""
-    import annette_torch.frontends.fx as fx_mod
+    import annette_torch.frontends.fx.onnx_fallback as fx_mod
 
     model, shape = zoo.get(name).eval(), (1, 3, 517, 389)
     exported: list[tuple[int, ...]] = []

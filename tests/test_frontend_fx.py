@@ -308,6 +308,20 @@ def test_functional_net_details():
     assert net.parents(add) == [net.index("chunk"), net.index("chunk")]
 
 
+class MatrixTranspose(nn.Module):
+    def forward(self, x):
+        return x.t() + torch.t(x).t().t()
+
+
+def test_matrix_transpose_has_its_rule(caplog):
+    """``x.t()`` and ``torch.t(x)`` are Transpose layers from the analytic rule, not Unknown ones."""
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        net = check_against_forward(MatrixTranspose(), (3, 5))
+    assert [types_of(net)[net.index(n)] for n in ("t", "t_1", "t_2", "t_3")] == [T.TRANSPOSE] * 4
+    assert net.out_shape(net.index("add")) == to_nchw((5, 3))
+    assert [r for r in caplog.records if r.name == LOGGER] == []
+
+
 def test_no_forward_pass():
     model = TinyResNet()
     calls = []
@@ -430,7 +444,7 @@ class Seq1d(nn.Module):
 
 def _export_shapes(monkeypatch) -> list:
     """Record the input shapes of every ONNX export the fallback runs."""
-    import annette_torch.frontends.fx as fx_mod
+    import annette_torch.frontends.fx.onnx_fallback as fx_mod
 
     seen: list = []
     real = torch.onnx.export
@@ -452,7 +466,7 @@ def _same(a, b) -> bool:
                                           (Seq1d, (1, 4, 1000)), (DataDependent, (1, 3, 400, 301))])
 def test_large_input_probe_gives_the_full_size_network(monkeypatch, model, shape):
     """Exports at small probe sizes, scaled back by shape inference = today's full-size export, layer by layer."""
-    import annette_torch.frontends.fx as fx_mod
+    import annette_torch.frontends.fx.onnx_fallback as fx_mod
 
     torch.manual_seed(0)
     m = model().eval()
@@ -505,7 +519,7 @@ def test_probe_failure_falls_back_to_the_full_size(monkeypatch):
 
 
 def test_full_size_that_cannot_fit_in_memory_is_one_error(monkeypatch):
-    import annette_torch.frontends.fx as fx_mod
+    import annette_torch.frontends.fx.onnx_fallback as fx_mod
 
     monkeypatch.setattr(fx_mod, "_free_memory_bytes", lambda: 2.0**30)
     seen = _export_shapes(monkeypatch)

@@ -85,14 +85,14 @@ _SUPPORTED = frozenset(_SIMPLE) | _SPECIAL | {"Identity", "Constant"}
 _ALWAYS_CONST = frozenset({"Constant", "Shape", "Size"})
 
 
-def from_onnx(model: str | os.PathLike | onnx.ModelProto, name: str | None = None,
-              input_shape: Sequence[int] | None = None) -> Network:
+def from_onnx(model: str | os.PathLike | onnx.ModelProto, input_shape: Sequence[int] | None = None,
+              name: str | None = None) -> Network:
     """Convert an ONNX model (a file path or a loaded ``ModelProto``) into a `Network`.
 
-    ``name`` defaults to the file's stem (or the graph's name for a ``ModelProto``). ``input_shape``
-    replaces the shape of the first graph input, e.g. to fix a dynamic batch dimension: it may change the
-    batch and dynamic dimensions, not a static one; every graph input must have a static shape after that.
-    The given ``ModelProto`` is not modified.
+    The arguments come in `trace`'s order. ``input_shape`` replaces the shape of the first graph input, e.g.
+    to fix a dynamic batch dimension: it may change the batch and dynamic dimensions, not a static one; every
+    graph input must have a static shape after that. ``name`` defaults to the file's stem (or the graph's
+    name for a ``ModelProto``). The given ``ModelProto`` is not modified.
 
     Raises `ModelLoadError` for a missing, truncated or non-ONNX file, names that are not UTF-8, a dynamic,
     negative or absurdly large input shape (more than `ir.MAX_ELEMS` elements), an ``input_shape`` that

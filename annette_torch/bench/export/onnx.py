@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import onnx
@@ -39,15 +39,13 @@ from onnx import TensorProto, helper, numpy_helper
 
 from ...ir import LayerType, Network
 from .geometry import conv_transpose_attrs, permutation, window_attrs
-from .plan import CONV, MERGE, ExportError, Plan, where
+from .plan import CONV, MERGE, ExportError, Layer, Plan, where
 from .weights import check_size, layer_params
 
 __all__ = ["to_onnx", "node_layers"]
 
 T = LayerType
 _BINARY_OP = {T.ADD: "Add", T.MUL: "Mul", T.SUB: "Sub", T.DIV: "Div"}
-_SIMPLE_ACT = {T.RELU: "Relu", T.SIGMOID: "Sigmoid", T.TANH: "Tanh", T.HARDSWISH: "HardSwish",
-               T.SOFTPLUS: "Softplus"}
 _MIN_OPSET = 13
 
 
@@ -147,7 +145,7 @@ class _OnnxExporter:
 
     # -- per layer ----------------------------------------------------------------------------------
     def layer(self, i: int) -> None:
-        """Add the node(s) of layer ``i`` (nothing for an ``Input`` layer)."""
+        """Add the node(s) of layer ``i`` (nothing for an ``Input`` layer) with the builder for its type."""
         net, plan = self.net, self.plan
         t = LayerType(int(net.types[i]))
         if t == T.INPUT:
@@ -157,109 +155,7 @@ class _OnnxExporter:
         x = net.names[ps[0]]
         if plan.rank[i] == 4 and t not in MERGE and t not in (T.CONCAT, T.RESHAPE):
             x = self.input4d(i, ps[0])
-        src = plan.source_shape(i)
-        dst = plan.shape(i)
-        params = layer_params(net, plan, i, self.seed)
-        if t in CONV:
-            a = window_attrs(net, i)
-            self.node("Conv", [x, self.const("W", params["W"]), self.const("B", params["B"])],
-                      kernel_shape=list(a["kernel"]), strides=list(a["strides"]), pads=list(a["pads"]),
-                      dilations=list(a["dilations"]), group=max(int(net.groups[i]), 1))
-        elif t == T.CONV_TRANSPOSE:
-            kw = conv_transpose_attrs(net, i)
-            self.node("ConvTranspose", [x, self.const("W", params["W"]), self.const("B", params["B"])], **kw)
-        elif t in (T.MAX_POOL, T.AVG_POOL):
-            a = window_attrs(net, i, allow_ceil=True)
-            kw = dict(kernel_shape=list(a["kernel"]), strides=list(a["strides"]), pads=list(a["pads"]))
-            if a["ceil"]:
-                kw["ceil_mode"] = 1
-            if a["dilations"] != (1, 1):
-                if t == T.AVG_POOL and self.opset < 19:
-                    raise ExportError(f"{where(net, i)}: a dilated AveragePool needs opset 19 or newer")
-                kw["dilations"] = list(a["dilations"])
-            self.node("MaxPool" if t == T.MAX_POOL else "AveragePool", [x], **kw)
-        elif t == T.GLOBAL_POOL:
-            kind = str(net.attr("pool", i) or "avg")
-            self.node("GlobalMaxPool" if kind == "max" else "GlobalAveragePool", [x])
-        elif t == T.FULLY_CONNECTED:
-            self.fully_connected(i, ps[0])
-        elif t == T.BATCH_NORM:
-            self.node("BatchNormalization", [x] + [self.const(k, params[k]) for k in ("scale", "bias", "mean", "var")],
-                      epsilon=1e-5)
-        elif t == T.HARDSIGMOID:  # torch's definition relu6(x + 3) / 6 (ONNX's default alpha is 0.2)
-            self.node("HardSigmoid", [x], alpha=1.0 / 6.0, beta=0.5)
-        elif t in _SIMPLE_ACT:
-            self.node(_SIMPLE_ACT[t], [x])
-        elif t == T.RELU6:
-            self.node("Clip", [x, self.const("min", np.array(0.0, np.float32)),
-                               self.const("max", np.array(6.0, np.float32))])
-        elif t == T.CLIP:
-            lo, hi = net.attr("clip_min", i), net.attr("clip_max", i)
-            ins = [x, "" if lo is None else self.const("min", np.array(lo, np.float32)),
-                   "" if hi is None else self.const("max", np.array(hi, np.float32))]
-            while ins[-1] == "":
-                ins.pop()
-            self.node("Clip", ins)
-        elif t == T.LEAKY_RELU:
-            self.node("LeakyRelu", [x], alpha=float(net.attr("alpha", i) or 0.01))
-        elif t == T.SILU:
-            sig = self.node("Sigmoid", [x], "sigmoid")
-            self.node("Mul", [x, sig])
-        elif t == T.GELU:
-            if self.opset >= 20:
-                self.node("Gelu", [x])
-            else:
-                d = self.node("Div", [x, self.const("sqrt2", np.array(math.sqrt(2.0), np.float32))], "div")
-                e = self.node("Erf", [d], "erf")
-                a = self.node("Add", [e, self.const("one", np.array(1.0, np.float32))], "add")
-                m = self.node("Mul", [x, a], "mul")
-                self.node("Mul", [m, self.const("half", np.array(0.5, np.float32))])
-        elif t == T.SOFTMAX:
-            self.node("Softmax", [x], axis=1)
-        elif t == T.LRN:
-            self.node("LRN", [x], size=int(net.attr("size", i) or 5))
-        elif t == T.DROPOUT:
-            self.node("Dropout", [x])
-        elif t in MERGE:
-            self.merge(i, t, params)
-        elif t == T.CONCAT:
-            self.node("Concat", self.same_rank(i), axis=1)
-        elif t == T.FLATTEN:
-            self.node("Flatten", [x], axis=1)
-        elif t == T.RESHAPE:
-            self.node("Reshape", [x, self.const("shape", np.array(plan.shape(i), np.int64))])
-        elif t == T.TRANSPOSE:
-            self.node("Transpose", [x], perm=permutation(net, i, src, dst))
-        elif t == T.RESIZE:
-            self.resize(x, src, dst)
-        elif t == T.PAD:
-            diff = [o - s for s, o in zip(src, dst)]
-            begin = [d // 2 for d in diff]
-            end = [d - b for d, b in zip(diff, begin)]
-            self.node("Pad", [x, self.const("pads", np.array(begin + end, np.int64))], mode="constant")
-        elif t == T.SLICE:
-            if len(src) != len(dst) or any(o > s for s, o in zip(src, dst)):
-                raise ExportError(f"{where(net, i)}: output {list(net.out_shape(i))} is no slice of input "
-                                  f"{list(net.out_shape(ps[0]))}")
-            self.node("Slice", [x, self.const("starts", np.zeros(len(dst), np.int64)),
-                                self.const("ends", np.array(dst, np.int64)),
-                                self.const("axes", np.arange(len(dst), dtype=np.int64))])
-        elif t == T.REDUCE_MEAN:
-            axes = [a for a, (s, o) in enumerate(zip(src, dst)) if o == 1 and s != 1]
-            if len(src) != len(dst) or not axes or any(o not in (1, s) for s, o in zip(src, dst)):
-                raise ExportError(f"{where(net, i)}: output {list(net.out_shape(i))} is no mean over axes of "
-                                  f"input {list(net.out_shape(ps[0]))}")
-            if self.opset >= 18:
-                self.node("ReduceMean", [x, self.const("axes", np.array(axes, np.int64))], keepdims=1)
-            else:
-                self.node("ReduceMean", [x], axes=axes, keepdims=1)
-        elif t == T.LAYER_NORM:
-            if self.opset < 17:
-                raise ExportError(f"{where(net, i)}: LayerNormalization needs opset 17 or newer")
-            self.node("LayerNormalization", [x, self.const("scale", params["scale"]),
-                                             self.const("bias", params["bias"])], axis=-1, epsilon=1e-5)
-        else:  # pragma: no cover - EXPORTABLE and the branches above agree
-            raise AssertionError(t)
+        _NODES[t](self, plan.layer(i, layer_params(net, plan, i, self.seed)), x)
 
     def same_rank(self, i: int) -> list[str]:
         ps = self.plan.parents[i]
@@ -267,42 +163,214 @@ class _OnnxExporter:
             return [self.net.names[p] for p in ps]
         return [self.input4d(i, p, f"reshape{j}") for j, p in enumerate(ps)]
 
-    def merge(self, i: int, t: LayerType, params: dict) -> None:
-        ins = self.same_rank(i)
-        if len(ins) == 1:
-            self.node(_BINARY_OP[t], [ins[0], self.const("C", params["C"])])
-        elif len(ins) == 2:
-            self.node(_BINARY_OP[t], ins)
-        elif t == T.ADD:
-            self.node("Sum", ins)
-        else:
-            acc = ins[0]
-            for j, other in enumerate(ins[1:-1]):
-                acc = self.node(_BINARY_OP[t], [acc, other], str(j))
-            self.node(_BINARY_OP[t], [acc, ins[-1]])
 
-    def fully_connected(self, i: int, p: int) -> None:
-        net, plan = self.net, self.plan
-        n, k = int(net.n[i]), int(net.c_in[i])
-        if int(net.h_in[i]) * int(net.w_in[i]) != 1:
-            raise ExportError(f"{where(net, i)}: a FullyConnected layer over rows (input {list(net.in_shape(i))}, "
-                              "an ONNX MatMul with batch dimensions) cannot be exported")
-        src = plan.shape(p)
-        if src[0] != n or math.prod(src[1:]) != k:
-            raise ExportError(f"{where(net, i)}: input {list(net.in_shape(i))} does not match its producer "
-                              f"{net.names[p]!r} of shape {list(net.out_shape(p))}")
-        x = net.names[p]
-        if plan.rank[p] != 2:
-            x = self.node("Flatten", [x], "flatten", axis=1)
-        params = layer_params(net, plan, i, self.seed)
-        self.node("Gemm", [x, self.const("W", params["W"]), self.const("B", params["B"])], transB=1)
+# ------------------------------------------------------------------------------------------------------
+# node builders: builder(exporter, layer, x) adds the node(s) of one layer whose first input tensor is x
 
-    def resize(self, x: str, src: Sequence[int], dst: Sequence[int]) -> None:
-        # torch's "nearest" (asymmetric coordinates, floor): what torch.onnx writes for F.interpolate
-        kw = dict(mode="nearest", coordinate_transformation_mode="asymmetric", nearest_mode="floor")
-        scales = np.array([o / s for s, o in zip(src, dst)], np.float32)
-        exact = all(math.floor(s * float(f)) == o for s, o, f in zip(src, dst, scales))
-        if exact:
-            self.node("Resize", [x, "", self.const("scales", scales)], **kw)
-        else:
-            self.node("Resize", [x, "", "", self.const("sizes", np.array(dst, np.int64))], **kw)
+
+def _conv(ex: _OnnxExporter, layer: Layer, x: str) -> None:
+    a = window_attrs(ex.net, layer.i)
+    ex.node("Conv", [x, ex.const("W", layer.params["W"]), ex.const("B", layer.params["B"])],
+            kernel_shape=list(a["kernel"]), strides=list(a["strides"]), pads=list(a["pads"]),
+            dilations=list(a["dilations"]), group=max(int(ex.net.groups[layer.i]), 1))
+
+
+def _conv_transpose(ex: _OnnxExporter, layer: Layer, x: str) -> None:
+    kw = conv_transpose_attrs(ex.net, layer.i)
+    ex.node("ConvTranspose", [x, ex.const("W", layer.params["W"]), ex.const("B", layer.params["B"])], **kw)
+
+
+def _pool(ex: _OnnxExporter, layer: Layer, x: str) -> None:
+    a = window_attrs(ex.net, layer.i, allow_ceil=True)
+    kw = dict(kernel_shape=list(a["kernel"]), strides=list(a["strides"]), pads=list(a["pads"]))
+    if a["ceil"]:
+        kw["ceil_mode"] = 1
+    if a["dilations"] != (1, 1):
+        if layer.t == T.AVG_POOL and ex.opset < 19:
+            raise ExportError(f"{where(ex.net, layer.i)}: a dilated AveragePool needs opset 19 or newer")
+        kw["dilations"] = list(a["dilations"])
+    ex.node("MaxPool" if layer.t == T.MAX_POOL else "AveragePool", [x], **kw)
+
+
+def _global_pool(ex: _OnnxExporter, layer: Layer, x: str) -> None:
+    kind = str(ex.net.attr("pool", layer.i) or "avg")
+    ex.node("GlobalMaxPool" if kind == "max" else "GlobalAveragePool", [x])
+
+
+def _fully_connected(ex: _OnnxExporter, layer: Layer, x: str) -> None:
+    """A ``Gemm``; its producer's tensor as it is when 2-D, else through a ``<layer>/flatten`` node."""
+    net, plan, i, p = ex.net, ex.plan, layer.i, layer.parents[0]
+    n, k = int(net.n[i]), int(net.c_in[i])
+    if int(net.h_in[i]) * int(net.w_in[i]) != 1:
+        raise ExportError(f"{where(net, i)}: a FullyConnected layer over rows (input {list(net.in_shape(i))}, "
+                          "an ONNX MatMul with batch dimensions) cannot be exported")
+    src = plan.shape(p)
+    if src[0] != n or math.prod(src[1:]) != k:
+        raise ExportError(f"{where(net, i)}: input {list(net.in_shape(i))} does not match its producer "
+                          f"{net.names[p]!r} of shape {list(net.out_shape(p))}")
+    flat = net.names[p]
+    if plan.rank[p] != 2:
+        flat = ex.node("Flatten", [flat], "flatten", axis=1)
+    ex.node("Gemm", [flat, ex.const("W", layer.params["W"]), ex.const("B", layer.params["B"])], transB=1)
+
+
+def _batch_norm(ex: _OnnxExporter, layer: Layer, x: str) -> None:
+    ex.node("BatchNormalization", [x] + [ex.const(k, layer.params[k]) for k in ("scale", "bias", "mean", "var")],
+            epsilon=1e-5)
+
+
+def _layer_norm(ex: _OnnxExporter, layer: Layer, x: str) -> None:
+    if ex.opset < 17:
+        raise ExportError(f"{where(ex.net, layer.i)}: LayerNormalization needs opset 17 or newer")
+    ex.node("LayerNormalization", [x, ex.const("scale", layer.params["scale"]), ex.const("bias", layer.params["bias"])],
+            axis=-1, epsilon=1e-5)
+
+
+def _one(op: str, **attrs: Any) -> Callable[[_OnnxExporter, Layer, str], None]:
+    """The builder of a layer that is one ``op`` node with fixed attributes."""
+    def build(ex: _OnnxExporter, layer: Layer, x: str) -> None:
+        ex.node(op, [x], **attrs)
+    return build
+
+
+def _relu6(ex: _OnnxExporter, layer: Layer, x: str) -> None:
+    ex.node("Clip", [x, ex.const("min", np.array(0.0, np.float32)), ex.const("max", np.array(6.0, np.float32))])
+
+
+def _clip(ex: _OnnxExporter, layer: Layer, x: str) -> None:
+    lo, hi = ex.net.attr("clip_min", layer.i), ex.net.attr("clip_max", layer.i)
+    ins = [x, "" if lo is None else ex.const("min", np.array(lo, np.float32)),
+           "" if hi is None else ex.const("max", np.array(hi, np.float32))]
+    while ins[-1] == "":
+        ins.pop()
+    ex.node("Clip", ins)
+
+
+def _leaky_relu(ex: _OnnxExporter, layer: Layer, x: str) -> None:
+    ex.node("LeakyRelu", [x], alpha=float(ex.net.attr("alpha", layer.i) or 0.01))
+
+
+def _silu(ex: _OnnxExporter, layer: Layer, x: str) -> None:
+    sig = ex.node("Sigmoid", [x], "sigmoid")
+    ex.node("Mul", [x, sig])
+
+
+def _gelu(ex: _OnnxExporter, layer: Layer, x: str) -> None:
+    """The ``Gelu`` op from opset 20; below that its Erf form."""
+    if ex.opset >= 20:
+        ex.node("Gelu", [x])
+        return
+    d = ex.node("Div", [x, ex.const("sqrt2", np.array(math.sqrt(2.0), np.float32))], "div")
+    e = ex.node("Erf", [d], "erf")
+    a = ex.node("Add", [e, ex.const("one", np.array(1.0, np.float32))], "add")
+    m = ex.node("Mul", [x, a], "mul")
+    ex.node("Mul", [m, ex.const("half", np.array(0.5, np.float32))])
+
+
+def _lrn(ex: _OnnxExporter, layer: Layer, x: str) -> None:
+    ex.node("LRN", [x], size=int(ex.net.attr("size", layer.i) or 5))
+
+
+def _merge(ex: _OnnxExporter, layer: Layer, x: str) -> None:
+    """A binary op with a constant (one input), of two inputs, or chained (``Sum`` for ``Add``) over more."""
+    op = _BINARY_OP[layer.t]
+    ins = ex.same_rank(layer.i)
+    if len(ins) == 1:
+        ex.node(op, [ins[0], ex.const("C", layer.params["C"])])
+    elif len(ins) == 2:
+        ex.node(op, ins)
+    elif layer.t == T.ADD:
+        ex.node("Sum", ins)
+    else:
+        acc = ins[0]
+        for j, other in enumerate(ins[1:-1]):
+            acc = ex.node(op, [acc, other], str(j))
+        ex.node(op, [acc, ins[-1]])
+
+
+def _concat(ex: _OnnxExporter, layer: Layer, x: str) -> None:
+    ex.node("Concat", ex.same_rank(layer.i), axis=1)
+
+
+def _reshape(ex: _OnnxExporter, layer: Layer, x: str) -> None:
+    ex.node("Reshape", [x, ex.const("shape", np.array(layer.dst, np.int64))])
+
+
+def _transpose(ex: _OnnxExporter, layer: Layer, x: str) -> None:
+    ex.node("Transpose", [x], perm=permutation(ex.net, layer.i, layer.src, layer.dst))
+
+
+def _resize(ex: _OnnxExporter, layer: Layer, x: str) -> None:
+    """torch's "nearest" (asymmetric coordinates, floor): what torch.onnx writes for F.interpolate."""
+    src, dst = layer.src, layer.dst
+    kw = dict(mode="nearest", coordinate_transformation_mode="asymmetric", nearest_mode="floor")
+    scales = np.array([o / s for s, o in zip(src, dst)], np.float32)
+    exact = all(math.floor(s * float(f)) == o for s, o, f in zip(src, dst, scales))
+    if exact:
+        ex.node("Resize", [x, "", ex.const("scales", scales)], **kw)
+    else:
+        ex.node("Resize", [x, "", "", ex.const("sizes", np.array(dst, np.int64))], **kw)
+
+
+def _pad(ex: _OnnxExporter, layer: Layer, x: str) -> None:
+    diff = [o - s for s, o in zip(layer.src, layer.dst)]
+    begin = [d // 2 for d in diff]
+    end = [d - b for d, b in zip(diff, begin)]
+    ex.node("Pad", [x, ex.const("pads", np.array(begin + end, np.int64))], mode="constant")
+
+
+def _slice(ex: _OnnxExporter, layer: Layer, x: str) -> None:
+    src, dst = layer.src, layer.dst
+    if len(src) != len(dst) or any(o > s for s, o in zip(src, dst)):
+        raise ExportError(f"{where(ex.net, layer.i)}: output {list(ex.net.out_shape(layer.i))} is no slice of "
+                          f"input {list(ex.net.out_shape(layer.parents[0]))}")
+    ex.node("Slice", [x, ex.const("starts", np.zeros(len(dst), np.int64)), ex.const("ends", np.array(dst, np.int64)),
+                      ex.const("axes", np.arange(len(dst), dtype=np.int64))])
+
+
+def _reduce_mean(ex: _OnnxExporter, layer: Layer, x: str) -> None:
+    src, dst = layer.src, layer.dst
+    axes = [a for a, (s, o) in enumerate(zip(src, dst)) if o == 1 and s != 1]
+    if len(src) != len(dst) or not axes or any(o not in (1, s) for s, o in zip(src, dst)):
+        raise ExportError(f"{where(ex.net, layer.i)}: output {list(ex.net.out_shape(layer.i))} is no mean over "
+                          f"axes of input {list(ex.net.out_shape(layer.parents[0]))}")
+    if ex.opset >= 18:
+        ex.node("ReduceMean", [x, ex.const("axes", np.array(axes, np.int64))], keepdims=1)
+    else:
+        ex.node("ReduceMean", [x], axes=axes, keepdims=1)
+
+
+#: The node builder of every exportable layer type but ``Input``.
+_NODES: dict[LayerType, Callable[[_OnnxExporter, Layer, str], None]] = {
+    **{t: _conv for t in CONV},
+    T.CONV_TRANSPOSE: _conv_transpose,
+    T.MAX_POOL: _pool,
+    T.AVG_POOL: _pool,
+    T.GLOBAL_POOL: _global_pool,
+    T.FULLY_CONNECTED: _fully_connected,
+    T.BATCH_NORM: _batch_norm,
+    T.LAYER_NORM: _layer_norm,
+    T.RELU: _one("Relu"),
+    T.SIGMOID: _one("Sigmoid"),
+    T.TANH: _one("Tanh"),
+    T.HARDSWISH: _one("HardSwish"),
+    T.SOFTPLUS: _one("Softplus"),
+    T.HARDSIGMOID: _one("HardSigmoid", alpha=1.0 / 6.0, beta=0.5),  # torch's relu6(x + 3) / 6 (ONNX's alpha: 0.2)
+    T.SOFTMAX: _one("Softmax", axis=1),
+    T.DROPOUT: _one("Dropout"),
+    T.FLATTEN: _one("Flatten", axis=1),
+    T.RELU6: _relu6,
+    T.CLIP: _clip,
+    T.LEAKY_RELU: _leaky_relu,
+    T.SILU: _silu,
+    T.GELU: _gelu,
+    T.LRN: _lrn,
+    **{t: _merge for t in MERGE},
+    T.CONCAT: _concat,
+    T.RESHAPE: _reshape,
+    T.TRANSPOSE: _transpose,
+    T.RESIZE: _resize,
+    T.PAD: _pad,
+    T.SLICE: _slice,
+    T.REDUCE_MEAN: _reduce_mean,
+}

@@ -10,11 +10,13 @@ and ``Flatten`` (and ``Reshape`` to ``(N, C, 1, 1)``), which are 2-D like the ON
 from __future__ import annotations
 
 import heapq
+from dataclasses import dataclass
+from typing import Any
 
 from ...errors import AnnetteError
 from ...ir import LayerType, Network
 
-__all__ = ["ExportError", "EXPORTABLE", "CONV", "NEEDS_4D", "MERGE", "Plan", "where"]
+__all__ = ["ExportError", "EXPORTABLE", "CONV", "NEEDS_4D", "MERGE", "Plan", "Layer", "where"]
 
 T = LayerType
 
@@ -45,6 +47,21 @@ def _label(net: Network, i: int) -> str:
 def where(net: Network, i: int) -> str:
     """``network 'n': layer 'l' (Type)``: the prefix of every error message about layer ``i``."""
     return f"network {net.name!r}: layer {net.names[i]!r} ({_label(net, i)})"
+
+
+@dataclass(frozen=True)
+class Layer:
+    """One layer as a back end's builder for its type reads it (`Plan.layer`)."""
+
+    i: int
+    t: LayerType
+    parents: list[int]
+    #: shape of the first input as the layer reads it (`Plan.source_shape`)
+    src: tuple[int, ...]
+    #: exported output shape (`Plan.shape`)
+    dst: tuple[int, ...]
+    #: the layer's constant tensors by role (`annette_torch.bench.export.weights.layer_params`)
+    params: dict[str, Any]
 
 
 class Plan:
@@ -141,3 +158,8 @@ class Plan:
             return tuple(full)
         s = self.net.out_shape(i)
         return s[:2] if self.rank[i] == 2 else s
+
+    def layer(self, i: int, params: dict[str, Any]) -> Layer:
+        """Layer ``i`` (not an ``Input``) with its constant tensors ``params``, as a builder reads it."""
+        return Layer(i, LayerType(int(self.net.types[i])), self.parents[i], self.source_shape(i), self.shape(i),
+                     params)

@@ -9,13 +9,13 @@ only needs `to_onnx`) does not load torch.
 from __future__ import annotations
 
 import keyword
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
 from ...ir import LayerType, Network
 from .geometry import conv_transpose_attrs, permutation, window_attrs
-from .plan import CONV, MERGE, ExportError, Plan, where
+from .plan import CONV, MERGE, ExportError, Layer, Plan, where
 from .weights import check_size, layer_params
 
 __all__ = ["to_module"]
@@ -37,25 +37,11 @@ def to_module(net: Network, seed: int = 0):
     """
     import torch  # lazily: the benchmark hot path (to_onnx) needs no torch
     from torch import nn
-    import torch.nn.functional as F
 
     plan = Plan(net)
     check_size(net)
+    b = _Builder(net, plan, torch)
     steps: list[tuple[int, list[int], Any]] = []
-    modules: dict[str, nn.Module] = {}
-    buffers: dict[str, np.ndarray] = {}
-    layer_names: dict[str, str] = {}
-
-    def tensor(a: np.ndarray):
-        return torch.from_numpy(np.ascontiguousarray(a))
-
-    def attr_name(i: int) -> str:
-        a = net.names[i].replace(".", "_") or f"layer{i}"
-        while a in modules or a in buffers or a in layer_names and layer_names[a] != net.names[i]:
-            a += "_"
-        layer_names[a] = net.names[i]
-        return a
-
     for i in plan.order:
         t = LayerType(int(net.types[i]))
         if t == T.INPUT:
@@ -65,119 +51,12 @@ def to_module(net: Network, seed: int = 0):
         to4 = plan.rank[i] == 4 and plan.rank[ps[0]] == 2 and t not in MERGE and t != T.CONCAT \
             and t not in (T.FULLY_CONNECTED, T.FLATTEN, T.RESHAPE)
         pre = tuple(net.out_shape(ps[0])) if to4 else None
-        src = plan.source_shape(i)
-        dst = plan.shape(i)
-        fn: Any
-        if t in CONV or t in (T.MAX_POOL, T.AVG_POOL):
-            a = window_attrs(net, i, allow_ceil=t not in CONV)
-            hb, wb, he, we = a["pads"]
-            sym = hb == he and wb == we
-            pad = (hb, wb) if sym else (0, 0)
-            if t in CONV:
-                m = nn.Conv2d(int(net.c_in[i]), int(net.c_out[i]), a["kernel"], a["strides"], pad, a["dilations"],
-                              max(int(net.groups[i]), 1), bias=True)
-                with torch.no_grad():
-                    m.weight.copy_(tensor(params["W"]))
-                    m.bias.copy_(tensor(params["B"]))
-                fill = 0.0
-            elif t == T.MAX_POOL:
-                m = nn.MaxPool2d(a["kernel"], a["strides"], pad, a["dilations"], ceil_mode=a["ceil"])
-                fill = float("-inf")
-            else:
-                m = nn.AvgPool2d(a["kernel"], a["strides"], pad, ceil_mode=a["ceil"], count_include_pad=False)
-                fill = 0.0
-            modules[attr_name(i)] = m
-            fn = _Call(m) if sym else _Padded(m, (wb, we, hb, he), fill)
-        elif t == T.CONV_TRANSPOSE:
-            kw = conv_transpose_attrs(net, i)
-            hb, wb, he, we = kw["pads"]
-            m = nn.ConvTranspose2d(int(net.c_in[i]), int(net.c_out[i]), kw["kernel_shape"], kw["strides"],
-                                   (hb, wb) if (hb, wb) == (he, we) else 0, kw.get("output_padding", 0),
-                                   kw["group"], True, kw["dilations"])
-            with torch.no_grad():
-                m.weight.copy_(tensor(params["W"]))
-                m.bias.copy_(tensor(params["B"]))
-            modules[attr_name(i)] = m
-            fn = _Call(m) if (hb, wb) == (he, we) else _Cropped(m, (hb, he, wb, we))
-        elif t == T.FULLY_CONNECTED:
-            m = nn.Linear(int(net.c_in[i]), int(net.c_out[i]))
-            with torch.no_grad():
-                m.weight.copy_(tensor(params["W"]))
-                m.bias.copy_(tensor(params["B"]))
-            modules[attr_name(i)] = m
-            fn = _Call(m) if plan.rank[ps[0]] == 2 else _Flattened(m, torch)
-        elif t == T.BATCH_NORM:
-            c = int(net.c_out[i])
-            m = nn.BatchNorm2d(c, eps=1e-5) if plan.rank[i] == 4 else nn.BatchNorm1d(c, eps=1e-5)
-            with torch.no_grad():
-                m.weight.copy_(tensor(params["scale"]))
-                m.bias.copy_(tensor(params["bias"]))
-                m.running_mean.copy_(tensor(params["mean"]))
-                m.running_var.copy_(tensor(params["var"]))
-            modules[attr_name(i)] = m
-            fn = _Call(m)
-        elif t == T.LAYER_NORM:
-            m = nn.LayerNorm(int(dst[-1]), eps=1e-5)
-            with torch.no_grad():
-                m.weight.copy_(tensor(params["scale"]))
-                m.bias.copy_(tensor(params["bias"]))
-            modules[attr_name(i)] = m
-            fn = _Call(m)
-        elif t in _TORCH_ACT:
-            m = _TORCH_ACT[t](nn, net, i)
-            modules[attr_name(i)] = m
-            fn = _Call(m)
-        elif t == T.GLOBAL_POOL:
-            m = nn.AdaptiveMaxPool2d(1) if str(net.attr("pool", i) or "avg") == "max" else nn.AdaptiveAvgPool2d(1)
-            modules[attr_name(i)] = m
-            fn = _Call(m)
-        elif t == T.CLIP:
-            lo, hi = net.attr("clip_min", i), net.attr("clip_max", i)
-            fn = _Fn(torch.clamp, min=None if lo is None else float(lo), max=None if hi is None else float(hi))
-        elif t in MERGE:
-            op = {T.ADD: torch.add, T.MUL: torch.mul, T.SUB: torch.sub, T.DIV: torch.div}[t]
-            if len(ps) == 1:
-                b = attr_name(i) + "_C"
-                buffers[b] = params["C"]
-                fn = _WithBuffer(op, b)
-            else:
-                fn = _Chain(op)
-        elif t == T.CONCAT:
-            fn = _Cat(torch)
-        elif t == T.FLATTEN:
-            fn = _Fn(torch.flatten, 1)
-        elif t == T.RESHAPE:
-            fn = _Method("reshape", tuple(int(v) for v in dst))
-        elif t == T.TRANSPOSE:
-            fn = _Method("permute", tuple(permutation(net, i, src, dst)))
-        elif t == T.RESIZE:
-            if src[:2] != dst[:2]:
-                raise ExportError(f"{where(net, i)}: to_module resizes spatial dimensions only")
-            fn = _Fn(F.interpolate, size=(int(dst[2]), int(dst[3])), mode="nearest")
-        elif t == T.PAD:
-            diff = [o - s_ for s_, o in zip(src, dst)]
-            flat: list[int] = []
-            for d in reversed(diff):
-                flat += [d // 2, d - d // 2]
-            fn = _Fn(F.pad, tuple(flat))
-        elif t == T.SLICE:
-            if len(src) != len(dst) or any(o > s_ for s_, o in zip(src, dst)):
-                raise ExportError(f"{where(net, i)}: output {list(net.out_shape(i))} is no slice of input "
-                                  f"{list(net.out_shape(ps[0]))}")
-            fn = _Slice(tuple(int(d) for d in dst))
-        elif t == T.REDUCE_MEAN:
-            axes = [a for a, (s_, o) in enumerate(zip(src, dst)) if o == 1 and s_ != 1]
-            if not axes:
-                raise ExportError(f"{where(net, i)}: output {list(net.out_shape(i))} is no mean over axes of "
-                                  f"input {list(net.out_shape(ps[0]))}")
-            fn = _Method("mean", tuple(axes), keepdim=True)
-        else:  # pragma: no cover - EXPORTABLE and the branches above agree
-            raise AssertionError(t)
-        steps.append((i, ps, (pre, fn)))
+        steps.append((i, ps, (pre, _STEPS[t](b, plan.layer(i, params)))))
 
     inputs = [i for i in plan.order if net.types[i] == T.INPUT]
     cls = _module_class(nn, _arg_names([net.names[i] for i in inputs]))
-    return cls(net, plan, steps, modules, {k: tensor(v) for k, v in buffers.items()}, layer_names, inputs)
+    return cls(net, plan, steps, b.modules, {k: b.tensor(v) for k, v in b.buffers.items()}, b.layer_names,
+               inputs)
 
 
 # small picklable callables (closures would do, but these print readably in a debugger)
@@ -290,6 +169,163 @@ class _Cropped(_Call):
         return y[:, :, hb:y.shape[2] - he, wb:y.shape[3] - we]
 
 
+class _Builder:
+    """What the step builders of one `to_module` call share: torch, the network, and the submodules, constant
+    buffers and submodule names made so far."""
+
+    def __init__(self, net: Network, plan: Plan, torch: Any) -> None:
+        self.net, self.plan = net, plan
+        self.torch, self.nn, self.F = torch, torch.nn, torch.nn.functional
+        self.modules: dict[str, Any] = {}
+        self.buffers: dict[str, np.ndarray] = {}
+        self.layer_names: dict[str, str] = {}
+
+    def tensor(self, a: np.ndarray):
+        return self.torch.from_numpy(np.ascontiguousarray(a))
+
+    def attr_name(self, i: int) -> str:
+        """Layer ``i``'s submodule name: its name with ``.`` as ``_``, made unique."""
+        name = self.net.names[i]
+        a = name.replace(".", "_") or f"layer{i}"
+        while a in self.modules or a in self.buffers or a in self.layer_names and self.layer_names[a] != name:
+            a += "_"
+        self.layer_names[a] = name
+        return a
+
+    def add(self, i: int, m: Any, **values: np.ndarray) -> Any:
+        """Register ``m`` as layer ``i``'s submodule, its parameters and buffers (``weight=...``) set to ``values``."""
+        with self.torch.no_grad():
+            for k, v in values.items():
+                getattr(m, k).copy_(self.tensor(v))
+        self.modules[self.attr_name(i)] = m
+        return m
+
+
+# ------------------------------------------------------------------------------------------------------
+# step builders: builder(b, layer) -> the callable that computes the layer's output from its inputs
+
+
+def _window(b: _Builder, layer: Layer) -> Any:
+    """Convolutions and pooling; asymmetric padding is an explicit ``F.pad`` before the layer."""
+    net, nn, i, t = b.net, b.nn, layer.i, layer.t
+    a = window_attrs(net, i, allow_ceil=t not in CONV)
+    hb, wb, he, we = a["pads"]
+    sym = hb == he and wb == we
+    pad = (hb, wb) if sym else (0, 0)
+    if t in CONV:
+        m = b.add(i, nn.Conv2d(int(net.c_in[i]), int(net.c_out[i]), a["kernel"], a["strides"], pad, a["dilations"],
+                               max(int(net.groups[i]), 1), bias=True), weight=layer.params["W"], bias=layer.params["B"])
+        fill = 0.0
+    elif t == T.MAX_POOL:
+        m = b.add(i, nn.MaxPool2d(a["kernel"], a["strides"], pad, a["dilations"], ceil_mode=a["ceil"]))
+        fill = float("-inf")
+    else:
+        m = b.add(i, nn.AvgPool2d(a["kernel"], a["strides"], pad, ceil_mode=a["ceil"], count_include_pad=False))
+        fill = 0.0
+    return _Call(m) if sym else _Padded(m, (wb, we, hb, he), fill)
+
+
+def _conv_transpose(b: _Builder, layer: Layer) -> Any:
+    net, i = b.net, layer.i
+    kw = conv_transpose_attrs(net, i)
+    hb, wb, he, we = kw["pads"]
+    m = b.add(i, b.nn.ConvTranspose2d(int(net.c_in[i]), int(net.c_out[i]), kw["kernel_shape"], kw["strides"],
+                                      (hb, wb) if (hb, wb) == (he, we) else 0, kw.get("output_padding", 0),
+                                      kw["group"], True, kw["dilations"]),
+              weight=layer.params["W"], bias=layer.params["B"])
+    return _Call(m) if (hb, wb) == (he, we) else _Cropped(m, (hb, he, wb, we))
+
+
+def _fully_connected(b: _Builder, layer: Layer) -> Any:
+    i = layer.i
+    m = b.add(i, b.nn.Linear(int(b.net.c_in[i]), int(b.net.c_out[i])), weight=layer.params["W"],
+              bias=layer.params["B"])
+    return _Call(m) if b.plan.rank[layer.parents[0]] == 2 else _Flattened(m, b.torch)
+
+
+def _batch_norm(b: _Builder, layer: Layer) -> Any:
+    c, p = int(b.net.c_out[layer.i]), layer.params
+    m = b.nn.BatchNorm2d(c, eps=1e-5) if b.plan.rank[layer.i] == 4 else b.nn.BatchNorm1d(c, eps=1e-5)
+    return _Call(b.add(layer.i, m, weight=p["scale"], bias=p["bias"], running_mean=p["mean"], running_var=p["var"]))
+
+
+def _layer_norm(b: _Builder, layer: Layer) -> Any:
+    return _Call(b.add(layer.i, b.nn.LayerNorm(int(layer.dst[-1]), eps=1e-5), weight=layer.params["scale"],
+                       bias=layer.params["bias"]))
+
+
+def _activation(b: _Builder, layer: Layer) -> Any:
+    return _Call(b.add(layer.i, _TORCH_ACT[layer.t](b.nn, b.net, layer.i)))
+
+
+def _global_pool(b: _Builder, layer: Layer) -> Any:
+    pool = b.nn.AdaptiveMaxPool2d if str(b.net.attr("pool", layer.i) or "avg") == "max" else b.nn.AdaptiveAvgPool2d
+    return _Call(b.add(layer.i, pool(1)))
+
+
+def _clip(b: _Builder, layer: Layer) -> Any:
+    lo, hi = b.net.attr("clip_min", layer.i), b.net.attr("clip_max", layer.i)
+    return _Fn(b.torch.clamp, min=None if lo is None else float(lo), max=None if hi is None else float(hi))
+
+
+def _merge(b: _Builder, layer: Layer) -> Any:
+    """A binary op of the inputs, or of the one input and a constant buffer."""
+    torch = b.torch
+    op = {T.ADD: torch.add, T.MUL: torch.mul, T.SUB: torch.sub, T.DIV: torch.div}[layer.t]
+    if len(layer.parents) == 1:
+        name = b.attr_name(layer.i) + "_C"
+        b.buffers[name] = layer.params["C"]
+        return _WithBuffer(op, name)
+    return _Chain(op)
+
+
+def _concat(b: _Builder, layer: Layer) -> Any:
+    return _Cat(b.torch)
+
+
+def _flatten(b: _Builder, layer: Layer) -> Any:
+    return _Fn(b.torch.flatten, 1)
+
+
+def _reshape(b: _Builder, layer: Layer) -> Any:
+    return _Method("reshape", tuple(int(v) for v in layer.dst))
+
+
+def _transpose(b: _Builder, layer: Layer) -> Any:
+    return _Method("permute", tuple(permutation(b.net, layer.i, layer.src, layer.dst)))
+
+
+def _resize(b: _Builder, layer: Layer) -> Any:
+    src, dst = layer.src, layer.dst
+    if src[:2] != dst[:2]:
+        raise ExportError(f"{where(b.net, layer.i)}: to_module resizes spatial dimensions only")
+    return _Fn(b.F.interpolate, size=(int(dst[2]), int(dst[3])), mode="nearest")
+
+
+def _pad(b: _Builder, layer: Layer) -> Any:
+    diff = [o - s_ for s_, o in zip(layer.src, layer.dst)]
+    flat: list[int] = []
+    for d in reversed(diff):
+        flat += [d // 2, d - d // 2]
+    return _Fn(b.F.pad, tuple(flat))
+
+
+def _slice(b: _Builder, layer: Layer) -> Any:
+    src, dst = layer.src, layer.dst
+    if len(src) != len(dst) or any(o > s_ for s_, o in zip(src, dst)):
+        raise ExportError(f"{where(b.net, layer.i)}: output {list(b.net.out_shape(layer.i))} is no slice of input "
+                          f"{list(b.net.out_shape(layer.parents[0]))}")
+    return _Slice(tuple(int(d) for d in dst))
+
+
+def _reduce_mean(b: _Builder, layer: Layer) -> Any:
+    axes = [a for a, (s_, o) in enumerate(zip(layer.src, layer.dst)) if o == 1 and s_ != 1]
+    if not axes:
+        raise ExportError(f"{where(b.net, layer.i)}: output {list(b.net.out_shape(layer.i))} is no mean over axes "
+                          f"of input {list(b.net.out_shape(layer.parents[0]))}")
+    return _Method("mean", tuple(axes), keepdim=True)
+
+
 def _act_factories() -> dict[LayerType, Any]:
     """Parameter-free layers as ``nn`` submodule factories ``(nn, net, i) -> module``."""
     return {
@@ -310,6 +346,28 @@ def _act_factories() -> dict[LayerType, Any]:
 
 
 _TORCH_ACT = _act_factories()
+#: The step builder of every exportable layer type but ``Input``.
+_STEPS: dict[LayerType, Callable[[_Builder, Layer], Any]] = {
+    **{t: _window for t in CONV},
+    T.MAX_POOL: _window,
+    T.AVG_POOL: _window,
+    T.CONV_TRANSPOSE: _conv_transpose,
+    T.FULLY_CONNECTED: _fully_connected,
+    T.BATCH_NORM: _batch_norm,
+    T.LAYER_NORM: _layer_norm,
+    **{t: _activation for t in _TORCH_ACT},
+    T.GLOBAL_POOL: _global_pool,
+    T.CLIP: _clip,
+    **{t: _merge for t in MERGE},
+    T.CONCAT: _concat,
+    T.FLATTEN: _flatten,
+    T.RESHAPE: _reshape,
+    T.TRANSPOSE: _transpose,
+    T.RESIZE: _resize,
+    T.PAD: _pad,
+    T.SLICE: _slice,
+    T.REDUCE_MEAN: _reduce_mean,
+}
 _MODULE_CLASSES: dict[tuple[str, ...], type] = {}
 
 
