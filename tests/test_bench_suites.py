@@ -188,18 +188,13 @@ def test_a_changed_space_is_counted_not_looked_up():
 
 
 @pytest.mark.slow
-def test_bench_list_takes_at_most_a_second():
+def test_bench_list_runs_from_the_stored_counts():
+    """`annette bench --list` in a fresh interpreter (its speed: benchmarks/estimator_speed.py)."""
     import subprocess
     import sys
-    import time
-    best = float("inf")
-    for _ in range(3):  # the best of three: a loaded machine slows one start, not all
-        t0 = time.perf_counter()
-        r = subprocess.run([sys.executable, "-m", "annette_torch.cli.app", "bench", "--list"], capture_output=True,
-                           text=True, timeout=120)
-        best = min(best, time.perf_counter() - t0)
-        assert r.returncode == 0 and "gconv" in r.stdout
-    assert best <= 2.0, f"annette bench --list took {best:.2f} s (interpreter start included)"
+    r = subprocess.run([sys.executable, "-m", "annette_torch.cli.app", "bench", "--list"], capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0 and "gconv" in r.stdout
 
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n == "cold_weights" else n

@@ -95,29 +95,6 @@ def test_old_optuna_gets_a_constraints_func(monkeypatch):
     assert c.constraints_func(optuna.trial.create_trial(value=1.0)) == (1.0,)  # unknown latency: infeasible
 
 
-@pytest.mark.slow
-def test_overhead_per_trial_is_small():
-    from annette_torch import zoo
-    c = LatencyConstraint("zcu102", latency_ms=10.0, input_shape=(1, 3, 224, 224))
-    study = optuna.create_study()
-    trial = study.ask()
-    m = zoo.get("resnet18")
-    new = []
-    for _ in range(3):
-        m2 = zoo.get("resnet18")
-        m2.fc = nn.Linear(512, 10 + len(new))  # a new architecture each time
-        t0 = time.perf_counter()
-        c(trial if not new else study.ask(), m2)
-        new.append(time.perf_counter() - t0)
-    c(study.ask(), m)
-    t0 = time.perf_counter()
-    for _ in range(20):
-        c(study.ask(), m)
-    cached = (time.perf_counter() - t0) / 20
-    assert cached < 3e-3, cached      # target 1 ms; loose for a loaded machine
-    assert min(new) < 30e-3, new      # target 10 ms
-
-
 def test_function_space_in_the_cli(tmp_path, capsys, monkeypatch):
     from annette_torch.cli.app import main
     (tmp_path / "myspace.py").write_text(textwrap.dedent("""

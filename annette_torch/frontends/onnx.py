@@ -79,7 +79,7 @@ _SIMPLE: dict[str, LayerType] = {
 }
 #: Ops with their own conversion below.
 _SPECIAL = frozenset({"Conv", "ConvTranspose", "Gemm", "MatMul", "MaxPool", "AveragePool", "GlobalAveragePool",
-                      "GlobalMaxPool", "ReduceMean", "ReduceMax", "Clip"})
+                      "GlobalMaxPool", "ReduceMean", "ReduceMax", "Clip", "Einsum", "Gather"})
 _SUPPORTED = frozenset(_SIMPLE) | _SPECIAL | {"Identity", "Constant"}
 #: Ops whose outputs are constants whatever their inputs (shapes are static once the input shape is).
 _ALWAYS_CONST = frozenset({"Constant", "Shape", "Size"})
@@ -767,4 +767,42 @@ def _convert(node, consts, values, shapes, in_shape, out_shape):
         ins, outs = _matmul_shapes(a_shape, b_shape, out, trans_a)
         kind = T.FULLY_CONNECTED if node.input[1] in consts else T.MATMUL
         return kind, dict(in_shape=ins, out_shape=outs)
-    raise AssertionError(op)  # pragma: no cover - _SPECIAL and the branches above agree
+    if op == "Gather":  # picking along an axis (a head of a fused q/k/v tensor) is a slice; a table lookup is not
+        return (T.UNKNOWN, {}) if node.input[0] in consts else (T.SLICE, {})
+    if op == "Einsum":
+        return _einsum(a, node, shapes, out)
+    raise AssertionError(op)
+
+
+def _einsum(a: dict, node, shapes, out: Sequence[int]):
+    """An Einsum of two tensors that contracts an index: a (batched) matrix product with batch = the indices
+    both operands and the output keep, m / n = the output indices of one operand only, k = the contracted ones;
+    of one tensor: a permutation (a copy) or a reduction. The fx front end reads ``torch.einsum`` alike."""
+    eq = a.get("equation")
+    if isinstance(eq, bytes):
+        eq = eq.decode()
+    if not isinstance(eq, str) or "->" not in eq or "..." in eq:
+        return T.UNKNOWN, {}
+    lhs, rhs = eq.replace(" ", "").split("->")
+    terms = lhs.split(",")
+    if len(terms) != len(node.input):
+        raise _BadAttr(f"equation {eq!r} names {len(terms)} operands, the node has {len(node.input)}")
+    size: dict[str, int] = {}
+    for term, name in zip(terms, node.input):
+        shape = _need(shapes.get(name), node, "operand")
+        if len(shape) != len(term):
+            raise _BadAttr(f"equation {eq!r}: operand {term!r} has {len(shape)} dimensions")
+        for c, d in zip(term, shape):
+            size[c] = max(size.get(c, 1), int(d))
+    if len(terms) == 1:
+        return (T.TRANSPOSE if sorted(rhs) == sorted(terms[0]) else T.REDUCE_MEAN), {}
+    if len(terms) != 2:
+        return T.UNKNOWN, {}
+    ta, tb = terms
+    prod = (lambda idx: int(np.prod([size[c] for c in idx], dtype=np.int64)))
+    batch = prod([c for c in rhs if c in ta and c in tb])
+    m, n = prod([c for c in rhs if c in ta and c not in tb]), prod([c for c in rhs if c in tb and c not in ta])
+    k_idx = [c for c in ta if c in tb and c not in rhs]
+    if not k_idx:
+        return T.MUL, {}
+    return T.MATMUL, dict(in_shape=(batch, prod(k_idx), m, 1), out_shape=(batch, n, m, 1))  # pragma: no cover - _SPECIAL and the branches above agree

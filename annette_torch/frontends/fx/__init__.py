@@ -40,6 +40,7 @@ from ...errors import ModelLoadError
 from ...ir import MAX_ELEMS, Network
 from . import rules  # noqa: F401 - registers the analytic rules in the dispatch tables the walker consults
 from .onnx_fallback import _onnx_fallback
+from .registry import _module_rule
 from .values import _first_line, _NeedsOnnx
 from .walker import _Walker
 
@@ -65,6 +66,8 @@ def trace(module: nn.Module, input_shape: Sequence[int] | Sequence[Sequence[int]
     shapes = _parse_shapes(input_shape)
     cls = type(module).__name__
     name = name or cls
+    if _module_rule(type(module)) is not None:  # a module with a rule of its own (nn.TransformerEncoder): fx
+        return _as_child(module, shapes, name)  # traces a root's forward, so trace a module that calls it
     try:
         graph = Tracer().trace(module)
     except Exception as e:  # noqa: BLE001 - any tracing failure means: try the ONNX route
@@ -78,6 +81,41 @@ def trace(module: nn.Module, input_shape: Sequence[int] | Sequence[Sequence[int]
         ops = ", ".join(f"{op} (x{n})" if n > 1 else op for op, n in walker.unknown.items())
         log.warning("trace(%s): no layer model type for %d node(s), typed Unknown (shapes from the meta "
                     "device): %s", cls, sum(walker.unknown.values()), ops)
+    return net
+
+
+class _Caller(nn.Module):
+    """Calls its one child on one input: lets a module with a rule of its own be converted by that rule."""
+
+    def __init__(self, child: nn.Module) -> None:
+        super().__init__()
+        self.m = child
+
+    def forward(self, x: Any) -> Any:
+        return self.m(x)
+
+
+class _Caller2(_Caller):
+    def forward(self, x: Any, y: Any) -> Any:  # type: ignore[override]
+        return self.m(x, y)
+
+
+class _Caller3(_Caller):
+    def forward(self, x: Any, y: Any, z: Any) -> Any:  # type: ignore[override]
+        return self.m(x, y, z)
+
+
+def _as_child(module: nn.Module, shapes: list[tuple[int, ...]], name: str) -> Network:
+    """`trace` of a module converted by its rule: the network of a `_Caller` of it, without the ``m.`` prefix."""
+    callers = {1: _Caller, 2: _Caller2, 3: _Caller3}
+    if len(shapes) not in callers:
+        raise ModelLoadError(f"{name}: give one to three input shapes, got {len(shapes)}")
+    net = trace(callers[len(shapes)](module), shapes, name)
+    strip = (lambda v: v[2:] if isinstance(v, str) and v.startswith("m.") else ("" if v == "m" else v))
+    net.names[:] = [strip(n) or name for n in net.names]
+    for key in ("module", "scope"):
+        if key in net.attrs:
+            net.attrs[key] = [strip(v) for v in net.attrs[key]]
     return net
 
 

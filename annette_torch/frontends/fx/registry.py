@@ -13,6 +13,9 @@ from ...ir import LayerType
 _MODULES: dict[type, Callable] = {}
 _FUNCTIONS: dict[Any, Callable] = {}
 _METHODS: dict[str, Callable] = {}
+#: Rules by a function's ``__name__``, for functions defined outside torch that libraries leave as fx leaves
+#: (``torch.fx.wrap``): stochastic depth / drop path, the identity at inference.
+_FUNCTION_NAMES: dict[str, Callable] = {}
 #: Layer type of a module class / function when its shape had to come from the meta device.
 _KNOWN_TYPES: dict[Any, LayerType] = {}
 

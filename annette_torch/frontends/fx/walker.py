@@ -15,7 +15,8 @@ from torch.fx import Node
 
 from ...errors import ModelLoadError
 from ...ir import IRError, LayerType, Network, NetworkBuilder
-from .registry import _CONST_FUNCTIONS, _CONST_METHODS, _FUNCTIONS, _KNOWN_TYPES, _METHODS, _module_rule
+from .registry import (_CONST_FUNCTIONS, _CONST_METHODS, _FUNCTION_NAMES, _FUNCTIONS, _KNOWN_TYPES, _METHODS,
+                       _module_rule)
 from .values import T, _first_line, _NeedsOnnx, _ShapeError, _TV
 
 log = logging.getLogger(__package__)  # one logger for the whole fx front end
@@ -143,6 +144,8 @@ class _Walker:
                 if target in _CONST_FUNCTIONS:
                     return self.meta(node, op, args, kwargs, const=True)
                 rule = _FUNCTIONS.get(target)
+                if rule is None:
+                    rule = _FUNCTION_NAMES.get(getattr(target, "__name__", ""))
             else:  # call_method
                 if type(args[0]) is not _TV:
                     return getattr(args[0], target)(*args[1:], **kwargs)

@@ -1,6 +1,6 @@
-"""fx rules for shape and layout ops: flatten, reshape / view, squeeze, transpose / permute, concat and
+"""fx rules for shape and layout ops: flatten, reshape / view, squeeze, transpose / permute, roll, concat and
 stack, split / chunk / unbind, indexing, shape queries, and the ops that export to nothing (dropout,
-identity, ``contiguous``, dtype casts)."""
+stochastic depth, identity, ``contiguous``, dtype casts)."""
 
 from __future__ import annotations
 
@@ -12,13 +12,37 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ..registry import _FUNCTIONS, _METHODS, _MODULES, _reg
+from ..registry import _FUNCTION_NAMES, _FUNCTIONS, _METHODS, _MODULES, _reg
 from ..values import T, _arg, _dim, _NoRule, _prod, _ShapeError, _tup, _TV, _x
 from ..walker import _Walker
 
 
 def _passthrough(w: _Walker, fn, args, kwargs):
     return _x(args, kwargs)
+
+
+def _roll(w: _Walker, fn, args, kwargs):
+    """A cyclic shift, as ONNX writes it: per shifted dimension, its two pieces sliced off and concatenated in
+    the other order (every element copied)."""
+    x = _x(args, kwargs)
+    shifts, dims = _arg(args, kwargs, 1, "shifts"), _arg(args, kwargs, 2, "dims")
+    if dims is None or (isinstance(dims, (tuple, list)) and not dims):
+        raise _NoRule("roll of the flattened tensor")
+    shifts, dims = _tup(shifts, 1), _tup(dims, 1)
+    if len(shifts) != len(dims):
+        raise _ShapeError(f"roll: {len(shifts)} shifts for {len(dims)} dimensions")
+    for sh, d in zip(shifts, dims):
+        d = _dim(int(d), len(x.shape))
+        n = x.shape[d]
+        k = int(sh) % n if n else 0
+        if not k:
+            continue
+        head, tail = list(x.shape), list(x.shape)
+        head[d], tail[d] = k, n - k
+        a = w.emit(T.SLICE, (x,), tuple(head))
+        b = w.emit(T.SLICE, (x,), tuple(tail))
+        x = w.emit(T.CONCAT, (a, b), x.shape)
+    return x
 
 
 def _flatten_core(w: _Walker, x: _TV, start: int, end: int) -> _TV:
@@ -257,6 +281,9 @@ _reg(_MODULES, (nn.Dropout, nn.Dropout1d, nn.Dropout2d, nn.Dropout3d, nn.AlphaDr
 _reg(_FUNCTIONS, (F.dropout, F.dropout1d, F.dropout2d, F.dropout3d, F.alpha_dropout, F.feature_alpha_dropout),
      _passthrough)
 _reg(_METHODS, ("contiguous", "clone", "detach", "float", "to", "type_as", "cpu", "requires_grad_"), _passthrough)
+_reg(_FUNCTION_NAMES, ("stochastic_depth", "drop_path"), _passthrough)  # (torchvision, timm): identity in eval
+_reg(_FUNCTIONS, (torch.roll,), _roll, T.CONCAT)
+_reg(_METHODS, ("roll",), _roll)
 _reg(_MODULES, (nn.Flatten,), _flatten_module, T.FLATTEN)
 _reg(_FUNCTIONS, (torch.flatten,), _flatten_function(0), T.FLATTEN)
 _reg(_METHODS, ("flatten",), _flatten_function(0))

@@ -1,0 +1,151 @@
+"""Attention and the layout ops of the 2020s' architectures through both front ends: `nn.MultiheadAttention`,
+`F.scaled_dot_product_attention`, attention written by hand, `torch.einsum`, stochastic depth and `torch.roll`
+trace into the layers a runtime executes, with no `Unknown`, and agree with the ONNX export's reading."""
+
+from __future__ import annotations
+
+import io
+from collections import Counter
+
+import numpy as np
+import pytest
+
+import onnx
+import torch
+import torch.fx
+import torch.nn as nn
+import torch.nn.functional as F
+
+import annette_torch as at
+from annette_torch.ir import LayerType as T
+
+#: the layer types that carry an attention block's work; both front ends must count them alike
+_COMPUTE = {"FullyConnected", "MatMul", "Softmax", "LayerNorm", "GELU", "Conv", "Concat", "Slice"}
+
+
+class MHABlock(nn.Module):
+    def __init__(self, batch_first: bool = True, need_weights: bool = False) -> None:
+        super().__init__()
+        self.ln = nn.LayerNorm(64)
+        self.attn = nn.MultiheadAttention(64, 4, batch_first=batch_first)
+        self.need_weights = need_weights
+
+    def forward(self, x):
+        y = self.ln(x)
+        return x + self.attn(y, y, y, need_weights=self.need_weights)[0]
+
+
+class SDPABlock(nn.Module):
+    def __init__(self, heads: int = 4) -> None:
+        super().__init__()
+        self.qkv, self.proj, self.heads = nn.Linear(64, 192), nn.Linear(64, 64), heads
+
+    def forward(self, x):
+        b, n, c = x.shape
+        q, k, v = self.qkv(x).reshape(b, n, 3, self.heads, c // self.heads).permute(2, 0, 3, 1, 4).unbind(0)
+        return self.proj(F.scaled_dot_product_attention(q, k, v).transpose(1, 2).reshape(b, n, c))
+
+
+class HandBlock(SDPABlock):
+    def forward(self, x):
+        b, n, c = x.shape
+        q, k, v = self.qkv(x).reshape(b, n, 3, self.heads, c // self.heads).permute(2, 0, 3, 1, 4).unbind(0)
+        a = (q @ k.transpose(-2, -1) * (c // self.heads) ** -0.5).softmax(dim=-1)
+        return self.proj(F.gelu((a @ v).transpose(1, 2).reshape(b, n, c), approximate="tanh"))
+
+
+class EinsumBlock(nn.Module):
+    def forward(self, q, k):
+        return torch.einsum("bhld,bhmd->bhlm", q, k).softmax(-1)
+
+
+@torch.fx.wrap
+def stochastic_depth(x, p: float, mode: str, training: bool = True):  # torchvision's form: an fx leaf
+    return x
+
+
+class ShiftBlock(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(8, 8, 3, padding=1)
+
+    def forward(self, x):
+        y = stochastic_depth(self.conv(x), 0.1, "row", self.training)
+        return torch.roll(x + y, shifts=(2, -3), dims=(2, 3))
+
+
+CASES = [
+    (MHABlock(), [(2, 16, 64)]),
+    (MHABlock(batch_first=False, need_weights=True), [(16, 2, 64)]),
+    (SDPABlock(), [(2, 16, 64)]),
+    (HandBlock(), [(2, 16, 64)]),
+    (EinsumBlock(), [(2, 4, 16, 8), (2, 4, 24, 8)]),
+    (ShiftBlock(), [(1, 8, 16, 16)]),
+]
+
+
+def _via_onnx(model, shapes):
+    """The model's ONNX export (opset 20, where GELU is one op; PyTorch's fused inference kernels off: they
+    do not export), read by the ONNX front end."""
+    buf = io.BytesIO()
+    fast = torch.backends.mha.get_fastpath_enabled()
+    torch.backends.mha.set_fastpath_enabled(False)
+    try:
+        torch.onnx.export(model, tuple(torch.zeros(*s) for s in shapes), buf, opset_version=20, dynamo=False)
+    finally:
+        torch.backends.mha.set_fastpath_enabled(fast)
+    return at.from_onnx(onnx.load_from_string(buf.getvalue()))
+
+
+@pytest.mark.parametrize("model, shapes", CASES, ids=lambda c: type(c).__name__ if isinstance(c, nn.Module) else "")
+def test_both_front_ends_read_attention_alike_without_unknown_layers(model, shapes):
+    model.eval()
+    fx = at.trace(model, shapes[0] if len(shapes) == 1 else shapes)
+    ox = _via_onnx(model, shapes)
+    assert T.UNKNOWN not in fx.types and T.UNKNOWN not in ox.types
+    counts = (Counter(t for t in fx.type_labels() if t in _COMPUTE), Counter(t for t in ox.type_labels() if t in _COMPUTE))
+    if type(model) is ShiftBlock:
+        assert counts[0] == counts[1] == Counter({"Conv": 1, "Slice": 4, "Concat": 2})
+    else:
+        assert {k: v for k, v in counts[0].items() if k != "Slice"} == {k: v for k, v in counts[1].items() if k != "Slice"}
+    # the matrix products carry the same work (ONNX adds the bias adds and the scale multiplications apart)
+    heavy = [T.FULLY_CONNECTED, T.MATMUL]
+    assert fx.ops[np.isin(fx.types, heavy)].sum() == pytest.approx(ox.ops[np.isin(ox.types, heavy)].sum(), rel=1e-12)
+
+
+def test_multihead_attention_is_its_projections_scores_softmax_and_context():
+    net = at.trace(MHABlock().eval(), (2, 16, 64))
+    rows = dict(zip(net.names, net.type_labels()))
+    assert rows["attn.in_proj"] == "FullyConnected" and rows["attn.out_proj"] == "FullyConnected"
+    assert rows["attn.scores"] == rows["attn.context"] == "MatMul" and rows["attn.softmax"] == "Softmax"
+    i = net.index("attn.scores")
+    assert net.ops[i] == 2 * (2 * 4) * 16 * 16 * 16  # batch x heads, L x head dim x S
+    assert net.weights[net.index("attn.in_proj")] == 64 * 192
+
+
+def test_attention_cost_grows_with_depth():
+    """A transformer encoder of depth 12 estimates well above depth 1 (it was one Unknown layer before)."""
+    def encoder(depth):
+        layer = nn.TransformerEncoderLayer(64, 4, 128, batch_first=True, norm_first=True)
+        return nn.TransformerEncoder(layer, depth, enable_nested_tensor=False).eval()
+    one, twelve = (at.estimate(encoder(d), "ort-cpu", (1, 65, 64)) for d in (1, 12))
+    assert not one.unknown_layers and not twelve.unknown_layers
+    assert twelve.device_ms > 8 * one.device_ms
+    assert one.network.summary()["MatMul"] == 2 and twelve.network.summary()["LayerNorm"] == 24
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_an_encoder_layer_is_attention_and_feed_forward_with_norms_and_adds(norm_first):
+    """(PyTorch's exporter cannot export an encoder layer in eval mode: its fused kernel, or with the fast
+    path off its is_causal argument, fails; so the layers are checked against the layer's definition.)"""
+    d, ff, L = 64, 128, 17
+    layer = nn.TransformerEncoderLayer(d, 4, ff, batch_first=True, norm_first=norm_first, activation="gelu").eval()
+    net = at.trace(layer, (1, L, d))
+    assert T.UNKNOWN not in net.types
+    assert Counter(net.type_labels()) == Counter({"Input": 1, "LayerNorm": 2, "FullyConnected": 4, "Transpose": 4,
+                                                  "MatMul": 2, "Softmax": 1, "GELU": 1, "Add": 2})
+    fc = net.types == T.FULLY_CONNECTED
+    assert net.weights[fc].sum() == d * 3 * d + d * d + d * ff + ff * d
+    labels = net.type_labels()
+    first_norm = labels.index("LayerNorm")
+    assert (first_norm < labels.index("FullyConnected")) == norm_first  # pre-norm: the norm comes first
