@@ -129,13 +129,13 @@ def space_table(space: str, platforms: Sequence[Any], samples: int = 5000, seed:
 
 
 def nb201_latencies(platform: Any = "zcu102", latency: str = "latency") -> tuple[list[str], np.ndarray]:
-    """All 15,625 NB201 arch strings (in index order) and their predicted latency (ms) on ``platform`` (default ``zcu102``)."""
+    """All 15,625 NB201 arch strings (in the benchmark's index order, `nb201.arch_to_index`) and their predicted latency (ms) on ``platform`` (default ``zcu102``)."""
     t = space_table("nb201", [platform], costs=False, latency=latency)
     return t.archs, next(iter(t.latency_ms.values()))
 
 
 def nb201_costs() -> tuple[list[str], np.ndarray, np.ndarray]:
-    """All 15,625 NB201 arch strings with their parameters (weights) and ops (2 x MACs) from the IR."""
+    """All 15,625 NB201 arch strings (in the benchmark's index order) with their parameters (weights) and ops (2 x MACs) from the IR."""
     t = space_table("nb201", [])
     return t.archs, t.params, t.ops
 
@@ -204,17 +204,20 @@ def fronts(table: SpaceTable) -> dict[str, np.ndarray]:
 
 
 def write_front_csv(table: SpaceTable, path: str | os.PathLike, front: dict[str, np.ndarray] | None = None) -> int:
-    """CSV of each platform's front: platform, arch, latency_ms, accuracy, params, ops; returns the row count."""
+    """CSV of each platform's front: platform, arch, index (NB201: the benchmark's index, `nb201.arch_to_index`;
+    empty for other spaces), latency_ms, accuracy, params, ops, latency_definition; returns the row count."""
     front = fronts(table) if front is None else front
     n = 0
     with atomic_write(path, "w", newline="") as f:
         w = csv.writer(f, lineterminator="\n")
-        w.writerow(["platform", "arch", "latency_ms", "accuracy", "params", "ops", "latency_definition"])
+        w.writerow(["platform", "arch", "index", "latency_ms", "accuracy", "params", "ops", "latency_definition"])
         for p, idx in front.items():
             d = table.definitions.get(p, "")
             for i in idx:
                 acc = "" if table.accuracy is None else f"{table.accuracy[i]:.6g}"
-                w.writerow([p, table.archs[i], f"{table.latency_ms[p][i]:.6g}", acc, int(table.params[i]),
+                arch = table.archs[i]
+                index = nb201.arch_to_index(arch) if table.space == "nb201" else ""
+                w.writerow([p, arch, index, f"{table.latency_ms[p][i]:.6g}", acc, int(table.params[i]),
                             int(table.ops[i]), d])
                 n += 1
     return n

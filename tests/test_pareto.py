@@ -133,6 +133,8 @@ def test_cli_pareto_nb201_with_accuracy_writes_png_and_front_csv(tmp_path, capsy
     assert out.stat().st_size > 10_000 and out.read_bytes()[:4] == b"\x89PNG"
     rows = list(csv.DictReader((tmp_path / "plot_front.csv").open()))
     assert {r["platform"] for r in rows} == {"zcu102", "ncs2"}
+    # each row names its cell by the benchmark's index too
+    assert all(nb201.index_to_arch(int(r["index"])) == r["arch"] for r in rows)
     # the front of each platform is non-dominated and sorted by latency
     for p in ("zcu102", "ncs2"):
         sub = [r for r in rows if r["platform"] == p]
@@ -149,7 +151,7 @@ def test_cli_pareto_nb101_without_accuracy(tmp_path, capsys):
     assert "most compute per ms" in capsys.readouterr().out
     assert out.is_file() and front_csv.is_file()
     rows = list(csv.DictReader(front_csv.open()))
-    assert rows and all(r["accuracy"] == "" for r in rows)
+    assert rows and all(r["accuracy"] == "" and r["index"] == "" for r in rows)
     assert {r["platform"] for r in rows} == {"zcu102", "ncs2"}
     # without accuracy each front holds the cells with the most ops per latency: ops rise with latency
     for p in ("zcu102", "ncs2"):

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import collections
+import csv
 import itertools
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -51,12 +53,27 @@ NB201_CASES = [
 ]
 
 
+OFFICIAL_INDEX_CSV = Path(__file__).resolve().parents[2] / "shared" / "nb201" / "nb201_official_index.csv"
+#: (index, arch) pairs of NAS-Bench-201's own index (its API, NATS-Bench topology files, HELP's str_arch2idx)
+NB201_OFFICIAL_PAIRS = [
+    (0, "|avg_pool_3x3~0|+|nor_conv_1x1~0|skip_connect~1|+|nor_conv_1x1~0|skip_connect~1|skip_connect~2|"),
+    (1, "|nor_conv_3x3~0|+|nor_conv_3x3~0|avg_pool_3x3~1|+|skip_connect~0|nor_conv_3x3~1|skip_connect~2|"),
+    (2, "|avg_pool_3x3~0|+|nor_conv_3x3~0|nor_conv_3x3~1|+|avg_pool_3x3~0|avg_pool_3x3~1|avg_pool_3x3~2|"),
+    (3, "|avg_pool_3x3~0|+|skip_connect~0|none~1|+|none~0|none~1|skip_connect~2|"),
+    (1651, "|none~0|+|none~0|none~1|+|none~0|none~1|none~2|"),
+    (9930, BEST),
+    (15624, "|nor_conv_1x1~0|+|none~0|nor_conv_1x1~1|+|none~0|nor_conv_1x1~1|nor_conv_1x1~2|"),
+]
+
+
 def test_nb201_enumeration_and_index_round_trip():
     archs = nb201.all_arch_strings()
     assert len(archs) == len(set(archs)) == nb201.NUM_ARCHS == 15625
     assert [nb201.arch_to_index(a) for a in archs] == list(range(nb201.NUM_ARCHS))
     assert all(nb201.index_to_arch(i) == a for i, a in enumerate(archs))
-    assert archs[0] == nb201.arch_string(["none"] * 6)
+    # arch_code is a dense key of its own, not the benchmark's index
+    assert sorted(nb201.arch_code(a) for a in archs) == list(range(nb201.NUM_ARCHS))
+    assert nb201.arch_code(nb201.arch_string(["none"] * 6)) == 0
     # parse / arch_string round trip, edge order as in the string
     for a in archs[::97]:
         edges = nb201.parse(a)
@@ -65,6 +82,23 @@ def test_nb201_enumeration_and_index_round_trip():
     # entries of a node in another order name the same cell
     swapped = "|nor_conv_3x3~0|+|avg_pool_3x3~1|nor_conv_3x3~0|+|skip_connect~2|nor_conv_3x3~1|skip_connect~0|"
     assert nb201.arch_to_index(swapped) == nb201.arch_to_index(NB201_CASES[0])
+
+
+@pytest.mark.parametrize("index, arch", NB201_OFFICIAL_PAIRS)
+def test_nb201_official_index_pairs(index, arch):
+    assert nb201.index_to_arch(index) == arch
+    assert nb201.arch_to_index(arch) == index
+    assert nb201.all_arch_strings()[index] == arch
+
+
+@pytest.mark.skipif(not OFFICIAL_INDEX_CSV.is_file(), reason="../shared/nb201 (the benchmark's index table) absent")
+def test_nb201_index_equals_the_benchmark_table():
+    with OFFICIAL_INDEX_CSV.open(newline="") as f:
+        table = {int(r["nb201_index"]): r["arch_str"] for r in csv.DictReader(f)}
+    assert sorted(table) == list(range(nb201.NUM_ARCHS))
+    archs = nb201.all_arch_strings()
+    assert [table[i] for i in range(nb201.NUM_ARCHS)] == archs
+    assert all(nb201.arch_to_index(a) == i for i, a in table.items())
 
 
 @pytest.mark.parametrize("bad, match", [
