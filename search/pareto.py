@@ -256,13 +256,18 @@ def plot_pareto(table: SpaceTable, out: str | os.PathLike, front: dict[str, np.n
         ax.set_title(title)
     else:
         fig, axes = plt.subplots(1, 2, figsize=(12, 4.8), sharey=True)
+        # networks that compute nothing (NB201 cells with zero output: no layer) have no place on log axes
+        shown = (table.params > 0) & (table.ops > 0)
+        if not shown.all():
+            title += f"; {int((~shown).sum()):,} that compute nothing not shown"
         for ax, x, label in ((axes[0], table.params, "parameters"), (axes[1], table.ops, "ops (2 x MACs)")):
             for k, (p, lat) in enumerate(table.latency_ms.items()):
                 c = colors[k % len(colors)]
-                ax.scatter(x, lat, s=size, alpha=alpha, color=c, linewidths=0,
+                ax.scatter(x[shown], lat[shown], s=size, alpha=alpha, color=c, linewidths=0,
                            label=f"{p}: {_short(table, p)}" if ax is axes[0] else None)
                 if ax is axes[1]:
                     idx = front[p]
+                    idx = idx[shown[idx]]
                     pts = len({(float(lat[i]), float(x[i])) for i in idx})
                     ax.plot(x[idx], lat[idx], color=c, lw=1.4, marker="o", ms=3,
                             label=f"{p}: most ops per ms ({pts} points, {len(idx)} cells)")

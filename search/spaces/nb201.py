@@ -6,11 +6,16 @@ conv (16 channels) + BN, three stages of N = 5 cells with C = 16, 32, 64 channel
 reduction blocks (ResNet basic block, stride 2, AvgPool + 1x1 conv shortcut), then BN-ReLU, global average
 pooling and a linear classifier; input 1x3x32x32.
 
-Both builders emit the same, *pruned*, cell (see `live_edges`): ``none`` edges add nothing, a node whose
-incoming edges are all ``none`` (or come from such nodes) is zero and dropped with its outgoing edges, and
-edges whose result cannot reach the cell output (dead code) are dropped. A cell whose output is zero becomes
-one ``x * 0`` layer (a Mul, as the benchmark's ``Zero`` op computes it) so the layers after it stay in the
-network. Node sums are chains of two-input ``Add`` layers (what ``a + b + c`` traces and exports to).
+Both builders emit the same, *pruned*, cell (see `live_edges`): a ``none`` edge (no connection) is no layer
+at all, a node whose incoming edges are all ``none`` (or come from such nodes) is zero and dropped with its
+outgoing edges, and edges whose result cannot reach the cell output (dead code) are dropped. Node sums are
+chains of two-input ``Add`` layers (what ``a + b + c`` traces and exports to).
+
+A cell whose output is zero (no live edge; 341 of the 15,625 cells, the all-``none`` one among them) makes
+every cell of the network output zeros whatever its input, so the classifier sees the head applied to zeros:
+a constant. The network is then its input alone -- no layer computes anything -- as a runtime that folds
+constants runs it, and as the front ends (``trace``, ``from_onnx``) fold any layer that depends on constants
+only. The benchmark's ``Zero`` op (``x * 0``) would instead keep the whole network computing.
 
 `build_network` builds the IR directly from cached per-stage layer rows (no torch); `build_networks` does
 many at once (all 15,625 in ~0.25-0.6 s on 2 cores) and `estimate_all` scores the whole space on a platform.
@@ -222,19 +227,19 @@ def _live_of(ops: tuple[str, ...]) -> tuple[tuple[str, int, int], ...]:
 # out once per template shape. A network is then a few vectorised gathers.
 
 # cell-local kinds: index into a stage's block of the kind table
-_K_RELU, _K_CONV1, _K_CONV3, _K_BN, _K_POOL, _K_ADD, _K_MUL = range(7)
-_N_CELL_KINDS = 7
-# cell-local name slots: 7 per edge (conv1: 3, conv3: 3, pool: 1), then the Mul of a zero cell
+_K_RELU, _K_CONV1, _K_CONV3, _K_BN, _K_POOL, _K_ADD = range(6)
+_N_CELL_KINDS = 6
+# cell-local name slots: 7 per edge (conv1: 3, conv3: 3, pool: 1)
 _OP_SLOT = {"nor_conv_1x1": 0, "nor_conv_3x3": 3, "avg_pool_3x3": 6}
-_SLOT_MUL = 7 * len(EDGES)
-_SLOTS = _SLOT_MUL + 1
+_SLOTS = 7 * len(EDGES)
 _MAX_ADDS = 3  # node 2: 1, node 3: 2
+_ZERO_OUT = -2  # `_Cell.out` of a cell whose output is zero (-1: the cell input itself)
 
 
 @dataclass
 class _Cell:
     """A pruned cell as local arrays: kinds (L,), name slots (L,; >= _SLOTS: add number + _SLOTS),
-    edges (E, 2; -1 = the cell input), output layer (-1: the input itself), number of adds."""
+    edges (E, 2; -1 = the cell input), output layer (-1: the input itself; `_ZERO_OUT`: zeros), adds."""
 
     kinds: np.ndarray
     slots: np.ndarray
@@ -266,9 +271,8 @@ def _cell(live: tuple[tuple[str, int, int], ...]) -> _Cell:
         edges.extend((i, idx) for i in inputs)
         return idx
 
-    if not live:  # zero output: x * 0
-        layer(_K_MUL, _SLOT_MUL, -1)
-        return _Cell(np.array(kinds, np.int64), np.array(slots, np.int64), np.array(edges, np.int64), 0, 0)
+    if not live:  # zero output: no layer; the network is a constant (see the module docstring)
+        return _Cell(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros((0, 2), np.int64), _ZERO_OUT, 0)
     ref = {0: -1}
     adds = 0
     for j in (1, 2, 3):
@@ -368,7 +372,6 @@ class _Plan:
             b.same(T.BATCH_NORM, "bn", x)
             b.pool("pool", x, "avg", 3, 1, 1)
             b.same(T.ADD, "add", [x, x])
-            b.same(T.MUL, "mul", x)
             cell_rows.append(_Segment(b, 0).rows)
         fixed = [self.stem, *self.reductions, self.head]
         self.rows = np.ascontiguousarray(np.hstack([s.rows for s in fixed] + cell_rows))
@@ -379,11 +382,10 @@ class _Plan:
         # name table: per cell position _SLOTS local names, then the fixed names, then "add", "add_1", ...
         self.cell_pos = [s * (N + 1) + p for s in range(3) for p in range(N)]  # module index of each cell
         names: list[str] = []
-        for c_idx, k in enumerate(self.cell_pos):
+        for k in self.cell_pos:
             for key in _EDGE_KEYS:
                 pre = f"cells.{k}.edges.{key}"
                 names += [f"{pre}.op.0", f"{pre}.op.1", f"{pre}.op.2"] * 2 + [f"{pre}.op"]
-            names.append("mul" if c_idx == 0 else f"mul_{c_idx}")
         self.fixed_name0 = len(names)
         for seg in fixed:
             names += seg.names
@@ -395,6 +397,11 @@ class _Plan:
         for seg in fixed:
             self.fixed_names.append(np.arange(at, at + len(seg)))
             at += len(seg)
+
+    def constant_network(self, name: str) -> Network:
+        """The network of a zero-output cell: its input layer alone (the output does not depend on it)."""
+        rows = self.stem.rows[:, :1]
+        return Network.from_matrix(name, [self.stem.names[0]], rows[0], rows[1:], np.zeros((0, 2), np.int64))
 
     @functools.lru_cache(maxsize=64)
     def layout(self, L: int, adds: int, out: int) -> "_Layout":
@@ -486,6 +493,10 @@ def build_networks(archs: Sequence[str], C: int = 16, N: int = 5, num_classes: i
         groups.setdefault(cell.key, []).append(m)
     out: list[Network] = [None] * len(cells)  # type: ignore[list-item]
     for key, members in groups.items():
+        if key[2] == _ZERO_OUT:
+            for m in members:
+                out[m] = plan.constant_network(archs[m])
+            continue
         lay = plan.layout(*key)
         G, L = len(members), key[0]
         kinds = np.empty((G, lay.n), np.int64)
@@ -532,12 +543,14 @@ def estimate_all(platform: Any = "zcu102", C: int = 16, N: int = 5, num_classes:
 
 
 def build_module(arch: str, C: int = 16, N: int = 5, num_classes: int = 10) -> Any:
-    """The NB201 network for ``arch`` as an ``nn.Module`` (the benchmark's TinyNetwork with pruned cells)."""
+    """The NB201 network for ``arch`` as an ``nn.Module`` (the benchmark's TinyNetwork with pruned cells; the
+    same outputs as the benchmark's network, whose ``none`` edges multiply by zero)."""
     return _torch()["TinyNetwork"](live_edges(arch), C, N, num_classes)
 
 
 @functools.cache
 def _torch() -> dict[str, type]:
+    import torch
     import torch.nn as nn
 
     class ReLUConvBN(nn.Module):
@@ -578,8 +591,8 @@ def _torch() -> dict[str, type]:
                     self.edges[f"{j}<-{i}"] = Pooling()
 
         def forward(self, x):
-            if not self.live:
-                return x * 0.0
+            if not self.live:  # every node that reaches the output is zero
+                return torch.zeros_like(x)
             nodes = {0: x}
             for j in (1, 2, 3):
                 acc = None
@@ -612,6 +625,7 @@ def _torch() -> dict[str, type]:
 
         def __init__(self, live: tuple[tuple[str, int, int], ...], C: int, N: int, num_classes: int) -> None:
             super().__init__()
+            self.zero = not live  # every cell outputs zeros: the stem and cells cannot change the output
             self.stem = nn.Sequential(nn.Conv2d(3, C, 3, padding=1, bias=False), nn.BatchNorm2d(C))
             cells = []
             c_prev = C
@@ -627,9 +641,13 @@ def _torch() -> dict[str, type]:
             self.classifier = nn.Linear(c_prev, num_classes)
 
         def forward(self, inputs):
-            feature = self.stem(inputs)
-            for cell in self.cells:
-                feature = cell(feature)
+            if self.zero:  # the last cell's zeros, computed without the layers that cannot change them
+                feature = inputs.new_zeros(inputs.size(0), self.classifier.in_features, inputs.size(2) // 4,
+                                           inputs.size(3) // 4)
+            else:
+                feature = self.stem(inputs)
+                for cell in self.cells:
+                    feature = cell(feature)
             out = self.global_pooling(self.lastact(feature))
             out = out.view(out.size(0), -1)
             return self.classifier(out)
