@@ -367,10 +367,12 @@ def space_network(text: str, input_shape: Sequence[int] | None = None) -> Networ
 
 
 def _dims(shape: Sequence[int]) -> str:
+    """``(1, 3, 32, 32)`` -> ``1x3x32x32`` for error lines."""
     return "x".join(str(v) for v in shape)
 
 
 def _example(space: str) -> str:
+    """A valid candidate of ``space`` in the ``SPACE:ARCH[:CLASSES]`` form, for error lines."""
     return {"nb201": "nb201:|nor_conv_3x3~0|+|nor_conv_3x3~0|skip_connect~1|+|skip_connect~0|none~1|"
                      "nor_conv_1x1~2|:100",
             "nb101": "nb101:011/001/000|input;conv3x3-bn-relu;output",
