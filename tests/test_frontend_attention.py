@@ -149,3 +149,28 @@ def test_an_encoder_layer_is_attention_and_feed_forward_with_norms_and_adds(norm
     labels = net.type_labels()
     first_norm = labels.index("LayerNorm")
     assert (first_norm < labels.index("FullyConnected")) == norm_first  # pre-norm: the norm comes first
+
+
+class GeluMLP(nn.Module):
+    def __init__(self, approximate: str) -> None:
+        super().__init__()
+        self.fc1, self.fc2, self.approximate = nn.Linear(32, 64), nn.Linear(64, 32), approximate
+
+    def forward(self, x):
+        return x + self.fc2(F.gelu(self.fc1(x), approximate=self.approximate))
+
+
+@pytest.mark.parametrize("opset", [17, 20])
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_a_written_out_gelu_reads_as_one_layer(approximate, opset):
+    """Below opset 20 the exporter writes GELU out (erf or tanh form): the ONNX front end folds it back into the
+    one GELU layer the fx front end and the runtimes see."""
+    model = GeluMLP(approximate).eval()
+    buf = io.BytesIO()
+    torch.onnx.export(model, (torch.zeros(1, 8, 32),), buf, opset_version=opset, dynamo=False)
+    ox = at.from_onnx(onnx.load_from_string(buf.getvalue()))
+    fx = at.trace(model, (1, 8, 32))
+    assert ox.summary()["GELU"] == fx.summary()["GELU"] == 1 and T.UNKNOWN not in ox.types
+    assert ox.summary().get("Mul", 0) == 0 and ox.summary()["Add"] == 3  # two bias adds and the residual
+    i = ox.types.tolist().index(T.GELU)
+    assert ox.out_shape(i) == fx.out_shape(fx.types.tolist().index(T.GELU))

@@ -149,11 +149,18 @@ def from_onnx(model: str | os.PathLike | onnx.ModelProto, input_shape: Sequence[
                 raise ModelLoadError(f"ONNX model {net_name!r}: input {vi.name!r}: {e}") from None
 
     unknown_ops: Counter[str] = Counter()
+    gelu_input, gelu_inner = _gelu_patterns(layer_nodes, consts, {o.name for o in graph.output})
     for node in layer_nodes:
         op = node.op_type
         outs = [o for o in node.output if o]
         lname = node.name or (outs[0] if outs else op)
+        if id(node) in gelu_inner:
+            continue
         acts = [i for i in node.input if i and i not in consts]
+        if id(node) in gelu_input:  # the last node of a written-out GELU: one GELU layer reading its input
+            x = gelu_input[id(node)]
+            producer[outs[0]] = b.add(T.GELU, lname, [producer[x]], shapes[outs[0]], in_shape=shapes[x], op="Gelu")
+            continue
         for i in acts:
             if i not in producer:
                 raise ModelLoadError(f"ONNX node {lname!r} ({op}) reads tensor {i!r}, which no earlier node, graph "
@@ -657,6 +664,64 @@ def _window(a: dict, x: Sequence[int], out: Sequence[int], kernel: Sequence[int]
         tot = [max((out[2 + i] - 1) * s[i] + (kernel[i] - 1) * d[i] + 1 - x[2 + i], 0) for i in range(nsp)]
     return dict(kernel=_fold_axes(kernel, 1), stride=_fold_axes(s, 1), padding=_fold_axes(tot, 0, sum),
                 dilation=_fold_axes(d, 1))
+
+
+#: ops of a GELU written out in elementwise operations (exporters below opset 20: ``0.5 x (1 + erf(x / sqrt 2))``
+#: and the tanh form ``0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))``)
+_GELU_OPS = frozenset({"Div", "Mul", "Add", "Pow", "Sub"})
+
+
+def _gelu_patterns(nodes: Sequence[onnx.NodeProto], consts: set[str], graph_outputs: set[str]
+                   ) -> tuple[dict[int, str], set[int]]:
+    """Written-out GELUs: (id of each one's last node -> its input tensor, ids of its other nodes).
+
+    From each Erf or Tanh node, the elementwise nodes feeding it back to one tensor x, and those after it that
+    read only x, constants and the group's own results, form the group; it is a GELU when exactly one of its
+    results leaves it. The runtimes fuse the group into one GELU (ONNX Runtime's GeluFusion, OpenVINO), and
+    the fx front end reads ``nn.GELU`` as one layer: so does this one.
+    """
+    made = {o: n for n in nodes for o in n.output if o}
+    readers: dict[str, list[onnx.NodeProto]] = {}
+    for n in nodes:
+        for i in n.input:
+            if i and i not in consts:
+                readers.setdefault(i, []).append(n)
+    last_of: dict[int, str] = {}
+    inner: set[int] = set()
+    for core in nodes:
+        if core.op_type not in ("Erf", "Tanh") or id(core) in inner:
+            continue
+        group, roots, todo = {id(core): core}, set(), [i for i in core.input if i and i not in consts]
+        while todo and len(group) <= 12:  # back to x through elementwise producers
+            t = todo.pop()
+            p = made.get(t)
+            acts = [i for i in p.input if i and i not in consts] if p is not None else []
+            if p is None or p.op_type not in _GELU_OPS or not acts or len(readers.get(t, [])) > 1:
+                roots.add(t)  # (x itself is read twice: inside the erf / tanh and by the final product)
+            elif id(p) not in group:
+                group[id(p)] = p
+                todo.extend(acts)
+        if len(roots) != 1:
+            continue
+        (x,) = roots
+        inside = {o for n in group.values() for o in n.output} | {x}
+        frontier = list(core.output)
+        while frontier and len(group) <= 12:  # on through the nodes reading only x, constants and the group
+            t = frontier.pop()
+            for r in readers.get(t, []):
+                if id(r) in group or r.op_type not in _GELU_OPS:
+                    continue
+                if all(i in inside or i in consts for i in r.input if i):
+                    group[id(r)] = r
+                    inside.update(r.output)
+                    frontier.extend(r.output)
+        leaving = [n for n in group.values()
+                   if any(o in graph_outputs or any(id(r) not in group for r in readers.get(o, [])) for o in n.output)]
+        if len(leaving) != 1 or len(group) < 4:
+            continue
+        last_of[id(leaving[0])] = x
+        inner.update(k for k in group if k != id(leaving[0]))
+    return last_of, inner
 
 
 def _need(shape, node: onnx.NodeProto, what: str):
