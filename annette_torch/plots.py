@@ -6,7 +6,21 @@ import os
 from pathlib import Path
 from typing import Any, Sequence
 
-__all__ = ["plot_breakdown", "plot_roofline", "plot_pred_vs_measured"]
+from .errors import AnnetteError, check_writable
+
+__all__ = ["PLOT_FORMATS", "plot_format", "plot_breakdown", "plot_roofline", "plot_pred_vs_measured"]
+
+#: the file formats charts are written in, named by the file's extension
+PLOT_FORMATS = ("png", "pdf", "svg")
+
+
+def plot_format(path: str | os.PathLike) -> str:
+    """The chart format ``path``'s extension names (``png``, ``pdf``, ``svg``); any other raises `AnnetteError`."""
+    ext = Path(path).suffix.lower().lstrip(".")
+    if ext not in PLOT_FORMATS:
+        got = f"'.{ext}'" if ext else "(no extension)"
+        raise AnnetteError(f"{os.fspath(path)}: unknown chart format {got}; name the file .png, .pdf or .svg")
+    return ext
 
 
 def _label(name: str, width: int = 34) -> str:
@@ -17,13 +31,14 @@ def _label(name: str, width: int = 34) -> str:
 
 
 def plot_breakdown(estimate_or_estimates: Any, path: str | os.PathLike, top: int = 15) -> str:
-    """Write a per-layer breakdown chart (PNG) and return its path.
+    """Write a per-layer breakdown chart (PNG, PDF or SVG by ``path``'s extension) and return its path.
 
     One `Estimate`: horizontal bars of the ``top`` executed layers by predicted time, colored by layer
     type (after fusion), titled with network, platform and total. A sequence of estimates (e.g. one
     network on several platforms): one such panel per estimate, side by side, with one shared type legend.
-    The parent folder of ``path`` is created if needed.
+    The folder of ``path`` must exist.
     """
+    _check_target(path)
     import matplotlib
 
     # Agg, without touching pyplot's global backend (a notebook user's inline backend stays as it is):
@@ -88,13 +103,21 @@ def _figure(figsize: tuple[float, float]):
     return fig
 
 
+def _check_target(path: str | os.PathLike) -> None:
+    """Fail before drawing: ``path``'s extension names a chart format and its folder exists."""
+    plot_format(path)
+    check_writable(path)
+
+
 def _save(fig: Any, path: str | os.PathLike) -> str:
-    """Write the figure as PNG atomically (a failed save leaves an existing file as it was)."""
+    """Write the figure atomically in the format ``path``'s extension names (a failed save leaves an existing file
+    as it was); a missing folder or an unknown extension raises `AnnetteError` before anything is written."""
     from .atomic import atomic_write
     out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
+    fmt = plot_format(out)
+    check_writable(out)
     with atomic_write(out, "wb") as f:
-        fig.savefig(f, dpi=120, format="png")
+        fig.savefig(f, dpi=120, format=fmt)
     return str(out)
 
 
@@ -131,7 +154,8 @@ def _layer_columns(layers: Any) -> tuple[Any, Any, Any, list[str]]:
 
 def plot_roofline(platform: Any, layers: Any = None, path: str | os.PathLike | None = None,
                   title: str | None = None) -> str:
-    """Write the roofline view of a platform (the ANNETTE paper's Fig. 1) as PNG and return its path.
+    """Write the roofline view of a platform (the ANNETTE paper's Fig. 1) as PNG, PDF or SVG (by ``path``'s
+    extension) and return its path.
 
     Log-log axes: operational intensity (ops/byte) against performance (ops/s). One roofline
     ``min(op_s, intensity x bandwidth)`` per distinct (op_s, bandwidth) among the platform's layer models
@@ -151,6 +175,7 @@ def plot_roofline(platform: Any, layers: Any = None, path: str | os.PathLike | N
 
     if path is None:
         raise ValueError("plot_roofline: path is required")
+    _check_target(path)
     plat = load_platform(platform)
     roofs: dict[tuple[float, float], list[str]] = {}
     no_roof: list[str] = []
@@ -261,7 +286,8 @@ def _pct(v: float) -> str:
 
 def plot_pred_vs_measured(data: Any, path: str | os.PathLike, groups: Sequence[str] | None = None,
                           title: str | None = None) -> str:
-    """Write predicted-vs-measured scatter plots (PNG), one log-log panel per variant, and return the path.
+    """Write predicted-vs-measured scatter plots (PNG, PDF or SVG by the extension), one log-log panel per
+    variant, and return the path.
 
     ``data``: ``{variant: (predicted_ms, measured_ms)}`` (arrays in the same order). Each panel shows the
     identity line, the +-10 % band and the variant's MAPE in its title; ``groups`` (one label per network,
@@ -272,6 +298,7 @@ def plot_pred_vs_measured(data: Any, path: str | os.PathLike, groups: Sequence[s
 
     if not data:
         raise ValueError("plot_pred_vs_measured: no variants given")
+    _check_target(path)
     items = []
     for name, pm in data.items():
         p, m = (np.asarray(a, dtype=np.float64).reshape(-1) for a in pm[:2])

@@ -305,7 +305,7 @@ def test_plot_breakdown(tmp_path):
 
     net = trace(zoo.get("tiny_resnet"), zoo.INPUT_SHAPES["tiny_resnet"], name="tiny_resnet")
     one = plot_breakdown(estimate(net, "zcu102"), tmp_path / "one.png", top=5)
-    both = plot_breakdown([estimate(net, "zcu102"), estimate(net, "ncs2")], tmp_path / "sub" / "both.png")
+    both = plot_breakdown([estimate(net, "zcu102"), estimate(net, "ncs2")], tmp_path / "both.png")
     for p in (one, both):
         data = Path(p).read_bytes()
         assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5000

@@ -20,7 +20,7 @@ from typing import Any, Iterator, Sequence
 from .. import __version__
 from ..errors import AnnetteError, missing_extra
 from ..frontends.spec import load_model
-from .common import platform_names
+from .common import check_output, platform_names
 
 __all__ = ["main", "build_parser", "parse_input_shape"]
 
@@ -82,7 +82,8 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--json", action="store_true",
                    help="print one JSON object (per layer detail included; several platforms: {\"estimates\": [...]})")
     e.add_argument("--csv", metavar="FILE", help="write the per-layer table as CSV")
-    e.add_argument("--plot", metavar="FILE", help="write a per-layer breakdown chart (PNG)")
+    e.add_argument("--plot", metavar="FILE", help="write a per-layer breakdown chart: .png, .pdf or .svg, by the "
+                                                  "file's extension")
 
     pl = sub.add_parser("platforms", help="list your own and the shipped platform files",
                         description="List the platform names, the files each can load (yours first) and whether "
@@ -244,7 +245,9 @@ def _cmd_estimate(args: argparse.Namespace) -> int:
     from ..estimator import estimate
     from ..platform import load_platform
 
-    platforms = [load_platform(p) for p in platform_names(args.platform)]  # fail fast, before tracing
+    check_output(args.csv, "--csv")  # fail fast: outputs, then platforms, before tracing
+    check_output(args.plot, "--plot", chart=True)
+    platforms = [load_platform(p) for p in platform_names(args.platform)]
     net = load_model(args.model, args.input_shape)
     estimates = [estimate(net, p) for p in platforms]
 

@@ -8,7 +8,8 @@ import sys
 from typing import Any
 
 from ..dburl import mask_url
-from ..errors import AnnetteError, check_writable, require
+from ..errors import AnnetteError, require
+from .common import check_output, check_output_folder, check_output_store
 
 #: the Python module each built-in hardware module measures with (an optional dependency)
 RUNNER_MODULES = {"ort-cpu": "onnxruntime", "openvino": "openvino"}
@@ -109,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
 
     cmd = args.bench_command
     if cmd == "export":
-        check_writable(args.out)
+        check_output(args.out, "--out")
         with Store(args.db, create=False) as st:
             try:
                 n = st.export_csv(args.out, args.platform, args.suite)
@@ -131,6 +132,9 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if not args.platform or not args.suite:
         raise AnnetteError("give --platform and --suite (or --list, or an action: export, ingest, status)")
+    check_output_store(args.db, "--db")
+    if not args.runner and PLATFORM_RUNNERS.get(args.platform, ("",))[0] == "vitis":
+        check_output_folder(args.jobs_dir, "--jobs-dir")
     return _run_suites(args)
 
 
@@ -248,7 +252,7 @@ def _write_jobs(args: argparse.Namespace) -> int:
     from ..bench.store import Store
     from ..bench.suites import SUITES
 
-    os.makedirs(args.jobs_dir, exist_ok=True)
+    os.makedirs(args.jobs_dir, exist_ok=True)  # its parent exists (checked): only the folder itself is made
     runner = get_runner("vitis", workdir=args.jobs_dir)
     lease = _lease(args, JOB_LEASE_S)
     worker = args.worker or this_machine()
@@ -284,6 +288,7 @@ def _write_jobs(args: argparse.Namespace) -> int:
 def _ingest(args: argparse.Namespace) -> int:
     """Store reports copied back from a board, matched against the benchmark networks they came from."""
     from ..bench.ingest import ingest_benchmark_app, ingest_reports
+    check_output_store(args.db, "--db")
     if args.graph:
         if len(args.reports) % 2:
             raise AnnetteError("--graph takes GRAPH REPORT pairs: an odd number of paths was given")
@@ -357,6 +362,8 @@ def run_calibrate(args: argparse.Namespace) -> int:
     from ..bench.sweep import parse_budget
     from ..fit.calibrate import run_calibration
 
+    check_output(args.out, "--out")
+    check_output_store(args.db, "--db")
     rep = run_calibration(args.platform, quick=args.quick, out=args.out, db=args.db,
                           budget_s=parse_budget(args.budget), progress=lambda m: print(m, file=sys.stderr))
     e2e = rep["end_to_end"]

@@ -114,6 +114,7 @@ def step_breakdown_plot(ctx: DemoContext) -> None:
         ctx.notes.append(f"no {net_name} estimate, breakdown chart skipped")
         return
     ests = [r["estimates"][p] for p in plats if p in r["estimates"]]
+    ctx.out_dir.mkdir(exist_ok=True)  # the demo's own output folder (charts create no folders)
     path = plot_breakdown(ests, ctx.out_dir / "demo_breakdown.png")
     print(f"\nper-layer breakdown chart: {Path(path).resolve()}")
 
