@@ -86,9 +86,11 @@ def build_parser() -> argparse.ArgumentParser:
                                                   "file's extension")
 
     pl = sub.add_parser("platforms", help="list your own and the shipped platform files",
-                        description="List the platform names, the files each can load (yours first) and whether "
-                                    "a measured file matches this machine.")
-    pl.add_argument("--json", action="store_true", help="print the same as JSON")
+                        description="List the platform names with what their latency_ms is, the files each can "
+                                    "load (yours first) and whether a measured file matches this machine.")
+    pl.add_argument("--full", action="store_true", help="print each platform's whole description (default: "
+                                                         "its first line, shortened to the terminal's width)")
+    pl.add_argument("--json", action="store_true", help="print the same as JSON, whole descriptions included")
 
     from .bench import add_calibrate_parser, add_parser as add_bench
     add_bench(sub)
@@ -293,25 +295,75 @@ def _machine_note(f) -> str:
     return "measured on another machine" if "another machine" in f.machine else "may not be this machine"
 
 
+def _this_machine(f) -> str:
+    """Whether a platform file fits this machine: yes, no, or n/a for a board's model (no machine recorded)."""
+    if f.machine is None:
+        return "n/a (board model)"
+    if not f.machine:
+        return "yes"
+    if "another machine" in f.machine:
+        return "no"
+    return "yes (ISA not recorded)"  # every identity field it records matches; its instruction set is unknown
+
+
+def _headline(description: str, width: int) -> str:
+    """A platform description as one line of at most ``width`` characters: its head before the first ': '
+    (what the platform is), shortened at a word boundary when still too long."""
+    head = " ".join(description.split(": ")[0].split())
+    if len(head) <= width:
+        return head
+    cut = head.rfind(" ", 0, width - 3)
+    return head[: cut if cut > width // 2 else width - 3].rstrip(" ,;") + "..."
+
+
+def _definitions(names: list[str]) -> dict[str, str]:
+    """Platform name -> what its ``latency_ms`` is (`latency_definition`), or why its file cannot be loaded."""
+    from ..estimator import latency_definition
+    from ..platform import load_platform
+
+    out = {}
+    for name in names:
+        try:
+            out[name] = latency_definition(load_platform(name))
+        except AnnetteError as e:
+            out[name] = f"(cannot load: {_one_line(str(e), 200)})"
+    return out
+
+
 def _cmd_platforms(args: argparse.Namespace) -> int:
+    import shutil
+    import textwrap
+
     from ..platform import list_platforms, platform_files, user_platform_dir
 
     plats = list_platforms()
     files = platform_files()
+    defs = _definitions(list(plats))
     if args.json:
-        print(json.dumps({"user_folder": str(user_platform_dir()), "platforms": plats,
+        print(json.dumps({"user_folder": str(user_platform_dir()), "platforms": plats, "latency_definitions": defs,
                           "files": [{"name": f.name, "path": f.path, "origin": f.origin, "selected": f.selected,
-                                     "description": f.description, "machine": _machine_note(f),
-                                     "machine_warning": f.machine or None} for f in files]}, indent=2))
+                                     "description": f.description, "this_machine": _this_machine(f),
+                                     "machine": _machine_note(f), "machine_warning": f.machine or None}
+                                    for f in files]}, indent=2))
         return 0
+    columns = max(shutil.get_terminal_size((100, 24)).columns, 80)
     w = max((len(n) for n in plats), default=0)
+    pad = " " * (w + 2)
     for name, desc in plats.items():
-        print(f"{name:<{w}}  {desc}")
-        for f in (f for f in files if f.name == name):
-            mark = "->" if f.selected else "  "
-            print(f"{'':<{w}}  {mark} {f.path} ({f.origin}; {_machine_note(f)})")
-    print(f"\n-> the file a name loads; your own files go in {user_platform_dir()} "
-          "(annette calibrate / annette adapt write there) and come before the shipped ones")
+        if args.full:
+            body = textwrap.fill(" ".join(desc.split()), columns - 1, initial_indent=f"{name:<{w}}  ",
+                                 subsequent_indent=pad)
+        else:
+            body = f"{name:<{w}}  {_headline(desc, max(columns - w - 3, 110))}"
+        print(body)
+        print(f"{pad}latency_ms: {defs[name]}")
+    head = ("platform", "origin", "this machine?", "file")
+    rows = [(f.name, f.origin.split(" ")[0], _this_machine(f), f.path) for f in files]
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(head)]
+    print(f"\nfiles (-> the file each name loads; your own, from {user_platform_dir()}, come before the shipped "
+          "ones; annette calibrate and annette adapt write there)")
+    for mark, row in [("  ", head)] + [("->" if f.selected else "  ", r) for f, r in zip(files, rows)]:
+        print(f"{mark} " + "  ".join(c.ljust(wd) for c, wd in zip(row, widths)).rstrip())
     return 0
 
 
