@@ -295,7 +295,7 @@ def test_platforms_lists_user_files_first_and_the_name_loads_them(capsys, monkey
     (["estimate", "tiny_cnn", "--input-shape", "0,3,224,224"], "positive", 2),
     (["estimate", "no_such_model_name"], "unknown model", 1),
     (["estimate"], "MODEL", 2),
-    (["frobnicate"], "invalid choice", 2),
+    (["frobnicate"], "unknown command 'frobnicate' (choose from estimate, platforms", 2),
 ])
 def test_errors_are_one_line(capsys, argv, fragment, code):
     got, out, err = run(capsys, *argv)

@@ -34,11 +34,19 @@ NAME_WIDTH = 44
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse with one-line errors: ``annette: error: <message>`` and exit code 2, no usage dump."""
+    """argparse with one-line errors: ``annette: error: <message>`` and exit code 2, no usage dump; a mistyped
+    option, sub-command or choice gets a "did you mean" (`hints.explain`)."""
+
+    #: the root parser and the command line being parsed (set by `main`), for the hints of sub-parsers
+    root: "_Parser | None" = None
+    argv: "list[str] | None" = None
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        hint = f" (see '{self.prog} --help')"
-        self.exit(2, f"{PROG}: error: {_one_line(message)}{hint}\n")
+        from .hints import explain
+
+        root = self.root or self
+        text, prog = explain(message, root, root.argv)
+        self.exit(2, f"{PROG}: error: {_one_line(text)} (see '{prog or self.prog} --help')\n")
 
 
 def parse_input_shape(text: str) -> tuple[int, ...] | list[tuple[int, ...]]:
@@ -99,7 +107,18 @@ def build_parser() -> argparse.ArgumentParser:
     add_adapt(sub)
     from .search import add_parser as add_search
     add_search(sub)
+    _set_root(p, p)
     return p
+
+
+def _set_root(parser: argparse.ArgumentParser, root: "_Parser") -> None:
+    """Let every sub-parser find the root parser (and the command line it parses) for its error hints."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                if isinstance(child, _Parser):
+                    child.root = root
+                _set_root(child, root)
 
 
 # ------------------------------------------------------------------------------------------------------
@@ -370,6 +389,8 @@ def _cmd_platforms(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``annette`` command; returns the exit code (0 ok, 1 bad input, 2 bad command line)."""
     parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser.argv = argv  # type: ignore[attr-defined]
     try:
         args = parser.parse_args(argv)
     except SystemExit as e:  # --help, --version, usage errors (already reported in one line)
