@@ -107,5 +107,5 @@ def test_random_unknown_options_are_one_line(word):
 def test_explain_leaves_unrelated_messages_alone():
     p = build_parser()
     assert explain("something else", p, ["platforms"]) == ("something else", None)
-    assert explain("argument X: invalid choice: 'b' (choose from 'a')", p, None)[0] == ("argument X: invalid choice 'b' "
-                                                                                          "(choose from a)")
+    text, _ = explain("argument X: invalid choice: 'b' (choose from 'a')", p, None)
+    assert text == "argument X: invalid choice 'b' (choose from a)"

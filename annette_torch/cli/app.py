@@ -159,14 +159,6 @@ def _library_logging(level: int) -> Iterator[None]:
         logger.propagate = old[1]
 
 
-def _warn(msg: str) -> None:
-    logging.getLogger("annette_torch.cli").warning(msg)
-
-
-# ------------------------------------------------------------------------------------------------------
-# model resolution
-
-
 # ------------------------------------------------------------------------------------------------------
 # output
 
