@@ -51,11 +51,24 @@ def _at_least_one(text: str) -> int:
     return value
 
 
+#: `annette_torch.bench.suites.reference.REFERENCE_ENV`, named here so that --help imports no suites (a test
+#: keeps the two equal)
+REFERENCE_ENV = "ANNETTE_REFERENCE_DIR"
+#: the environment variables ``annette bench`` reads, as its --help shows them
+BENCH_ENVIRONMENT = (
+    f"environment: ${REFERENCE_ENV}: the folder of the original ANNETTE reference data (its benchmark-configs/ "
+    "and graphs/), which the paper_conv suite reads; without it --list shows that suite as unavailable (default: "
+    "shared/annette-reference beside or inside the current folder, or beside the source checkout; a pip install "
+    "has none). $ANNETTE_DB: the default --db. $ANNETTE_LOCK_DIR: the folder of this machine's measuring lock "
+    "(default: the temporary folder). See docs/cli.md.")
+
+
 def add_parser(sub: Any) -> None:
     """Add the ``bench`` command and its sub-commands to the CLI's sub-parser set."""
     b = sub.add_parser("bench", help="run benchmark suites on a toolchain and store per-layer measurements",
                        description="Run a benchmark suite on a platform's toolchain (resumable: finished "
-                                   "configurations are skipped), or list / export / ingest measurements.")
+                                   "configurations are skipped), or list / export / ingest measurements.",
+                       epilog=BENCH_ENVIRONMENT)
     b.add_argument("--list", action="store_true", help="list the benchmark suites")
     b.add_argument("-p", "--platform", help=f"one of {', '.join(PLATFORM_RUNNERS)}")
     b.add_argument("-s", "--suite", action="append", help="suite name (repeat for several; see --list)")
