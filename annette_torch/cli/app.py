@@ -217,15 +217,25 @@ def _summary(est) -> str:
     return "\n".join(lines)
 
 
+def _switch_ms(row: dict) -> float:
+    """A table row's accelerator<->host switch cost in ms (0 where the table has no such column)."""
+    return float(row.get("switch_ms") or 0.0)
+
+
 def _per_layer(est) -> str:
+    """The per-layer table as aligned text; a ``switch_ms`` column where the Estimate's rows carry a non-zero one."""
+    table = est.table()
     hosted = est.platform.support is not None  # where each layer runs is news only with operator support
-    head = ("name", "type", "out shape", "MOPs", "time_ms", "model", "fused_into") + (("runs on",) if hosted else ())
-    rows = [(_short(r["name"]), r["type"], r["output_shape"], f"{r['ops'] / 1e6:.2f}", f"{r['time_ms']:.4f}",
-             r["model"], _short(r["fused_into"]))
+    switches = any(_switch_ms(r) != 0 for r in table)  # the accelerator<->host switch cost, apart from time_ms
+    head = (("name", "type", "out shape", "MOPs", "time_ms") + (("switch_ms",) if switches else ())
+            + ("model", "fused_into") + (("runs on",) if hosted else ()))
+    rows = [(_short(r["name"]), r["type"], r["output_shape"], f"{r['ops'] / 1e6:.2f}", f"{r['time_ms']:.4f}")
+            + ((f"{_switch_ms(r):.4f}",) if switches else ())
+            + (r["model"], _short(r["fused_into"]))
             + (((r["executes_on"] + (" (flagged)" if r["flag"] else "")),) if hosted else ())
-            for r in est.table()]
+            for r in table]
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(head)]
-    right = {3, 4}
+    right = {i for i, h in enumerate(head) if h in ("MOPs", "time_ms", "switch_ms")}
 
     def fmt(cells: Sequence[str]) -> str:
         return "  ".join(c.rjust(w) if i in right else c.ljust(w)
@@ -242,12 +252,15 @@ def _write_csv(estimates: list, path: str) -> None:
         return
     from ..estimator import TABLE_COLUMNS
     from ..atomic import atomic_write
+    tables = [(est.platform.name, est.table()) for est in estimates]
+    # the Estimate's columns, then any further column its rows carry (e.g. switch_ms), in the order first seen
+    columns = list(dict.fromkeys(["platform", *TABLE_COLUMNS, *(k for _, t in tables for r in t for k in r)]))
     with atomic_write(path, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=["platform", *TABLE_COLUMNS], lineterminator="\n")
+        w = csv.DictWriter(f, fieldnames=columns, lineterminator="\n", restval="")
         w.writeheader()
-        for est in estimates:
-            for row in est.table():
-                w.writerow({"platform": est.platform.name, **row})
+        for name, table in tables:
+            for row in table:
+                w.writerow({"platform": name, **row})
 
 
 # ------------------------------------------------------------------------------------------------------
