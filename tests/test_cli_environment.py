@@ -61,9 +61,10 @@ def test_bench_list_reads_the_paper_table_from_the_reference_folder(capsys, monk
 
 
 def test_bench_list_without_reference_data_says_which_variable_to_set(capsys, monkeypatch, fresh_paper_suite):
-    from annette_torch.bench.suites import reference
+    from annette_torch.bench.suites import paper, reference
 
-    monkeypatch.setattr(reference, "reference_dir", lambda: None)
+    for module in (reference, paper):  # no reference data anywhere (paper.py caches its rows per folder)
+        monkeypatch.setattr(module, "reference_dir", lambda: None)
     assert main(["bench", "--list"]) == 0
     line = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("paper_conv"))
     assert "unavailable" in line and "$ANNETTE_REFERENCE_DIR" in line

@@ -67,7 +67,8 @@ def parse_input_shape(text: str) -> tuple[int, ...] | list[tuple[int, ...]]:
     return shapes[0] if len(shapes) == 1 else shapes
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser() -> "_Parser":
+    """The parser of the `annette` command with every command group's sub-commands."""
     p = _Parser(prog=PROG, description="Predict a neural network's execution time on hardware accelerators "
                                        "(ANNETTE stacked models: mapping model + per-layer models).")
     p.add_argument("--version", action="version", version=f"{PROG} {__version__}")
@@ -395,7 +396,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``annette`` command; returns the exit code (0 ok, 1 bad input, 2 bad command line)."""
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
-    parser.argv = argv  # type: ignore[attr-defined]
+    parser.argv = argv
     try:
         args = parser.parse_args(argv)
     except SystemExit as e:  # --help, --version, usage errors (already reported in one line)
