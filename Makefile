@@ -1,5 +1,6 @@
 # Two commands for a new user: `make demo` and `make test`. Both create .venv if missing and install
-# torch pinned first (a CPU wheel here; an unpinned torch would pull a multi-GB CUDA build).
+# torch pinned first (a CPU wheel here; an unpinned torch would pull a multi-GB CUDA build). PYTHONWARNINGS hides
+# setuptools' notice that an editable install maps folders through a meta path finder (informational only).
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -14,7 +15,7 @@ $(BIN)/python:
 $(STAMP): $(BIN)/python pyproject.toml
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q $(TORCH)
-	$(BIN)/pip install -q -e ".[runtimes,fit,search,test]"
+	PYTHONWARNINGS="ignore:Editable installation" $(BIN)/pip install -q -e ".[runtimes,fit,search,test]"
 	touch $(STAMP)
 
 setup: $(STAMP)

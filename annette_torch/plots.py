@@ -6,7 +6,21 @@ import os
 from pathlib import Path
 from typing import Any, Sequence
 
-__all__ = ["plot_breakdown", "plot_roofline", "plot_pred_vs_measured"]
+from .errors import AnnetteError, check_writable
+
+__all__ = ["PLOT_FORMATS", "plot_format", "plot_breakdown", "plot_roofline", "plot_pred_vs_measured", "plot_pareto"]
+
+#: the file formats charts are written in, named by the file's extension
+PLOT_FORMATS = ("png", "pdf", "svg")
+
+
+def plot_format(path: str | os.PathLike) -> str:
+    """The chart format ``path``'s extension names (``png``, ``pdf``, ``svg``); any other raises `AnnetteError`."""
+    ext = Path(path).suffix.lower().lstrip(".")
+    if ext not in PLOT_FORMATS:
+        got = f"'.{ext}'" if ext else "(no extension)"
+        raise AnnetteError(f"{os.fspath(path)}: unknown chart format {got}; name the file .png, .pdf or .svg")
+    return ext
 
 
 def _label(name: str, width: int = 34) -> str:
@@ -17,19 +31,21 @@ def _label(name: str, width: int = 34) -> str:
 
 
 def plot_breakdown(estimate_or_estimates: Any, path: str | os.PathLike, top: int = 15) -> str:
-    """Write a per-layer breakdown chart (PNG) and return its path.
+    """Write a per-layer breakdown chart (PNG, PDF or SVG by ``path``'s extension) and return its path.
 
     One `Estimate`: horizontal bars of the ``top`` executed layers by predicted time, colored by layer
-    type (after fusion), titled with network, platform and total. A sequence of estimates (e.g. one
+    type (after fusion), titled with network, platform and ``latency_ms`` with its definition on the platform
+    (the number the CLI prints), and the share of the layer sum the bars show. A sequence of estimates (e.g. one
     network on several platforms): one such panel per estimate, side by side, with one shared type legend.
-    The parent folder of ``path`` is created if needed.
+    The folder of ``path`` must exist.
     """
-    import matplotlib
+    _check_target(path)
+    return _save(_breakdown_figure(estimate_or_estimates, top), path)
 
-    # Agg, without touching pyplot's global backend (a notebook user's inline backend stays as it is):
-    # a bare Figure renders through matplotlib's Agg canvas when saved as PNG
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
+
+def _breakdown_figure(estimate_or_estimates: Any, top: int) -> Any:
+    """The figure of `plot_breakdown`."""
+    import matplotlib
     from matplotlib.patches import Patch
 
     ests: Sequence[Any]
@@ -42,40 +58,157 @@ def plot_breakdown(estimate_or_estimates: Any, path: str | os.PathLike, top: int
     if top < 1:
         raise ValueError(f"plot_breakdown: top must be >= 1, got {top}")
 
+    from .estimator import latency_definition
+
     panels = []
     for est in ests:
         rows = [r for r in est.table() if r["time_ms"] > 0]
         rows.sort(key=lambda r: -r["time_ms"])
-        panels.append((est, rows[:top], len(rows)))
-    types = sorted({r["type"] for _, rows, _ in panels for r in rows})
+        panels.append((est, rows[:top], len(rows), sum(r["time_ms"] for r in rows)))
+    types = sorted({r["type"] for _, rows, _, _ in panels for r in rows})
     cmap = matplotlib.colormaps["tab20" if len(types) > 10 else "tab10"]
     color = {t: cmap(i % cmap.N) for i, t in enumerate(types)}
 
     n = len(panels)
-    height = 1.2 + 0.32 * max(len(rows) for _, rows, _ in panels)
-    fig = Figure(figsize=(6.2 * n + 0.4, max(3.0, height) + 0.8), layout="constrained")
-    FigureCanvasAgg(fig)
+    height = 1.5 + 0.32 * max(len(rows) for _, rows, _, _ in panels)
+    fig = _figure((6.2 * n + 0.4, max(3.0, height) + 0.8))
     axes = fig.subplots(1, n, squeeze=False)[0]
-    for ax, (est, rows, n_exec) in zip(axes, panels):
-        total = est.device_ms
+    for ax, (est, rows, n_exec, layer_sum) in zip(axes, panels):
         y = list(range(len(rows)))
         times = [r["time_ms"] for r in rows]
         ax.barh(y, times, color=[color[r["type"]] for r in rows])
         ax.set_yticks(y, [_label(r["name"]) for r in rows], fontsize=8)
         ax.invert_yaxis()
-        ax.set_xlabel("predicted time (ms)")
+        ax.set_xlabel("predicted time of the layer (ms)")
         shown = sum(times)
-        share = 100 * shown / total if total > 0 else 0.0
-        ax.set_title(f"{est.network.name} on {est.platform.name}: {total:.3f} ms\n"
-                     f"top {len(rows)} of {n_exec} executed layers ({share:.0f}% of total)", fontsize=10)
+        share = 100 * shown / layer_sum if layer_sum > 0 else 0.0
+        # the title gives latency_ms, the number the CLI and the demo print, with what it is on this platform;
+        # the bars are layer times, whose sum (the device time) may differ from it
+        ax.set_title(f"{est.network.name} on {est.platform.name}: latency {est.latency_ms:.3f} ms\n"
+                     f"({_brief(latency_definition(est.platform))})\n"
+                     f"bars: top {len(rows)} of {n_exec} executed layers, {shown:.3f} of {layer_sum:.3f} ms "
+                     f"layer sum ({share:.0f}%)", fontsize=9)
         ax.grid(axis="x", alpha=0.3)
         for yi, t in zip(y, times):
             ax.text(t, yi, f" {t:.3f}", va="center", fontsize=7)
         ax.margins(x=0.18)
     fig.legend(handles=[Patch(color=color[t], label=t) for t in types], loc="outside lower center",
                ncols=min(len(types), 6), fontsize=8, title="layer type (after fusion)", title_fontsize=8)
+    return fig
 
-    return _save(fig, path)
+
+def _brief(definition: str, width: int = 60) -> str:
+    """A latency definition short enough for a title or a legend: its head before any parenthesis, cut at the
+    last comma or semicolon that keeps it within ``width`` characters."""
+    head = definition.split(" (")[0].strip()
+    if len(head) <= width:
+        return head
+    cut = max(head.rfind(", ", 0, width), head.rfind("; ", 0, width))
+    return head[:cut] if cut > 0 else head[: width - 3].rstrip() + "..."
+
+
+def _plain(v: float, pos: Any = None) -> str:
+    """A tick label as a plain number: 0.2, 1, 50, 20k, 1.5M, 3G (never 2x10^-1)."""
+    if v == 0:
+        return "0"
+    for div, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(v) >= div:
+            return f"{v / div:g}{suffix}"
+    return f"{v:g}"
+
+
+def _plain_log_axis(axis: Any) -> None:
+    """Ticks of a log axis at 1, 2, 3, 5 x 10^k labelled as plain numbers; unlabelled minor ticks for the grid."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 3.0, 5.0)))
+    axis.set_major_formatter(FuncFormatter(_plain))
+    axis.set_minor_locator(LogLocator(base=10, subs=(4.0, 6.0, 7.0, 8.0, 9.0)))
+    axis.set_minor_formatter(NullFormatter())
+
+
+def plot_pareto(table: Any, path: str | os.PathLike, front: dict[str, Any], title: str | None = None) -> str:
+    """Write the chart of a NAS space's predicted latencies (PNG, PDF or SVG by extension) and return its path.
+
+    ``table``: a `annette_torch.search.pareto.SpaceTable` (``space``, ``params``, ``ops``, ``latency_ms`` per
+    platform, ``accuracy`` or None, ``latency``, ``definitions``); ``front``: per platform the indices of its
+    Pareto front. With accuracy: accuracy against predicted latency, each front as a step line; without:
+    predicted latency against parameters and against ops, with the fronts of most ops per ms. One colour per
+    platform; every cell is drawn as a visible dot; the legend sits below the axes, where it hides no point;
+    log axes are labelled with plain numbers.
+    """
+    _check_target(path)
+    return _save(_pareto_figure(table, front, title), path)
+
+
+def _pareto_figure(table: Any, front: dict[str, Any], title: str | None) -> Any:
+    """The figure of `plot_pareto`."""
+    import numpy as np
+    from matplotlib.lines import Line2D
+
+    plats = list(table.latency_ms)
+    if not plats:
+        raise ValueError("plot_pareto: no platform in the table")
+    import matplotlib
+    colors = matplotlib.colormaps["tab10"]
+    n = len(table.archs)
+    size, alpha = (7, 0.35) if n > 2000 else (14, 0.6)
+    device = getattr(table, "latency", "latency") == "device"
+    lat_label = "predicted device time, layer sum (ms)" if device else "predicted latency_ms (ms)"
+
+    def what(p: str) -> str:
+        d = table.definitions.get(p) or ("layer sum (device time)" if device else "latency")
+        return _brief(d, 64)
+
+    handles = []
+    if table.accuracy is not None:
+        fig = _figure((8.0, 6.0))
+        ax = fig.subplots()
+        ok = ~np.isnan(table.accuracy)
+        for k, p in enumerate(plats):
+            c, lat, idx = colors(k % colors.N), table.latency_ms[p], front[p]
+            ax.scatter(lat[ok], table.accuracy[ok], s=size, alpha=alpha, color=c, linewidths=0, rasterized=True)
+            ax.step(lat[idx], table.accuracy[idx], where="post", color=c, lw=1.6)
+            ax.scatter(lat[idx], table.accuracy[idx], s=22, color=c, edgecolors="black", linewidths=0.5, zorder=3)
+            handles.append((Line2D([], [], color=c, marker="o", ms=6, lw=1.6, mec="black", mew=0.5),
+                            f"{p}: {what(p)}; front {len(idx)} cells"))
+        ax.set_xscale("log")
+        _plain_log_axis(ax.xaxis)
+        ax.set_xlabel(lat_label + ", log scale")
+        ax.set_ylabel("accuracy")
+        ax.grid(alpha=0.3, which="both")
+        ax.set_title(title or f"{table.space}: accuracy and predicted latency of {n:,} cells", fontsize=11)
+    else:
+        fig = _figure((12.0, 6.0))
+        axes = fig.subplots(1, 2, sharey=True)
+        # networks that compute nothing (NB201 cells with zero output: no layer) have no place on log axes
+        shown = (np.asarray(table.params) > 0) & (np.asarray(table.ops) > 0)
+        for ax, x, label in ((axes[0], table.params, "parameters"), (axes[1], table.ops, "ops (2 x MACs)")):
+            for k, p in enumerate(plats):
+                c, lat = colors(k % colors.N), table.latency_ms[p]
+                ax.scatter(x[shown], lat[shown], s=size, alpha=alpha, color=c, linewidths=0, rasterized=True)
+                if ax is axes[1]:
+                    idx = front[p]
+                    idx = idx[shown[idx]]
+                    ax.plot(x[idx], lat[idx], color=c, lw=1.4, marker="o", ms=4, mec="black", mew=0.4, zorder=3)
+                    pts = len({(float(lat[i]), float(x[i])) for i in idx})
+                    handles.append((Line2D([], [], color=c, marker="o", ms=6, lw=1.4, mec="black", mew=0.4),
+                                    f"{p}: {what(p)}; most ops per ms: {pts} points ({len(idx)} cells)"))
+            ax.set_xscale("log")
+            ax.set_yscale("log")
+            _plain_log_axis(ax.xaxis)
+            _plain_log_axis(ax.yaxis)
+            ax.set_xlabel(label + ", log scale")
+            ax.grid(alpha=0.3, which="both")
+        axes[0].set_ylabel(lat_label + ", log scale")
+        axes[1].set_title("line: each platform's front of most ops per ms", fontsize=9)
+        hidden = int((~shown).sum())
+        fig.suptitle((title or f"{table.space}: predicted latency of {n:,} cells")
+                     + (f"; {hidden:,} that compute nothing not shown" if hidden else ""), fontsize=11)
+    fig.legend([h for h, _ in handles], [t for _, t in handles], loc="outside lower center",
+               ncols=1 if len(handles) > 3 or max(len(t) for _, t in handles) > 50 else len(handles), fontsize=8,
+               title="one dot per cell; platform: what its latency is", title_fontsize=8)
+    return fig
 
 
 def _figure(figsize: tuple[float, float]):
@@ -88,13 +221,21 @@ def _figure(figsize: tuple[float, float]):
     return fig
 
 
+def _check_target(path: str | os.PathLike) -> None:
+    """Fail before drawing: ``path``'s extension names a chart format and its folder exists."""
+    plot_format(path)
+    check_writable(path)
+
+
 def _save(fig: Any, path: str | os.PathLike) -> str:
-    """Write the figure as PNG atomically (a failed save leaves an existing file as it was)."""
+    """Write the figure atomically in the format ``path``'s extension names (a failed save leaves an existing file
+    as it was); a missing folder or an unknown extension raises `AnnetteError` before anything is written."""
     from .atomic import atomic_write
     out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
+    fmt = plot_format(out)
+    check_writable(out)
     with atomic_write(out, "wb") as f:
-        fig.savefig(f, dpi=120, format="png")
+        fig.savefig(f, dpi=120, format=fmt)
     return str(out)
 
 
@@ -131,7 +272,8 @@ def _layer_columns(layers: Any) -> tuple[Any, Any, Any, list[str]]:
 
 def plot_roofline(platform: Any, layers: Any = None, path: str | os.PathLike | None = None,
                   title: str | None = None) -> str:
-    """Write the roofline view of a platform (the ANNETTE paper's Fig. 1) as PNG and return its path.
+    """Write the roofline view of a platform (the ANNETTE paper's Fig. 1) as PNG, PDF or SVG (by ``path``'s
+    extension) and return its path.
 
     Log-log axes: operational intensity (ops/byte) against performance (ops/s). One roofline
     ``min(op_s, intensity x bandwidth)`` per distinct (op_s, bandwidth) among the platform's layer models
@@ -151,6 +293,7 @@ def plot_roofline(platform: Any, layers: Any = None, path: str | os.PathLike | N
 
     if path is None:
         raise ValueError("plot_roofline: path is required")
+    _check_target(path)
     plat = load_platform(platform)
     roofs: dict[tuple[float, float], list[str]] = {}
     no_roof: list[str] = []
@@ -261,7 +404,8 @@ def _pct(v: float) -> str:
 
 def plot_pred_vs_measured(data: Any, path: str | os.PathLike, groups: Sequence[str] | None = None,
                           title: str | None = None) -> str:
-    """Write predicted-vs-measured scatter plots (PNG), one log-log panel per variant, and return the path.
+    """Write predicted-vs-measured scatter plots (PNG, PDF or SVG by the extension), one log-log panel per
+    variant, and return the path.
 
     ``data``: ``{variant: (predicted_ms, measured_ms)}`` (arrays in the same order). Each panel shows the
     identity line, the +-10 % band and the variant's MAPE in its title; ``groups`` (one label per network,
@@ -272,6 +416,7 @@ def plot_pred_vs_measured(data: Any, path: str | os.PathLike, groups: Sequence[s
 
     if not data:
         raise ValueError("plot_pred_vs_measured: no variants given")
+    _check_target(path)
     items = []
     for name, pm in data.items():
         p, m = (np.asarray(a, dtype=np.float64).reshape(-1) for a in pm[:2])

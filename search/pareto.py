@@ -225,84 +225,11 @@ def write_front_csv(table: SpaceTable, path: str | os.PathLike, front: dict[str,
 
 def plot_pareto(table: SpaceTable, out: str | os.PathLike, front: dict[str, np.ndarray] | None = None,
                 title: str | None = None) -> Path:
-    """PNG, one colour per platform. With ``table.accuracy``: accuracy vs predicted latency, each platform's
-    front as a line; without: predicted latency vs parameters and vs ops (log axes), fronts of most ops per ms."""
-    import matplotlib
-    matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
-    from matplotlib.ticker import NullFormatter
+    """The chart of `annette_torch.plots.plot_pareto` (PNG, PDF or SVG by ``out``'s extension), fronts computed
+    here when not given."""
+    from ..plots import plot_pareto as draw
 
-    front = fronts(table) if front is None else front
-    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    n = len(table)
-    size, alpha = (2, 0.25) if n > 2000 else (6, 0.5)
-    title = title or f"{table.space}: predicted latency of {n:,} cells"
-    if table.accuracy is not None:
-        fig, ax = plt.subplots(figsize=(7.5, 5))
-        ok = ~np.isnan(table.accuracy)
-        for k, (p, lat) in enumerate(table.latency_ms.items()):
-            c = colors[k % len(colors)]
-            ax.scatter(lat[ok], table.accuracy[ok], s=size, alpha=alpha, color=c, linewidths=0)
-            idx = front[p]
-            ax.step(lat[idx], table.accuracy[idx], where="post", color=c, lw=1.6,
-                    label=f"{p}: {_short(table, p)} (front: {len(idx)} cells)")
-            ax.scatter(lat[idx], table.accuracy[idx], s=18, color=c, edgecolors="black", linewidths=0.5, zorder=3)
-        ax.set_xscale("log")
-        ax.xaxis.set_minor_formatter(NullFormatter())
-        ax.set_xlabel(_axis(table))
-        ax.set_ylabel("accuracy")
-        ax.grid(alpha=0.3, which="both")
-        ax.legend(loc="lower right")
-        ax.set_title(title)
-    else:
-        fig, axes = plt.subplots(1, 2, figsize=(12, 4.8), sharey=True)
-        # networks that compute nothing (NB201 cells with zero output: no layer) have no place on log axes
-        shown = (table.params > 0) & (table.ops > 0)
-        if not shown.all():
-            title += f"; {int((~shown).sum()):,} that compute nothing not shown"
-        for ax, x, label in ((axes[0], table.params, "parameters"), (axes[1], table.ops, "ops (2 x MACs)")):
-            for k, (p, lat) in enumerate(table.latency_ms.items()):
-                c = colors[k % len(colors)]
-                ax.scatter(x[shown], lat[shown], s=size, alpha=alpha, color=c, linewidths=0,
-                           label=f"{p}: {_short(table, p)}" if ax is axes[0] else None)
-                if ax is axes[1]:
-                    idx = front[p]
-                    idx = idx[shown[idx]]
-                    pts = len({(float(lat[i]), float(x[i])) for i in idx})
-                    ax.plot(x[idx], lat[idx], color=c, lw=1.4, marker="o", ms=3,
-                            label=f"{p}: most ops per ms ({pts} points, {len(idx)} cells)")
-            ax.set_xscale("log")
-            ax.set_yscale("log")
-            ax.xaxis.set_minor_formatter(NullFormatter())
-            ax.set_xlabel(label + " (log)")
-            ax.grid(alpha=0.3, which="both")
-            leg = ax.legend(loc="upper left", markerscale=4 if ax is axes[0] else 1)
-            for h in leg.legend_handles:
-                h.set_alpha(1)
-        axes[0].set_ylabel(_axis(table))
-        fig.suptitle(title)
-    fig.tight_layout()
-    out = Path(out)
-    try:
-        with atomic_write(out, "wb") as f:
-            fig.savefig(f, dpi=120, format=out.suffix.lstrip(".").lower() or "png")
-    finally:
-        plt.close(fig)
-    return out
-
-
-def _short(table: SpaceTable, platform: str) -> str:
-    """A platform's latency definition, short enough for a legend."""
-    d = table.definitions.get(platform) or ("layer sum (device time)" if table.latency == "device" else "latency")
-    d = d.split(",")[0].split("(")[0].strip() if len(d) > 48 else d
-    return d
-
-
-def _axis(table: SpaceTable) -> str:
-    """The latency axis label: which latency, on which platforms."""
-    what = "device time (layer sum)" if table.latency == "device" else "latency (latency_ms)"
-    plats = ", ".join(table.latency_ms)
-    return f"predicted {what} on {plats} [ms] (log)"
+    return Path(draw(table, out, fronts(table) if front is None else front, title))
 
 
 def pareto_report(space: str, platforms: Sequence[Any], out: str | os.PathLike, accuracy: str | None = None,

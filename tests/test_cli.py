@@ -9,6 +9,7 @@ import sys
 import textwrap
 import warnings
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -194,15 +195,75 @@ def test_library_warning_shown_once_as_annette_warning(capsys, user_models):
 # platforms and errors
 
 
+def _platform_heads(out: str) -> list[str]:
+    """The one line per platform that `annette platforms` starts with (before the files table)."""
+    listing = out.split("\nfiles (")[0]
+    return [line for line in listing.splitlines() if line and not line.startswith(" ")]
+
+
+def _file_rows(out: str) -> list[list[str]]:
+    """The rows of the files table: [mark, platform, origin, this machine?, file]."""
+    table = out.split("\nfiles (")[1].splitlines()[2:]
+    rows = []
+    for line in table:
+        mark, rest = line[:2].strip(), line[3:]
+        cells = [c for c in rest.split("  ") if c.strip()]
+        rows.append([mark, *(c.strip() for c in cells)])
+    return rows
+
+
 def test_platforms(capsys):
+    from annette_torch.estimator import latency_definition
+    from annette_torch.platform import load_platform
+
     code, out, err = run(capsys, "platforms")
     assert code == 0, err
-    heads = [line for line in out.splitlines() if line and not line.startswith(" ") and not line.startswith("->")]
+    heads = _platform_heads(out)
     names = [line.split()[0] for line in heads]
     assert "zcu102" in names and "ncs2" in names
-    assert all(len(line.split(None, 1)) == 2 for line in heads)  # each has a description
-    picked = [line.split()[1] for line in out.splitlines() if line.strip().startswith("-> /")]
-    assert len(picked) == len(names) and all(p.endswith(".json") for p in picked)  # one file loaded per name
+    assert all(len(line.split(None, 1)) == 2 and len(line) <= 130 for line in heads)  # one short line each
+    for name in names:  # what latency_ms is on each platform, not what its description says it predicts
+        assert f"latency_ms: {latency_definition(load_platform(name))}" in out
+    assert "predicts DPU execution time" not in out
+    assert "latency_ms: whole-application latency" in out
+    rows = _file_rows(out)
+    picked = [r for r in rows if r[0] == "->"]
+    assert sorted(r[1] for r in picked) == sorted(names)  # one file loaded per name
+    assert all(r[4].endswith(".json") for r in rows)
+    assert {r[3] for r in rows} <= {"yes", "no", "n/a (board model)", "yes (ISA not recorded)"}
+    assert [r[3] for r in rows if r[1] == "zcu102"] == ["n/a (board model)"]
+    assert "may not be this machine" not in out
+
+
+def test_platforms_full_and_json_keep_the_whole_description(capsys):
+    from annette_torch.platform import list_platforms
+
+    long_name, long_desc = max(list_platforms().items(), key=lambda kv: len(kv[1]))
+    code, out, err = run(capsys, "platforms")
+    assert code == 0, err
+    assert len(long_desc) > 200 and long_desc not in out
+    code, out, err = run(capsys, "platforms", "--full")
+    assert code == 0, err
+    assert " ".join(long_desc.split()) in " ".join(out.split())
+    code, out, err = run(capsys, "platforms", "--json")
+    d = json.loads(out)
+    assert d["platforms"][long_name] == long_desc
+    assert set(d["latency_definitions"]) == set(d["platforms"])
+    assert {f["this_machine"] for f in d["files"]} <= {"yes", "no", "n/a (board model)", "yes (ISA not recorded)"}
+
+
+def test_platforms_this_machine_answers_follow_the_machine_check(monkeypatch):
+    from annette_torch.cli.app import _this_machine
+    from annette_torch.platform import machine
+
+    monkeypatch.setattr(machine, "machine_fingerprint", lambda: {"cpu": "Other CPU", "cores": 64, "isa": ["avx2"]})
+    f = SimpleNamespace(machine=machine.mismatch("x", {"cpu": "Some CPU", "cores": 2, "isa": ["avx2"]}))
+    assert _this_machine(f) == "no"
+    f = SimpleNamespace(machine=machine.mismatch("x", {"cpu": "Other CPU", "cores": 64}))
+    assert _this_machine(f) == "yes (ISA not recorded)"
+    f = SimpleNamespace(machine=machine.mismatch("x", {"cpu": "Other CPU", "cores": 64, "isa": ["avx2"]}) or "")
+    assert _this_machine(f) == "yes"
+    assert _this_machine(SimpleNamespace(machine=None)) == "n/a (board model)"
 
 
 def test_platforms_lists_user_files_first_and_the_name_loads_them(capsys, monkeypatch, tmp_path):
@@ -215,7 +276,8 @@ def test_platforms_lists_user_files_first_and_the_name_loads_them(capsys, monkey
     (tmp_path / "platforms" / "ncs2.json").write_text(json.dumps(d))
     code, out, err = run(capsys, "platforms")
     assert code == 0, err
-    assert f"-> {tmp_path / 'platforms' / 'ncs2.json'} (user;" in out and "ncs2          my own stick" in out
+    assert ["->", "ncs2", "user", "n/a (board model)", str(tmp_path / "platforms" / "ncs2.json")] in _file_rows(out)
+    assert "ncs2          my own stick" in out
     est = at.estimate(at.from_annette_json(RESNET50_JSON), "ncs2") if os.path.exists(RESNET50_JSON) else None
     assert at.load_platform("ncs2").source == str(tmp_path / "platforms" / "ncs2.json")
     if est is not None:
@@ -233,7 +295,7 @@ def test_platforms_lists_user_files_first_and_the_name_loads_them(capsys, monkey
     (["estimate", "tiny_cnn", "--input-shape", "0,3,224,224"], "positive", 2),
     (["estimate", "no_such_model_name"], "unknown model", 1),
     (["estimate"], "MODEL", 2),
-    (["frobnicate"], "invalid choice", 2),
+    (["frobnicate"], "unknown command 'frobnicate' (choose from estimate, platforms", 2),
 ])
 def test_errors_are_one_line(capsys, argv, fragment, code):
     got, out, err = run(capsys, *argv)
@@ -305,7 +367,7 @@ def test_plot_breakdown(tmp_path):
 
     net = trace(zoo.get("tiny_resnet"), zoo.INPUT_SHAPES["tiny_resnet"], name="tiny_resnet")
     one = plot_breakdown(estimate(net, "zcu102"), tmp_path / "one.png", top=5)
-    both = plot_breakdown([estimate(net, "zcu102"), estimate(net, "ncs2")], tmp_path / "sub" / "both.png")
+    both = plot_breakdown([estimate(net, "zcu102"), estimate(net, "ncs2")], tmp_path / "both.png")
     for p in (one, both):
         data = Path(p).read_bytes()
         assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5000

@@ -19,11 +19,13 @@ LAYERS = {
     "core": ("annette_torch", "annette_torch.errors", "annette_torch.atomic", "annette_torch.dburl", "annette_torch.ir",
              "annette_torch.frontends", "annette_torch.mapping", "annette_torch.models", "annette_torch.platform", "annette_torch.platforms", "annette_torch.prediction", "annette_torch.types",
              "annette_torch.estimator", "annette_torch.lookup", "annette_torch.zoo"),
+    # charts of estimates and of search results: above the prediction path, below everything that draws them
+    "charts": ("annette_torch.plots",),
     "search": ("annette_torch.search",),
     "bench": ("annette_torch.bench",),
     "validate": ("annette_torch.validate",),
     "fit": ("annette_torch.fit",),
-    "top": ("annette_torch.cli", "annette_torch.plots"),
+    "top": ("annette_torch.cli",),
 }
 ORDER = list(LAYERS)
 #: may import each other's layer freely: neither is below the other

@@ -45,6 +45,9 @@ def run(args: argparse.Namespace) -> int:
     """Execute ``annette adapt``."""
     from ..errors import AnnetteError
     from ..fit.adapt import DEFAULT_NETWORKS, MAX_ROUNDS, ROUNDS, adapt
+    from .common import check_output
+
+    check_output(args.out, "--out")
 
     if args.latencies and args.networks is not None:
         raise AnnetteError("adapt: give either --networks (measure here) or --latencies (a board), not both")

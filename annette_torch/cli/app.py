@@ -20,7 +20,7 @@ from typing import Any, Iterator, Sequence
 from .. import __version__
 from ..errors import AnnetteError, missing_extra
 from ..frontends.spec import load_model
-from .common import platform_names
+from .common import check_output, platform_names
 
 __all__ = ["main", "build_parser", "parse_input_shape"]
 
@@ -34,11 +34,19 @@ NAME_WIDTH = 44
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse with one-line errors: ``annette: error: <message>`` and exit code 2, no usage dump."""
+    """argparse with one-line errors: ``annette: error: <message>`` and exit code 2, no usage dump; a mistyped
+    option, sub-command or choice gets a "did you mean" (`hints.explain`)."""
+
+    #: the root parser and the command line being parsed (set by `main`), for the hints of sub-parsers
+    root: "_Parser | None" = None
+    argv: "list[str] | None" = None
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        hint = f" (see '{self.prog} --help')"
-        self.exit(2, f"{PROG}: error: {_one_line(message)}{hint}\n")
+        from .hints import explain
+
+        root = self.root or self
+        text, prog = explain(message, root, root.argv)
+        self.exit(2, f"{PROG}: error: {_one_line(text)} (see '{prog or self.prog} --help')\n")
 
 
 def parse_input_shape(text: str) -> tuple[int, ...] | list[tuple[int, ...]]:
@@ -59,7 +67,8 @@ def parse_input_shape(text: str) -> tuple[int, ...] | list[tuple[int, ...]]:
     return shapes[0] if len(shapes) == 1 else shapes
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser() -> "_Parser":
+    """The parser of the `annette` command with every command group's sub-commands."""
     p = _Parser(prog=PROG, description="Predict a neural network's execution time on hardware accelerators "
                                        "(ANNETTE stacked models: mapping model + per-layer models).")
     p.add_argument("--version", action="version", version=f"{PROG} {__version__}")
@@ -82,12 +91,15 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--json", action="store_true",
                    help="print one JSON object (per layer detail included; several platforms: {\"estimates\": [...]})")
     e.add_argument("--csv", metavar="FILE", help="write the per-layer table as CSV")
-    e.add_argument("--plot", metavar="FILE", help="write a per-layer breakdown chart (PNG)")
+    e.add_argument("--plot", metavar="FILE", help="write a per-layer breakdown chart: .png, .pdf or .svg, by the "
+                                                  "file's extension")
 
     pl = sub.add_parser("platforms", help="list your own and the shipped platform files",
-                        description="List the platform names, the files each can load (yours first) and whether "
-                                    "a measured file matches this machine.")
-    pl.add_argument("--json", action="store_true", help="print the same as JSON")
+                        description="List the platform names with what their latency_ms is, the files each can "
+                                    "load (yours first) and whether a measured file matches this machine.")
+    pl.add_argument("--full", action="store_true", help="print each platform's whole description (default: "
+                                                         "its first line, shortened to the terminal's width)")
+    pl.add_argument("--json", action="store_true", help="print the same as JSON, whole descriptions included")
 
     from .bench import add_calibrate_parser, add_parser as add_bench
     add_bench(sub)
@@ -96,7 +108,18 @@ def build_parser() -> argparse.ArgumentParser:
     add_adapt(sub)
     from .search import add_parser as add_search
     add_search(sub)
+    _set_root(p, p)
     return p
+
+
+def _set_root(parser: argparse.ArgumentParser, root: "_Parser") -> None:
+    """Let every sub-parser find the root parser (and the command line it parses) for its error hints."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                if isinstance(child, _Parser):
+                    child.root = root
+                _set_root(child, root)
 
 
 # ------------------------------------------------------------------------------------------------------
@@ -135,14 +158,6 @@ def _library_logging(level: int) -> Iterator[None]:
         logger.removeHandler(handler)
         logger.setLevel(old[0])
         logger.propagate = old[1]
-
-
-def _warn(msg: str) -> None:
-    logging.getLogger("annette_torch.cli").warning(msg)
-
-
-# ------------------------------------------------------------------------------------------------------
-# model resolution
 
 
 # ------------------------------------------------------------------------------------------------------
@@ -203,15 +218,25 @@ def _summary(est) -> str:
     return "\n".join(lines)
 
 
+def _switch_ms(row: dict) -> float:
+    """A table row's accelerator<->host switch cost in ms (0 where the table has no such column)."""
+    return float(row.get("switch_ms") or 0.0)
+
+
 def _per_layer(est) -> str:
+    """The per-layer table as aligned text; a ``switch_ms`` column where the Estimate's rows carry a non-zero one."""
+    table = est.table()
     hosted = est.platform.support is not None  # where each layer runs is news only with operator support
-    head = ("name", "type", "out shape", "MOPs", "time_ms", "model", "fused_into") + (("runs on",) if hosted else ())
-    rows = [(_short(r["name"]), r["type"], r["output_shape"], f"{r['ops'] / 1e6:.2f}", f"{r['time_ms']:.4f}",
-             r["model"], _short(r["fused_into"]))
+    switches = any(_switch_ms(r) != 0 for r in table)  # the accelerator<->host switch cost, apart from time_ms
+    head = (("name", "type", "out shape", "MOPs", "time_ms") + (("switch_ms",) if switches else ())
+            + ("model", "fused_into") + (("runs on",) if hosted else ()))
+    rows = [(_short(r["name"]), r["type"], r["output_shape"], f"{r['ops'] / 1e6:.2f}", f"{r['time_ms']:.4f}")
+            + ((f"{_switch_ms(r):.4f}",) if switches else ())
+            + (r["model"], _short(r["fused_into"]))
             + (((r["executes_on"] + (" (flagged)" if r["flag"] else "")),) if hosted else ())
-            for r in est.table()]
+            for r in table]
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(head)]
-    right = {3, 4}
+    right = {i for i, h in enumerate(head) if h in ("MOPs", "time_ms", "switch_ms")}
 
     def fmt(cells: Sequence[str]) -> str:
         return "  ".join(c.rjust(w) if i in right else c.ljust(w)
@@ -228,12 +253,15 @@ def _write_csv(estimates: list, path: str) -> None:
         return
     from ..estimator import TABLE_COLUMNS
     from ..atomic import atomic_write
+    tables = [(est.platform.name, est.table()) for est in estimates]
+    # the Estimate's columns, then any further column its rows carry (e.g. switch_ms), in the order first seen
+    columns = list(dict.fromkeys(["platform", *TABLE_COLUMNS, *(k for _, t in tables for r in t for k in r)]))
     with atomic_write(path, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=["platform", *TABLE_COLUMNS], lineterminator="\n")
+        w = csv.DictWriter(f, fieldnames=columns, lineterminator="\n", restval="")
         w.writeheader()
-        for est in estimates:
-            for row in est.table():
-                w.writerow({"platform": est.platform.name, **row})
+        for name, table in tables:
+            for row in table:
+                w.writerow({"platform": name, **row})
 
 
 # ------------------------------------------------------------------------------------------------------
@@ -244,7 +272,9 @@ def _cmd_estimate(args: argparse.Namespace) -> int:
     from ..estimator import estimate
     from ..platform import load_platform
 
-    platforms = [load_platform(p) for p in platform_names(args.platform)]  # fail fast, before tracing
+    check_output(args.csv, "--csv")  # fail fast: outputs, then platforms, before tracing
+    check_output(args.plot, "--plot", chart=True)
+    platforms = [load_platform(p) for p in platform_names(args.platform)]
     net = load_model(args.model, args.input_shape)
     estimates = [estimate(net, p) for p in platforms]
 
@@ -290,31 +320,83 @@ def _machine_note(f) -> str:
     return "measured on another machine" if "another machine" in f.machine else "may not be this machine"
 
 
+def _this_machine(f) -> str:
+    """Whether a platform file fits this machine: yes, no, or n/a for a board's model (no machine recorded)."""
+    if f.machine is None:
+        return "n/a (board model)"
+    if not f.machine:
+        return "yes"
+    if "another machine" in f.machine:
+        return "no"
+    return "yes (ISA not recorded)"  # every identity field it records matches; its instruction set is unknown
+
+
+def _headline(description: str, width: int) -> str:
+    """A platform description as one line of at most ``width`` characters: its head before the first ': '
+    (what the platform is), shortened at a word boundary when still too long."""
+    head = " ".join(description.split(": ")[0].split())
+    if len(head) <= width:
+        return head
+    cut = head.rfind(" ", 0, width - 3)
+    return head[: cut if cut > width // 2 else width - 3].rstrip(" ,;") + "..."
+
+
+def _definitions(names: list[str]) -> dict[str, str]:
+    """Platform name -> what its ``latency_ms`` is (`latency_definition`), or why its file cannot be loaded."""
+    from ..estimator import latency_definition
+    from ..platform import load_platform
+
+    out = {}
+    for name in names:
+        try:
+            out[name] = latency_definition(load_platform(name))
+        except AnnetteError as e:
+            out[name] = f"(cannot load: {_one_line(str(e), 200)})"
+    return out
+
+
 def _cmd_platforms(args: argparse.Namespace) -> int:
+    import shutil
+    import textwrap
+
     from ..platform import list_platforms, platform_files, user_platform_dir
 
     plats = list_platforms()
     files = platform_files()
+    defs = _definitions(list(plats))
     if args.json:
-        print(json.dumps({"user_folder": str(user_platform_dir()), "platforms": plats,
+        print(json.dumps({"user_folder": str(user_platform_dir()), "platforms": plats, "latency_definitions": defs,
                           "files": [{"name": f.name, "path": f.path, "origin": f.origin, "selected": f.selected,
-                                     "description": f.description, "machine": _machine_note(f),
-                                     "machine_warning": f.machine or None} for f in files]}, indent=2))
+                                     "description": f.description, "this_machine": _this_machine(f),
+                                     "machine": _machine_note(f), "machine_warning": f.machine or None}
+                                    for f in files]}, indent=2))
         return 0
+    columns = max(shutil.get_terminal_size((100, 24)).columns, 80)
     w = max((len(n) for n in plats), default=0)
+    pad = " " * (w + 2)
     for name, desc in plats.items():
-        print(f"{name:<{w}}  {desc}")
-        for f in (f for f in files if f.name == name):
-            mark = "->" if f.selected else "  "
-            print(f"{'':<{w}}  {mark} {f.path} ({f.origin}; {_machine_note(f)})")
-    print(f"\n-> the file a name loads; your own files go in {user_platform_dir()} "
-          "(annette calibrate / annette adapt write there) and come before the shipped ones")
+        if args.full:
+            body = textwrap.fill(" ".join(desc.split()), columns - 1, initial_indent=f"{name:<{w}}  ",
+                                 subsequent_indent=pad)
+        else:
+            body = f"{name:<{w}}  {_headline(desc, max(columns - w - 3, 110))}"
+        print(body)
+        print(f"{pad}latency_ms: {defs[name]}")
+    head = ("platform", "origin", "this machine?", "file")
+    rows = [(f.name, f.origin.split(" ")[0], _this_machine(f), f.path) for f in files]
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(head)]
+    print(f"\nfiles (-> the file each name loads; your own, from {user_platform_dir()}, come before the shipped "
+          "ones; annette calibrate and annette adapt write there)")
+    for mark, row in [("  ", head)] + [("->" if f.selected else "  ", r) for f, r in zip(files, rows)]:
+        print(f"{mark} " + "  ".join(c.ljust(wd) for c, wd in zip(row, widths)).rstrip())
     return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``annette`` command; returns the exit code (0 ok, 1 bad input, 2 bad command line)."""
     parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser.argv = argv
     try:
         args = parser.parse_args(argv)
     except SystemExit as e:  # --help, --version, usage errors (already reported in one line)

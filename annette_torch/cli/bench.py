@@ -8,7 +8,8 @@ import sys
 from typing import Any
 
 from ..dburl import mask_url
-from ..errors import AnnetteError, check_writable, require
+from ..errors import AnnetteError, require
+from .common import check_output, check_output_folder, check_output_store
 
 #: the Python module each built-in hardware module measures with (an optional dependency)
 RUNNER_MODULES = {"ort-cpu": "onnxruntime", "openvino": "openvino"}
@@ -50,11 +51,24 @@ def _at_least_one(text: str) -> int:
     return value
 
 
+#: `annette_torch.bench.suites.reference.REFERENCE_ENV`, named here so that --help imports no suites (a test
+#: keeps the two equal)
+REFERENCE_ENV = "ANNETTE_REFERENCE_DIR"
+#: the environment variables ``annette bench`` reads, as its --help shows them
+BENCH_ENVIRONMENT = (
+    f"environment: ${REFERENCE_ENV}: the folder of the original ANNETTE reference data (its benchmark-configs/ "
+    "and graphs/), which the paper_conv suite reads; without it --list shows that suite as unavailable (default: "
+    "shared/annette-reference beside or inside the current folder, or beside the source checkout; a pip install "
+    "has none). $ANNETTE_DB: the default --db. $ANNETTE_LOCK_DIR: the folder of this machine's measuring lock "
+    "(default: the temporary folder). See docs/cli.md.")
+
+
 def add_parser(sub: Any) -> None:
     """Add the ``bench`` command and its sub-commands to the CLI's sub-parser set."""
     b = sub.add_parser("bench", help="run benchmark suites on a toolchain and store per-layer measurements",
                        description="Run a benchmark suite on a platform's toolchain (resumable: finished "
-                                   "configurations are skipped), or list / export / ingest measurements.")
+                                   "configurations are skipped), or list / export / ingest measurements.",
+                       epilog=BENCH_ENVIRONMENT)
     b.add_argument("--list", action="store_true", help="list the benchmark suites")
     b.add_argument("-p", "--platform", help=f"one of {', '.join(PLATFORM_RUNNERS)}")
     b.add_argument("-s", "--suite", action="append", help="suite name (repeat for several; see --list)")
@@ -109,7 +123,7 @@ def run(args: argparse.Namespace) -> int:
 
     cmd = args.bench_command
     if cmd == "export":
-        check_writable(args.out)
+        check_output(args.out, "--out")
         with Store(args.db, create=False) as st:
             try:
                 n = st.export_csv(args.out, args.platform, args.suite)
@@ -131,6 +145,9 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if not args.platform or not args.suite:
         raise AnnetteError("give --platform and --suite (or --list, or an action: export, ingest, status)")
+    check_output_store(args.db, "--db")
+    if not args.runner and PLATFORM_RUNNERS.get(args.platform, ("",))[0] == "vitis":
+        check_output_folder(args.jobs_dir, "--jobs-dir")
     return _run_suites(args)
 
 
@@ -248,7 +265,7 @@ def _write_jobs(args: argparse.Namespace) -> int:
     from ..bench.store import Store
     from ..bench.suites import SUITES
 
-    os.makedirs(args.jobs_dir, exist_ok=True)
+    os.makedirs(args.jobs_dir, exist_ok=True)  # its parent exists (checked): only the folder itself is made
     runner = get_runner("vitis", workdir=args.jobs_dir)
     lease = _lease(args, JOB_LEASE_S)
     worker = args.worker or this_machine()
@@ -284,6 +301,7 @@ def _write_jobs(args: argparse.Namespace) -> int:
 def _ingest(args: argparse.Namespace) -> int:
     """Store reports copied back from a board, matched against the benchmark networks they came from."""
     from ..bench.ingest import ingest_benchmark_app, ingest_reports
+    check_output_store(args.db, "--db")
     if args.graph:
         if len(args.reports) % 2:
             raise AnnetteError("--graph takes GRAPH REPORT pairs: an odd number of paths was given")
@@ -357,6 +375,8 @@ def run_calibrate(args: argparse.Namespace) -> int:
     from ..bench.sweep import parse_budget
     from ..fit.calibrate import run_calibration
 
+    check_output(args.out, "--out")
+    check_output_store(args.db, "--db")
     rep = run_calibration(args.platform, quick=args.quick, out=args.out, db=args.db,
                           budget_s=parse_budget(args.budget), progress=lambda m: print(m, file=sys.stderr))
     e2e = rep["end_to_end"]

@@ -1,7 +1,7 @@
 """``make demo`` (``python -m annette_torch.cli.demo``): estimate a handful of networks on every shipped platform.
 
-Zoo models are traced with torch.fx; graphs of the original ANNETTE are read from
-``annette-reference/graphs`` when that folder is found next to the repository. Prints one table
+Zoo models are traced with torch.fx; graphs of the original ANNETTE are read from ``graphs/`` of the
+reference data folder (``$ANNETTE_REFERENCE_DIR``, see docs/cli.md) when it is found. Prints one table
 (network x platform, ms, plus the time each conversion and estimate took) and writes a per-layer
 breakdown chart of resnet50 on zcu102 and ncs2 to ``out/demo_breakdown.png``.
 
@@ -12,7 +12,6 @@ small NAS run from ``search/``) is one more function appended there.
 from __future__ import annotations
 
 import logging
-import os
 import sys
 import time
 from dataclasses import dataclass, field
@@ -36,15 +35,12 @@ class DemoContext:
 
 
 def find_reference_graphs() -> Path | None:
-    """The original ANNETTE graph folder: $ANNETTE_REFERENCE_GRAPHS, or ``shared/annette-reference/graphs``
-    next to (or inside) the repository root or the current folder."""
-    env = os.environ.get("ANNETTE_REFERENCE_GRAPHS")
-    candidates = [Path(env)] if env else []
-    repo = Path(__file__).resolve().parent.parent
-    for base in (repo, Path.cwd()):
-        candidates += [base.parent / "shared" / "annette-reference" / "graphs",
-                       base / "shared" / "annette-reference" / "graphs"]
-    return next((c for c in candidates if c.is_dir()), None)
+    """The original ANNETTE graph folder: ``graphs/`` of the reference data folder (``$ANNETTE_REFERENCE_DIR``,
+    else ``shared/annette-reference`` beside or inside the current folder or beside the checkout)."""
+    from ..bench.suites.reference import reference_dir
+
+    ref = reference_dir()
+    return ref / "graphs" if ref is not None and (ref / "graphs").is_dir() else None
 
 
 # ------------------------------------------------------------------------------------------------------
@@ -64,8 +60,8 @@ def step_estimate(ctx: DemoContext) -> None:
             sources.append((name, "torch.fx", lambda n=name: trace(zoo.get(n), zoo.INPUT_SHAPES[n], name=n)))
     graphs = find_reference_graphs()
     if graphs is None:
-        ctx.notes.append("original ANNETTE graphs not found (looked for ../shared/annette-reference/graphs, "
-                         "or set ANNETTE_REFERENCE_GRAPHS); estimated the zoo models only")
+        ctx.notes.append("original ANNETTE graphs not found (set ANNETTE_REFERENCE_DIR to the reference data "
+                         "folder, which holds graphs/); estimated the zoo models only")
     else:
         for name in REFERENCE_GRAPHS:
             path = graphs / f"{name}.json"
@@ -114,6 +110,7 @@ def step_breakdown_plot(ctx: DemoContext) -> None:
         ctx.notes.append(f"no {net_name} estimate, breakdown chart skipped")
         return
     ests = [r["estimates"][p] for p in plats if p in r["estimates"]]
+    ctx.out_dir.mkdir(exist_ok=True)  # the demo's own output folder (charts create no folders)
     path = plot_breakdown(ests, ctx.out_dir / "demo_breakdown.png")
     print(f"\nper-layer breakdown chart: {Path(path).resolve()}")
 

@@ -11,8 +11,8 @@ import os
 from pathlib import Path
 from typing import Any, Iterator
 
-from ..errors import AnnetteError, check_writable, require
-from .common import platform_names
+from ..errors import AnnetteError, require
+from .common import check_output, check_output_store, platform_names
 
 __all__ = ["add_parser", "run"]
 
@@ -99,7 +99,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--accuracy", metavar="FILE", help="'arch,accuracy' CSV (NB201 arch strings / NB101 hashes)")
     p.add_argument("--samples", type=_positive_int, default=2000, help="NB101 cells to sample (default 2000)")
     p.add_argument("--seed", type=int, default=0, help="NB101 sampling seed (default 0)")
-    p.add_argument("--out", default=None, metavar="PLOT.png", help="plot file (default pareto_<space>.png)")
+    p.add_argument("--out", default=None, metavar="PLOT.png",
+                   help="plot file: .png, .pdf or .svg, by its extension (default pareto_<space>.png)")
     p.add_argument("--csv", metavar="FILE", help="front CSV (default: <plot name>_front.csv)")
     p.add_argument("--latency", choices=("latency", "device"), default="latency",
                    help="latency axis: the platform's latency (end to end where it has a network-level model; "
@@ -175,10 +176,10 @@ def _search(args: argparse.Namespace) -> int:
 
     if not args.multi_objective and args.latency_ms is None:
         raise AnnetteError("give --latency-ms (the latency budget) or --multi-objective")
+    check_output(args.out, "--out")
+    check_output_store(args.storage, "--storage")
     space = _space(args)
     objective = osr.load_objective(args.objective, space)  # fail fast on a bad CSV
-    if args.out:
-        check_writable(args.out)
     common = dict(storage=args.storage, study_name=args.study, seed=args.seed, latency=args.latency)
     t0 = time.perf_counter()
     if args.multi_objective:
@@ -247,10 +248,12 @@ def _pareto(args: argparse.Namespace) -> int:
 
     from ..platform import load_platform
 
-    platforms = [load_platform(p) for p in platform_names(args.platform, default="")]  # fail fast
+    out = Path(args.out or f"pareto_{args.space}.png")
+    check_output(out, "--out", chart=True)  # fail fast: outputs, platforms and the accuracy file first
+    check_output(args.csv or out.with_name(out.stem + "_front.csv"), "--csv")
+    platforms = [load_platform(p) for p in platform_names(args.platform, default="")]
     if args.accuracy is not None and not os.path.isfile(args.accuracy):
         raise AnnetteError(f"{args.accuracy}: no such accuracy file")
-    out = Path(args.out or f"pareto_{args.space}.png")
     t0 = time.perf_counter()
     table, front, png, csv_out = pareto.pareto_report(args.space, platforms, out, accuracy=args.accuracy,
                                                       samples=args.samples, seed=args.seed, csv_path=args.csv,
