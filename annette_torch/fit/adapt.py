@@ -18,12 +18,16 @@ import math
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 
 from ..errors import AnnetteError, check_writable
 from ..ir import Network
+from ..types import PlatformLike
+
+if TYPE_CHECKING:
+    from ..platform import Platform
 
 __all__ = ["adapt", "AdaptResult", "AdaptError", "read_latencies", "measure_until_stable", "DEFAULT_NETWORKS",
            "MIN_ROWS"]
@@ -53,7 +57,7 @@ class AdaptError(AnnetteError):
 class AdaptResult:
     """The adapted platform, where it was written, and how well it fits the networks it was adapted on."""
 
-    platform: Any
+    platform: Platform
     path: str | None
     base: str
     names: list[str]
@@ -303,7 +307,7 @@ def _measure_here(runtime: str, progress: bool) -> Callable[[Sequence[Network]],
     return measure
 
 
-def adapt(platform: Any, networks: int = DEFAULT_NETWORKS, latencies: str | os.PathLike | None = None,
+def adapt(platform: PlatformLike, networks: int = DEFAULT_NETWORKS, latencies: str | os.PathLike | None = None,
           out: str | os.PathLike | None = None, measure: Callable[[Sequence[Network]], np.ndarray] | None = None,
           progress: bool = False, save: bool = True) -> AdaptResult:
     """Adapt ``platform`` (a name or a file) to this machine or to a board.

@@ -40,6 +40,7 @@ import numpy as np
 from ..errors import AnnetteError
 from ..ir import LayerType, Network
 from ..models.calibration import SIGNED_TERMS, TERMS, Calibration, network_terms
+from ..types import PlatformLike
 
 __all__ = ["TERMS", "ZCU102_TERMS", "CPU_TERMS", "SIGNED_TERMS", "CPU_SIGNED_TERMS", "CPU_LOSS", "network_terms", "Calibration", "fit_calibration", "leave_one_out", "fit_cpu_calibration", "loo_report",
            "fix_caffe_depthwise", "load_published_zcu102"]
@@ -178,7 +179,7 @@ def load_published_zcu102(calibration_dir: str | os.PathLike | None = None,
     return out
 
 
-def loo_report(platform: Any = "zcu102", use: Sequence[str] = ZCU102_TERMS) -> dict[str, Any]:
+def loo_report(platform: PlatformLike = "zcu102", use: Sequence[str] = ZCU102_TERMS) -> dict[str, Any]:
     """Leave-one-out report of the ZCU102 calibration: per network measured, uncalibrated, calibrated."""
     from ..estimator import estimate
     from ..platform import load_platform
