@@ -27,3 +27,11 @@ def test_every_package_folder_is_listed_in_pyproject():
             found.add(".".join([pkg, *rel]))
     assert found - listed == set()
     assert listed - found == set()
+
+
+@pytest.mark.skipif(tomllib is None, reason="tomllib needs Python >= 3.11")
+def test_the_wheel_marks_the_package_typed():
+    """``py.typed`` (PEP 561) makes type checkers read the installed package's annotations."""
+    cfg = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]
+    assert "py.typed" in cfg["package-data"]["annette_torch"]
+    assert (ROOT / "annette_torch" / "py.typed").is_file()
