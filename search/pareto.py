@@ -32,7 +32,7 @@ from ..atomic import atomic_write
 from ..errors import AnnetteError, check_writable
 from ..estimator import estimate_many, latency_definition
 from ..ir import Network
-from ..platform import load_platform
+from ..platform import Platform, load_platform
 from ..types import PlatformLike
 from .objectives import read_accuracy_csv, text_key
 from .spaces import nb101, nb201
@@ -64,7 +64,7 @@ class SpaceTable:
         return len(self.archs)
 
 
-def _estimate_chunks(nets_of: Any, n: int, platforms: Sequence[PlatformLike], costs: bool = True,
+def _estimate_chunks(nets_of: Any, n: int, platforms: Sequence[Platform], costs: bool = True,
                      latency: str = "latency") -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
     """Build networks ``nets_of(start, stop)`` chunk by chunk and estimate each chunk on every platform;
     with ``costs``, also each network's weights and ops (from the chunk stacked into one network)."""
@@ -83,7 +83,7 @@ def _estimate_chunks(nets_of: Any, n: int, platforms: Sequence[PlatformLike], co
     return lat, params, ops
 
 
-def _nb201_table(platforms: Sequence[PlatformLike], costs: bool = True, latency: str = "latency") -> SpaceTable:
+def _nb201_table(platforms: Sequence[Platform], costs: bool = True, latency: str = "latency") -> SpaceTable:
     archs = nb201.all_arch_strings()
     first: dict[Any, int] = {}
     which = np.empty(len(archs), np.int64)
@@ -100,7 +100,7 @@ def _nb201_table(platforms: Sequence[PlatformLike], costs: bool = True, latency:
     return SpaceTable("nb201", archs, params[which], ops[which], {k: v[which] for k, v in lat.items()})
 
 
-def _nb101_table(platforms: Sequence[PlatformLike], n: int, seed: int, latency: str = "latency") -> SpaceTable:
+def _nb101_table(platforms: Sequence[Platform], n: int, seed: int, latency: str = "latency") -> SpaceTable:
     if n < 1:
         raise AnnetteError(f"number of NB101 samples must be >= 1, got {n}")
     specs = nb101.sample(int(n), np.random.default_rng(seed))
@@ -152,7 +152,7 @@ def nb101_latencies(platform: PlatformLike = "zcu102", n: int = 1000, seed: int 
 # Pareto front
 
 
-def pareto_front(latency: Sequence[float], accuracy: Sequence[float]) -> np.ndarray:
+def pareto_front(latency: Sequence[float] | np.ndarray, accuracy: Sequence[float] | np.ndarray) -> np.ndarray:
     """Indices of the Pareto-optimal points (latency minimised, accuracy maximised), fastest first.
 
     A point is on the front when no other point is at least as fast and at least as accurate and strictly

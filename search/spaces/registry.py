@@ -8,7 +8,7 @@ and `mbv2` beside this module.
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Mapping, Protocol, Sequence, Union, runtime_checkable
+from typing import Any, Callable, Mapping, Protocol, Sequence, Union, cast, runtime_checkable
 
 import numpy as np
 
@@ -283,7 +283,7 @@ def get_space(space: SpaceLike, input_shape: Sequence[int] | None = None,
         missing = [m for m in ("suggest", "network", "encode") if not callable(getattr(space, m, None))]
         if missing:
             raise AnnetteError(f"{type(space).__name__} is not a search space: it lacks {', '.join(missing)}()")
-        return space
+        return cast(Space, space)  # it has the methods: a Space by duck typing
     cls = SPACES.get(space.lower())
     if cls is None:
         raise AnnetteError(f"unknown search space {space!r} (known: {', '.join(SPACES)})")
