@@ -97,26 +97,21 @@ def test_old_optuna_gets_a_constraints_func(monkeypatch):
 
 
 @pytest.mark.slow
-def test_overhead_per_trial_is_small():
+def test_a_repeated_architecture_is_estimated_once():
+    """A new architecture is traced and estimated, a repeated one (a fresh module of the same structure)
+    is a cache hit. (The time either adds to a trial: benchmarks/constraint_overhead.py.)"""
     from annette_torch import zoo
     c = LatencyConstraint("zcu102", latency_ms=10.0, input_shape=(1, 3, 224, 224))
     study = optuna.create_study()
-    trial = study.ask()
-    m = zoo.get("resnet18")
     new = []
-    for _ in range(3):
+    for i in range(3):
         m2 = zoo.get("resnet18")
-        m2.fc = nn.Linear(512, 10 + len(new))  # a new architecture each time
-        t0 = time.perf_counter()
-        c(trial if not new else study.ask(), m2)
-        new.append(time.perf_counter() - t0)
-    c(study.ask(), m)
-    t0 = time.perf_counter()
+        m2.fc = nn.Linear(512, 10 + i)  # a new architecture each time
+        new.append(c(study.ask(), m2))
+    assert c.misses == 3 and len(set(new)) == 3
     for _ in range(20):
-        c(study.ask(), m)
-    cached = (time.perf_counter() - t0) / 20
-    assert cached < 3e-3, cached      # target 1 ms; loose for a loaded machine
-    assert min(new) < 30e-3, new      # target 10 ms
+        assert c(study.ask(), zoo.get("resnet18")) == c.predict(zoo.get("resnet18"))
+    assert c.misses == 4 and c.calls == 43
 
 
 def test_function_space_in_the_cli(tmp_path, capsys, monkeypatch):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import csv
-import time
 
 import numpy as np
 import pytest
@@ -57,14 +56,11 @@ def test_pareto_front_matches_brute_force_on_random_points_with_ties():
 
 
 @pytest.mark.slow
-def test_nb201_latencies_cover_all_cells_fast_and_match_estimate():
-    estimate(nb201.build_network(nb201.index_to_arch(1)), "zcu102")  # load the platform file
-    t0 = time.perf_counter()
+def test_nb201_latencies_cover_all_cells_and_match_estimate():
+    """(Its speed: benchmarks/nb201_speed.py.)"""
     archs, lat = pareto.nb201_latencies("zcu102")
-    elapsed = time.perf_counter() - t0
     assert len(archs) == len(lat) == 15625 == len(set(archs))
     assert archs == nb201.all_arch_strings()
-    assert elapsed <= 5.0, f"{elapsed:.2f} s for all NB201 cells"
     assert np.all(np.isfinite(lat)) and np.all(lat > 0)
     for i in (0, 1, 777, 9001, 15624):
         assert lat[i] == pytest.approx(estimate(nb201.build_network(archs[i]), "zcu102").latency_ms, rel=1e-9)
