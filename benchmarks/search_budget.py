@@ -51,7 +51,7 @@ def main() -> int:
     budget = float(np.quantile(lat, args.quantile))
     print(f"{plat.name}: budget {budget:.3f} ms = {args.quantile:.0%} quantile of {len(lat)} random {args.space} "
           f"architectures' predicted latency")
-    study = latency_constrained_search(args.space, plat, budget, "synthetic", args.trials, seed=args.seed,
+    study = latency_constrained_search(args.space, plat, "synthetic", args.trials, latency_ms=budget, seed=args.seed,
                                        margin=args.margin)
     print(f"search margin {args.margin:.0%}: predicted latency <= {budget * (1 - args.margin):.3f} ms enforced")
     rows = best_feasible(study, k=args.top)

@@ -63,7 +63,7 @@ def bench_space(space: str, platform: str, trials: int) -> dict[str, float]:
     osr.LatencyOracle = lambda *a, **k: oracle  # type: ignore[misc,assignment]  # inject the timed oracle
     try:
         t0 = time.perf_counter()
-        study = osr.latency_constrained_search(space, platform, BUDGET_MS[space], objective, trials, seed=0)
+        study = osr.latency_constrained_search(space, platform, objective, trials, latency_ms=BUDGET_MS[space], seed=0)
         wall = time.perf_counter() - t0
     finally:
         osr.LatencyOracle = orig  # type: ignore[misc]

@@ -32,6 +32,7 @@ from ..errors import AnnetteError
 from ..estimator import LATENCY_KINDS, estimate_many, latency_definition, to_network
 from ..ir import INT_COLUMNS, Network
 from ..platform import load_platform
+from ..types import PlatformLike
 
 __all__ = ["LatencyConstraint", "architecture_key", "has_set_constraint", "CONSTRAINT_ATTR"]
 
@@ -109,10 +110,10 @@ class LatencyConstraint:
     `mean_ms` account the time it adds to the trials.
     """
 
-    def __init__(self, platform: Any = "zcu102", latency_ms: float | None = None,
-                 input_shape: Sequence[int] | None = None, margin: float = 0.0, *, latency: str = "latency",
+    def __init__(self, platform: PlatformLike = "zcu102", *, latency_ms: float,
+                 input_shape: Sequence[int] | None = None, margin: float = 0.0, latency: str = "latency",
                  name: str = "latency") -> None:
-        if latency_ms is None or isinstance(latency_ms, bool) or not isinstance(latency_ms, (int, float)) \
+        if isinstance(latency_ms, bool) or not isinstance(latency_ms, (int, float)) \
                 or not (math.isfinite(latency_ms) and latency_ms > 0):
             raise AnnetteError(f"LatencyConstraint: latency_ms must be a positive number of ms, got {latency_ms!r}")
         if not (isinstance(margin, (int, float)) and 0 <= margin < 1):

@@ -35,19 +35,21 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 
 from ..errors import AnnetteError
+from ..types import PlatformLike
 from .constraint import CONSTRAINT_ATTR, LatencyConstraint, has_set_constraint
 from .objectives import Objective, csv_objective, load_objective, read_accuracy_csv, synthetic_accuracy
 from .oracle import LatencyOracle
 from .pareto import pareto_front
 from .spaces.registry import (SPACES, ChoiceSpace, FunctionSpace, MBV2Space, NB101Space, NB201Space, Sample, Space,
-                              get_space)
+                              SpaceLike, get_space)
 from .storage import STUDY_ATTR, open_storage, open_study
 
 __all__ = [
     "latency_constrained_search", "pareto_search", "latency_constraints", "feasible_trials", "best_feasible",
     "trial_rows", "enqueue",
     # defined in spaces.registry, oracle, objectives, storage
-    "Space", "NB201Space", "NB101Space", "MBV2Space", "FunctionSpace", "ChoiceSpace", "Sample", "SPACES", "get_space",
+    "Space", "SpaceLike", "NB201Space", "NB101Space", "MBV2Space", "FunctionSpace", "ChoiceSpace", "Sample", "SPACES",
+    "get_space",
     "LatencyOracle", "LatencyConstraint",
     "synthetic_accuracy", "csv_objective", "load_objective", "read_accuracy_csv", "open_storage", "STUDY_ATTR",
 ]
@@ -114,14 +116,16 @@ def _attach(study: Any, ev: _Evaluator) -> Any:
     return study
 
 
-def latency_constrained_search(space: str | Space, platform: Any, latency_ms: float, objective: Objective | str,
-                               n_trials: int, storage: Any = None, study_name: str | None = None, seed: int | None = 0,
-                               sampler: Any = None, *, timeout: float | None = None, skip_infeasible: bool = False,
-                               cache_objective: bool = True, n_startup_trials: int = 10,
+def latency_constrained_search(space: SpaceLike, platform: PlatformLike, objective: Objective | str,
+                               n_trials: int, *, latency_ms: float, storage: Any = None, study_name: str | None = None,
+                               seed: int | None = 0, sampler: Any = None, timeout: float | None = None,
+                               skip_infeasible: bool = False, cache_objective: bool = True, n_startup_trials: int = 10,
                                callbacks: Sequence[Callable] | None = None, margin: float = 0.0,
                                input_shape: Sequence[int] | None = None, build: Callable[..., Any] | None = None,
                                latency: str = "latency") -> Any:
     """Maximise ``objective(arch)`` subject to ``predicted latency(arch) <= latency_ms`` on ``platform``.
+
+    The arguments are those of `pareto_search`, in its order; here the budget ``latency_ms`` is required.
 
     Single-objective TPE with the latency constraint (``latency - budget <= 0`` is feasible). ``space``: a
     shipped space's name (``nb201``: architectures are arch strings; ``nb101``: ``Spec`` cells; ``mbv2``:
@@ -139,7 +143,8 @@ def latency_constrained_search(space: str | Space, platform: Any, latency_ms: fl
     Returns the ``optuna.Study``; `best_feasible` lists its best architectures.
     """
     import optuna
-    if not (isinstance(latency_ms, (int, float)) and math.isfinite(latency_ms) and latency_ms > 0):
+    if isinstance(latency_ms, bool) or not (isinstance(latency_ms, (int, float)) and math.isfinite(latency_ms)
+                                            and latency_ms > 0):
         raise AnnetteError(f"latency budget must be a positive number of ms, got {latency_ms!r}")
     if not 0 <= margin < 1:
         raise AnnetteError(f"margin must be in [0, 1), got {margin!r}")
@@ -161,9 +166,9 @@ def latency_constrained_search(space: str | Space, platform: Any, latency_ms: fl
     return _attach(study, ev)
 
 
-def pareto_search(space: str | Space, platform: Any, objective: Objective | str, n_trials: int, storage: Any = None,
-                  study_name: str | None = None, seed: int | None = 0, sampler: Any = None, *,
-                  latency_ms: float | None = None, population_size: int = 20, timeout: float | None = None,
+def pareto_search(space: SpaceLike, platform: PlatformLike, objective: Objective | str, n_trials: int, *,
+                  latency_ms: float | None = None, storage: Any = None, study_name: str | None = None,
+                  seed: int | None = 0, sampler: Any = None, population_size: int = 20, timeout: float | None = None,
                   cache_objective: bool = True, callbacks: Sequence[Callable] | None = None,
                   input_shape: Sequence[int] | None = None, build: Callable[..., Any] | None = None,
                   latency: str = "latency") -> Any:
@@ -176,7 +181,8 @@ def pareto_search(space: str | Space, platform: Any, objective: Objective | str,
     import optuna
     if int(n_trials) < 1:
         raise AnnetteError(f"n_trials must be >= 1, got {n_trials}")
-    if latency_ms is not None and not (math.isfinite(latency_ms) and latency_ms > 0):
+    if latency_ms is not None and (isinstance(latency_ms, bool) or not isinstance(latency_ms, (int, float))
+                                   or not (math.isfinite(latency_ms) and latency_ms > 0)):
         raise AnnetteError(f"latency budget must be a positive number of ms, got {latency_ms!r}")
     oracle = LatencyOracle(get_space(space, input_shape, build), platform, latency)
     sp = oracle.space

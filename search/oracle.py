@@ -10,6 +10,7 @@ import numpy as np
 from ..errors import AnnetteError
 from ..estimator import LATENCY_KINDS, estimate, estimate_many
 from ..platform import load_platform
+from ..types import PlatformLike
 from .spaces.registry import Space, get_space
 
 __all__ = ["LatencyOracle"]
@@ -24,7 +25,7 @@ class LatencyOracle:
     `Estimate.latency_ms` (``latency="latency"``) or the layer sum `Estimate.device_ms` (``"device"``).
     """
 
-    def __init__(self, space: str | Space, platform: Any, latency: str = "latency") -> None:
+    def __init__(self, space: str | Space, platform: PlatformLike, latency: str = "latency") -> None:
         if latency not in LATENCY_KINDS:
             raise AnnetteError(f"latency must be one of {', '.join(LATENCY_KINDS)}, got {latency!r}")
         self.space = get_space(space)

@@ -32,7 +32,8 @@ from ..atomic import atomic_write
 from ..errors import AnnetteError, check_writable
 from ..estimator import estimate_many, latency_definition
 from ..ir import Network
-from ..platform import load_platform
+from ..platform import Platform, load_platform
+from ..types import PlatformLike
 from .objectives import read_accuracy_csv, text_key
 from .spaces import nb101, nb201
 from .spaces.registry import NB101Space, get_space
@@ -63,8 +64,8 @@ class SpaceTable:
         return len(self.archs)
 
 
-def _estimate_chunks(nets_of: Any, n: int, platforms: Sequence[Any], costs: bool = True, latency: str = "latency"
-                     ) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
+def _estimate_chunks(nets_of: Any, n: int, platforms: Sequence[Platform], costs: bool = True,
+                     latency: str = "latency") -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
     """Build networks ``nets_of(start, stop)`` chunk by chunk and estimate each chunk on every platform;
     with ``costs``, also each network's weights and ops (from the chunk stacked into one network)."""
     lat = {p.name: np.empty(n) for p in platforms}
@@ -82,7 +83,7 @@ def _estimate_chunks(nets_of: Any, n: int, platforms: Sequence[Any], costs: bool
     return lat, params, ops
 
 
-def _nb201_table(platforms: Sequence[Any], costs: bool = True, latency: str = "latency") -> SpaceTable:
+def _nb201_table(platforms: Sequence[Platform], costs: bool = True, latency: str = "latency") -> SpaceTable:
     archs = nb201.all_arch_strings()
     first: dict[Any, int] = {}
     which = np.empty(len(archs), np.int64)
@@ -99,7 +100,7 @@ def _nb201_table(platforms: Sequence[Any], costs: bool = True, latency: str = "l
     return SpaceTable("nb201", archs, params[which], ops[which], {k: v[which] for k, v in lat.items()})
 
 
-def _nb101_table(platforms: Sequence[Any], n: int, seed: int, latency: str = "latency") -> SpaceTable:
+def _nb101_table(platforms: Sequence[Platform], n: int, seed: int, latency: str = "latency") -> SpaceTable:
     if n < 1:
         raise AnnetteError(f"number of NB101 samples must be >= 1, got {n}")
     specs = nb101.sample(int(n), np.random.default_rng(seed))
@@ -109,7 +110,7 @@ def _nb101_table(platforms: Sequence[Any], n: int, seed: int, latency: str = "la
     return SpaceTable("nb101", [sp.encode(x) for x in specs], params, ops, lat)
 
 
-def space_table(space: str, platforms: Sequence[Any], samples: int = 5000, seed: int = 0,
+def space_table(space: str, platforms: Sequence[PlatformLike], samples: int = 5000, seed: int = 0,
                 costs: bool = True, latency: str = "latency") -> SpaceTable:
     """IR costs and predicted latency on each platform of all NB201 cells (``space='nb201'``) or of
     ``samples`` sampled NB101 cells (``space='nb101'``). ``costs=False`` skips parameters/ops (NaN).
@@ -128,7 +129,7 @@ def space_table(space: str, platforms: Sequence[Any], samples: int = 5000, seed:
     raise AnnetteError(f"unknown space {space!r} for Pareto plots (nb201 or nb101)")
 
 
-def nb201_latencies(platform: Any = "zcu102", latency: str = "latency") -> tuple[list[str], np.ndarray]:
+def nb201_latencies(platform: PlatformLike = "zcu102", latency: str = "latency") -> tuple[list[str], np.ndarray]:
     """All 15,625 NB201 arch strings (in the benchmark's index order, `nb201.arch_to_index`) and their predicted latency (ms) on ``platform`` (default ``zcu102``)."""
     t = space_table("nb201", [platform], costs=False, latency=latency)
     return t.archs, next(iter(t.latency_ms.values()))
@@ -140,7 +141,7 @@ def nb201_costs() -> tuple[list[str], np.ndarray, np.ndarray]:
     return t.archs, t.params, t.ops
 
 
-def nb101_latencies(platform: Any = "zcu102", n: int = 1000, seed: int = 0,
+def nb101_latencies(platform: PlatformLike = "zcu102", n: int = 1000, seed: int = 0,
                     latency: str = "latency") -> tuple[list[str], np.ndarray]:
     """``n`` sampled NB101 cells (their encodings) and their predicted latency (ms) on ``platform`` (default ``zcu102``)."""
     t = space_table("nb101", [platform], n, seed, latency=latency)
@@ -151,7 +152,7 @@ def nb101_latencies(platform: Any = "zcu102", n: int = 1000, seed: int = 0,
 # Pareto front
 
 
-def pareto_front(latency: Sequence[float], accuracy: Sequence[float]) -> np.ndarray:
+def pareto_front(latency: Sequence[float] | np.ndarray, accuracy: Sequence[float] | np.ndarray) -> np.ndarray:
     """Indices of the Pareto-optimal points (latency minimised, accuracy maximised), fastest first.
 
     A point is on the front when no other point is at least as fast and at least as accurate and strictly
@@ -232,7 +233,7 @@ def plot_pareto(table: SpaceTable, out: str | os.PathLike, front: dict[str, np.n
     return Path(draw(table, out, fronts(table) if front is None else front, title))
 
 
-def pareto_report(space: str, platforms: Sequence[Any], out: str | os.PathLike, accuracy: str | None = None,
+def pareto_report(space: str, platforms: Sequence[PlatformLike], out: str | os.PathLike, accuracy: str | None = None,
                   samples: int = 5000, seed: int = 0, csv_path: str | os.PathLike | None = None,
                   latency: str = "latency") -> tuple[SpaceTable, dict[str, np.ndarray], Path, Path]:
     """`space_table` + optional accuracy + fronts + PNG + front CSV (default: ``<out stem>_front.csv``)."""

@@ -40,8 +40,6 @@ from __future__ import annotations
 
 import logging
 import math
-import os
-import warnings
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterator, Sequence
 
@@ -54,7 +52,8 @@ from torch.utils.data import DataLoader, TensorDataset
 from ..errors import AnnetteError
 from ..estimator import LATENCY_KINDS, estimate
 from ..lookup import LatencyTable, supernet_blocks
-from ..platform import Platform, load_platform
+from ..platform import load_platform
+from ..types import PlatformLike
 from .spaces import mbv2
 
 __all__ = ["ProxylessSupernet", "ChoiceSupernet", "wrap_choices", "ProxylessSearch", "EpochStats", "SearchResult", "search",
@@ -421,15 +420,6 @@ def project(table: LatencyTable, alpha: np.ndarray, latency_ms: float, margin: f
     return None
 
 
-def _renamed(kwargs: dict[str, Any], old: str, new: str, value: Any, where: str) -> Any:
-    """``value`` of ``new``, or the deprecated ``old`` keyword's (with a `DeprecationWarning`)."""
-    if old in kwargs:
-        warnings.warn(f"{where}({old}=...) is deprecated: use {new}=", DeprecationWarning, stacklevel=3)
-        v = kwargs.pop(old)
-        return v if value is None else value
-    return value
-
-
 class ProxylessSearch:
     """Alternating weight / architecture training of a supernet under a latency target ``latency_ms``.
 
@@ -441,24 +431,19 @@ class ProxylessSearch:
     replaced by `Choice` modules of their candidates first (`wrap_choices`). ``latency``:
     `Estimate.latency_ms` (default) or ``"device"`` (the layer sum). At the end (`result`) the derived
     architecture is the argmax, or the most probable architecture within ``margin`` of the target when
-    the argmax misses it (`project`). The keyword ``target_ms`` of earlier releases still works, with a
-    `DeprecationWarning`.
+    the argmax misses it (`project`). Every argument but ``platform`` is a keyword.
     """
 
-    def __init__(self, platform: str | os.PathLike | Platform = "zcu102", latency_ms: float | None = None,
+    def __init__(self, platform: PlatformLike = "zcu102", *, latency_ms: float,
                  lam: float = 1.0, table: LatencyTable | None = None, blocks: Sequence[mbv2.BlockSpec] = mbv2.BLOCKS,
                  in_channels: int = 1, num_classes: int = 10, width_mult: float = 0.25, max_downsample: int = 2,
                  lr: float = 3e-3, arch_lr: float = 0.05, tau: tuple[float, float] = (5.0, 0.5),
                  latency_loss: str = "squared", warmup_epochs: int = 0, resolution: int = 224,
-                 num_classes_full: int = 1000, seed: int = 0, device: str | torch.device = "cpu", *,
+                 num_classes_full: int = 1000, seed: int = 0, device: str | torch.device = "cpu",
                  margin: float = 0.05, supernet: nn.Module | None = None, input_shape: Sequence[int] | None = None,
-                 choices: Any = None, latency: str = "latency", progress: bool = False,
-                 **deprecated: Any) -> None:
-        latency_ms = _renamed(deprecated, "target_ms", "latency_ms", latency_ms, "ProxylessSearch")
-        if deprecated:
-            raise TypeError(f"ProxylessSearch() got unexpected keyword arguments: {', '.join(deprecated)}")
-        if latency_ms is None or not (isinstance(latency_ms, (int, float)) and math.isfinite(latency_ms)
-                                      and latency_ms > 0):
+                 choices: Any = None, latency: str = "latency", progress: bool = False) -> None:
+        if isinstance(latency_ms, bool) or not (isinstance(latency_ms, (int, float)) and math.isfinite(latency_ms)
+                                                and latency_ms > 0):
             raise AnnetteError(f"latency_ms (the target) must be a positive number of ms, got {latency_ms!r}")
         if latency_loss not in ("squared", "log"):
             raise ValueError(f"latency_loss must be 'squared' or 'log', got {latency_loss!r}")
@@ -623,7 +608,7 @@ class ProxylessSearch:
                             self.net.choices(argmax), self.table.exact(argmax), projected, self.margin, self.latency)
 
 
-def search(platform: str | os.PathLike | Platform = "zcu102", latency_ms: float | None = None, epochs: int = 10,
+def search(platform: PlatformLike = "zcu102", *, latency_ms: float, epochs: int = 10,
            lam: float = 1.0, data: Data | None = None, seed: int = 0, batch_size: int = 128,
            progress: bool = True, **kwargs: Any) -> SearchResult:
     """Latency-targeted ProxylessNAS-style search on ``platform`` (default ``zcu102``) for a derived
@@ -635,9 +620,7 @@ def search(platform: str | os.PathLike | Platform = "zcu102", latency_ms: float 
     ``choices`` when its blocks are ordinary submodules rather than `Choice` modules,
     ``margin``, ``latency``, ``width_mult``, ``arch_lr``, ``latency_loss``, ``num_classes``, ``table`` ...).
     A progress bar shows the epochs (``progress=False`` hides it). Seeds numpy and torch with ``seed``.
-    The keyword ``target_ms`` of earlier releases still works, with a `DeprecationWarning`.
     """
-    latency_ms = _renamed(kwargs, "target_ms", "latency_ms", latency_ms, "search")
     np.random.seed(seed)
     torch.manual_seed(seed)
     if data is None:
@@ -649,7 +632,7 @@ def search(platform: str | os.PathLike | Platform = "zcu102", latency_ms: float 
     x0, _ = next(iter(val))
     if kwargs.get("supernet") is None:
         kwargs.setdefault("in_channels", int(x0.shape[1]))
-    s = ProxylessSearch(platform, latency_ms, lam, seed=seed, progress=progress, **kwargs)
+    s = ProxylessSearch(platform, latency_ms=latency_ms, lam=lam, seed=seed, progress=progress, **kwargs)
     s.fit(train, val, epochs)
     res = s.result()
     log.info("proxyless search on %s: %s -> %.4f ms predicted (target %.4f ms)", res.platform,

@@ -11,11 +11,16 @@ import annette_torch as at
 from annette_torch.cli import main
 from annette_torch.fit.adapt import AdaptError, adapt, read_latencies
 from annette_torch.fit.calibrate import without_overhead
+from annette_torch.platform import platform_dir
+
+#: the shipped default ort-cpu file, by path: the name would pick a per-machine file where this CPU's
+#: fingerprint matches one, and these tests' outcomes depend on the file's terms
+ORT_CPU = str(platform_dir() / "ort-cpu.json")
 
 
 def _fake_machine(scale: float, per_layer_ms: float, per_run_ms: float):
     """A machine whose latency is the raw layer sum scaled, plus a cost per executed layer and per inference."""
-    raw = without_overhead(at.load_platform("ort-cpu"))
+    raw = without_overhead(at.load_platform(ORT_CPU))
 
     def measure(nets):
         terms = [at.estimate(n, raw).terms for n in nets]
@@ -24,7 +29,7 @@ def _fake_machine(scale: float, per_layer_ms: float, per_run_ms: float):
 
 
 def test_adapt_recovers_a_known_scale_and_per_layer_cost(tmp_path):
-    res = adapt("ort-cpu", networks=10, measure=_fake_machine(2.0, 0.004, 0.3), out=tmp_path / "mine.json")
+    res = adapt(ORT_CPU, networks=10, measure=_fake_machine(2.0, 0.004, 0.3), out=tmp_path / "mine.json")
     oh = json.loads((tmp_path / "mine.json").read_text())["overhead"]
     assert oh["scale"] == pytest.approx(2.0, rel=1e-3)
     assert oh["per_layer_ms"] == pytest.approx(0.004, rel=1e-2)
@@ -38,9 +43,9 @@ def test_adapt_recovers_a_known_scale_and_per_layer_cost(tmp_path):
 
 @pytest.mark.parametrize("n", [1, 3, 5])
 def test_a_uniformly_slower_machine_scales_the_shipped_terms(n):
-    shipped = at.load_platform("ort-cpu")
+    shipped = at.load_platform(ORT_CPU)
     scale, per_layer, per_run, _ = shipped.overhead
-    res = adapt("ort-cpu", networks=n, save=False, measure=_fake_machine(1.7 * scale, 1.7 * per_layer, 1.7 * per_run))
+    res = adapt(ORT_CPU, networks=n, save=False, measure=_fake_machine(1.7 * scale, 1.7 * per_layer, 1.7 * per_run))
     assert res.terms == ("scale",) and len(res.names) == n
     # (the platform clamps a layer's time at 0 under a negative per-layer cost: not exactly linear)
     np.testing.assert_allclose(res.after_ms, res.measured_ms, rtol=1e-3)
@@ -54,7 +59,7 @@ def test_a_uniformly_slower_machine_scales_the_shipped_terms(n):
 def test_terms_are_fitted_afresh_where_leave_one_out_prefers_them(n, terms):
     """A machine whose costs are not the shipped file's times one factor: as many terms as the networks
     support, because they predict left-out networks better than the scaled shipped terms."""
-    res = adapt("ort-cpu", networks=n, measure=_fake_machine(1.5, 0.0, 0.0), save=False)
+    res = adapt(ORT_CPU, networks=n, measure=_fake_machine(1.5, 0.0, 0.0), save=False)
     assert res.terms == terms and len(res.names) == n
     np.testing.assert_allclose(res.after_ms, res.measured_ms, rtol=1e-3)
     assert res.loo_mape < 1e-3
@@ -63,7 +68,7 @@ def test_terms_are_fitted_afresh_where_leave_one_out_prefers_them(n, terms):
 def test_adapt_writes_into_the_user_folder_which_the_name_then_loads(tmp_path, monkeypatch):
     monkeypatch.setenv("ANNETTE_HOME", str(tmp_path))
     shipped = at.load_platform("ort-cpu").source  # the shipped file this machine resolves to (machines/ or default)
-    res = adapt("ort-cpu", networks=3, measure=_fake_machine(1.7, 0.0, 0.1))
+    res = adapt("ort-cpu", networks=3, measure=_fake_machine(1.7, 0.0, 0.1))  # by name: the test is about names
     assert res.path == str(tmp_path / "platforms" / "ort-cpu.json")
     p = at.load_platform("ort-cpu")
     assert p.source == res.path and p.meta["adapted"]["from"] == shipped

@@ -72,11 +72,12 @@ def test_cache_key_is_the_architecture_not_the_object():
 
 
 def test_latency_kind_margin_and_bad_arguments():
-    dev = LatencyConstraint("zcu102", 1.0, SHAPE, latency="device")
+    dev = LatencyConstraint("zcu102", latency_ms=1.0, input_shape=SHAPE, latency="device")
     est = at.estimate(_model(32, 2), "zcu102", SHAPE)
     assert dev.predict(_model(32, 2)) == pytest.approx(est.device_ms)
-    assert LatencyConstraint("zcu102", 1.0, SHAPE).predict(_model(32, 2)) == pytest.approx(est.latency_ms)
-    assert LatencyConstraint("zcu102", 2.0, SHAPE, margin=0.1).budget_ms == pytest.approx(1.8)
+    lat = LatencyConstraint("zcu102", latency_ms=1.0, input_shape=SHAPE)
+    assert lat.predict(_model(32, 2)) == pytest.approx(est.latency_ms)
+    assert LatencyConstraint("zcu102", latency_ms=2.0, input_shape=SHAPE, margin=0.1).budget_ms == pytest.approx(1.8)
     for bad in (dict(latency_ms=0), dict(latency_ms=float("nan")), dict(latency_ms=1, margin=1.0),
                 dict(latency_ms=1, latency="e2e")):
         with pytest.raises(AnnetteError):
@@ -93,6 +94,24 @@ def test_old_optuna_gets_a_constraints_func(monkeypatch):
     study.optimize(_objective(c), n_trials=3)
     assert all(c.constraints_func(t) == t.user_attrs["constraint"] for t in study.trials)
     assert c.constraints_func(optuna.trial.create_trial(value=1.0)) == (1.0,)  # unknown latency: infeasible
+
+
+@pytest.mark.slow
+def test_a_repeated_architecture_is_estimated_once():
+    """A new architecture is traced and estimated, a repeated one (a fresh module of the same structure)
+    is a cache hit. (The time either adds to a trial: benchmarks/constraint_overhead.py.)"""
+    from annette_torch import zoo
+    c = LatencyConstraint("zcu102", latency_ms=10.0, input_shape=(1, 3, 224, 224))
+    study = optuna.create_study()
+    new = []
+    for i in range(3):
+        m2 = zoo.get("resnet18")
+        m2.fc = nn.Linear(512, 10 + i)  # a new architecture each time
+        new.append(c(study.ask(), m2))
+    assert c.misses == 3 and len(set(new)) == 3
+    for _ in range(20):
+        assert c(study.ask(), zoo.get("resnet18")) == c.predict(zoo.get("resnet18"))
+    assert c.misses == 4 and c.calls == 43
 
 
 def test_function_space_in_the_cli(tmp_path, capsys, monkeypatch):
@@ -166,13 +185,18 @@ def test_proxyless_derived_architecture_meets_the_target(fraction):
     assert len(repr(res)) < 300 and "target" in repr(res)
 
 
-def test_proxyless_target_ms_still_works_and_bad_targets_are_one_line():
+def test_proxyless_target_is_the_keyword_latency_ms_and_bad_targets_are_one_line():
     from annette_torch.search.proxyless import ProxylessSearch
     from annette_torch.search.spaces import mbv2
     table = mbv2.latency_table("zcu102")
-    with pytest.warns(DeprecationWarning, match="target_ms"):
-        s = ProxylessSearch("zcu102", target_ms=3.0, table=table, width_mult=0.125)
+    s = ProxylessSearch("zcu102", latency_ms=3.0, table=table, width_mult=0.125)
     assert s.latency_ms == 3.0
+    with pytest.raises(TypeError, match="target_ms"):
+        ProxylessSearch("zcu102", target_ms=3.0, table=table, width_mult=0.125)
+    with pytest.raises(TypeError):
+        ProxylessSearch("zcu102", 3.0, table=table, width_mult=0.125)
+    with pytest.raises(AnnetteError, match="positive"):
+        ProxylessSearch("zcu102", latency_ms=float("nan"), table=table, width_mult=0.125)
     with pytest.raises(AnnetteError, match="outside the space's range"):
         ProxylessSearch("zcu102", latency_ms=0.1, table=table, width_mult=0.125)
 
@@ -265,10 +289,10 @@ def test_proxyless_on_a_user_supernet_named_by_a_choices_function():
     torch.manual_seed(0)
     model, choices = _plain_supernet_and_choices()
     with pytest.raises(AnnetteError, match="supernet="):
-        ProxylessSearch("zcu102", 1.0, choices=choices)
+        ProxylessSearch("zcu102", latency_ms=1.0, choices=choices)
     table = LatencyTable.from_supernet(_plain_supernet_and_choices()[0], "zcu102", (1, 1, 8, 8), choices=choices)
     target = table.exact([0, 1])  # an architecture of the space: the derived one must end within 5% of it
-    s = ProxylessSearch("zcu102", target, supernet=model, input_shape=(1, 1, 8, 8), choices=choices)
+    s = ProxylessSearch("zcu102", latency_ms=target, supernet=model, input_shape=(1, 1, 8, 8), choices=choices)
     assert isinstance(model.b1, Choice) and len(model.b1.candidates) == 3  # wrapped in place, so training reaches them
     assert s.table.ops == table.ops and np.allclose(s.table.lat, table.lat)
     train, val = digits_loaders(64, seed=0)

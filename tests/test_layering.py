@@ -1,6 +1,6 @@
 """The architecture's layering, checked on the source: the prediction path imports nothing from the
 benchmark tool, the model generator, validation, the CLI or the fitting libraries; no two modules import
-each other (imports inside functions count too)."""
+each other (imports inside functions count too; those under ``if TYPE_CHECKING:`` never run and do not)."""
 
 from __future__ import annotations
 
@@ -44,13 +44,25 @@ def _modules() -> dict[str, tuple[Path, bool]]:
     return out
 
 
+def _type_checking_only(node: ast.AST) -> bool:
+    """``if TYPE_CHECKING:`` (or ``typing.TYPE_CHECKING``): its body is read by type checkers, never run."""
+    if not isinstance(node, ast.If):
+        return False
+    t = node.test
+    return (isinstance(t, ast.Name) and t.id == "TYPE_CHECKING") or \
+        (isinstance(t, ast.Attribute) and t.attr == "TYPE_CHECKING")
+
+
 def _nodes(tree: ast.AST, in_functions: bool):
-    """Every node of ``tree``; without ``in_functions``, those outside function bodies only."""
+    """Every node of ``tree`` that runs (``if TYPE_CHECKING:`` bodies left out); without ``in_functions``,
+    those outside function bodies only."""
     todo = [tree]
     while todo:
         node = todo.pop()
         yield node
-        if in_functions or not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+        if _type_checking_only(node):
+            todo.extend(node.orelse)
+        elif in_functions or not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
             todo.extend(ast.iter_child_nodes(node))
 
 
@@ -142,6 +154,31 @@ def test_no_import_cycles_between_modules():
         if m not in index:
             visit(m)
     assert cycles == []
+
+
+def test_type_checkers_see_every_lazily_loaded_public_name():
+    """`annette_torch.__init__` loads most public names on first use (`_LAZY`); its ``if TYPE_CHECKING:``
+    block imports each of them from the module `_LAZY` names, as ``import X as X`` (an explicit re-export)."""
+    import annette_torch
+
+    path = ROOT / "annette_torch" / "__init__.py"
+    seen = {}
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if _type_checking_only(node):
+            for imp in ast.walk(node):
+                if isinstance(imp, ast.ImportFrom):
+                    for a in imp.names:
+                        assert a.asname == a.name, f"{a.name}: import it as itself (an explicit re-export)"
+                        seen[a.name] = "." * imp.level + (imp.module or "")
+    assert seen == annette_torch._LAZY
+    assert set(annette_torch._LAZY) <= set(annette_torch.__all__)
+
+
+def test_importing_the_package_imports_neither_torch_nor_onnx():
+    code = "import sys, annette_torch; print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'onnx')))"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "[]"
 
 
 @pytest.mark.slow

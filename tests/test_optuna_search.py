@@ -42,7 +42,7 @@ def _quiet_optuna():
 
 @pytest.mark.parametrize("space,budget,trials", [("nb201", 0.6, 40), ("nb101", 2.0, 25), ("mbv2", 3.9, 15)])
 def test_every_feasible_architecture_satisfies_the_predicted_constraint(space, budget, trials):
-    study = osr.latency_constrained_search(space, "zcu102", budget, "synthetic", trials, seed=1)
+    study = osr.latency_constrained_search(space, "zcu102", "synthetic", trials, latency_ms=budget, seed=1)
     sp = get_space(space)
     feasible = osr.feasible_trials(study)
     assert feasible, "the budget is loose enough for some feasible trials"
@@ -66,7 +66,7 @@ def test_every_feasible_architecture_satisfies_the_predicted_constraint(space, b
 
 
 def test_best_feasible_is_sorted_distinct_and_within_budget():
-    study = osr.latency_constrained_search("nb201", "zcu102", 0.15, "synthetic", 40, seed=3)
+    study = osr.latency_constrained_search("nb201", "zcu102", "synthetic", 40, latency_ms=0.15, seed=3)
     best = osr.best_feasible(study, 10)
     archs = [r["arch"] for r in best]
     assert len(set(archs)) == len(archs)
@@ -82,7 +82,8 @@ def test_skip_infeasible_prunes_without_evaluating_the_objective():
         calls.append(arch)
         return proxy(arch)
 
-    study = osr.latency_constrained_search("nb201", "zcu102", 0.45, objective, 30, seed=0, skip_infeasible=True)
+    study = osr.latency_constrained_search("nb201", "zcu102", objective, 30, latency_ms=0.45, seed=0,
+                                           skip_infeasible=True)
     pruned = study.get_trials(states=(TrialState.PRUNED,))
     assert pruned and all(t.user_attrs["latency_ms"] > 0.45 for t in pruned)
     assert all(estimate(nb201.build_network(a), "zcu102").latency_ms <= 0.45 for a in calls)
@@ -105,8 +106,19 @@ def test_latency_and_objective_are_cached_per_architecture():
         seen.append(x)
         return 1.0
 
-    study = osr.latency_constrained_search("nb201", "zcu102", 1.0, objective, 30, seed=0)
+    study = osr.latency_constrained_search("nb201", "zcu102", objective, 30, latency_ms=1.0, seed=0)
     assert len(seen) == len({t.user_attrs["arch"] for t in study.trials})  # one evaluation per architecture
+
+
+def test_both_searches_take_one_argument_order():
+    import inspect
+
+    def positional(f):
+        return [p.name for p in inspect.signature(f).parameters.values() if p.kind == p.POSITIONAL_OR_KEYWORD]
+    assert positional(osr.latency_constrained_search) == positional(osr.pareto_search) == \
+        ["space", "platform", "objective", "n_trials"]
+    for f in (osr.latency_constrained_search, osr.pareto_search):
+        assert inspect.signature(f).parameters["latency_ms"].kind == inspect.Parameter.KEYWORD_ONLY
 
 
 def test_pareto_search_front_is_non_dominated():
@@ -135,7 +147,7 @@ def _worker(storage: str, study_name: str, n: int, seed: int) -> None:
     from annette_torch.search import optuna_search as _osr
 
     _optuna.logging.set_verbosity(_optuna.logging.WARNING)
-    _osr.latency_constrained_search("nb201", "zcu102", 0.6, "synthetic", n, storage=storage,
+    _osr.latency_constrained_search("nb201", "zcu102", "synthetic", n, latency_ms=0.6, storage=storage,
                                     study_name=study_name, seed=seed)
 
 
@@ -163,10 +175,12 @@ def test_two_processes_share_one_study_without_losing_trials(tmp_path, kind):
 
 def test_joining_a_study_with_another_budget_is_an_error(tmp_path):
     storage = f"journal:{tmp_path / 'j.log'}"
-    osr.latency_constrained_search("nb201", "zcu102", 0.6, "synthetic", 2, storage=storage, study_name="s")
+    osr.latency_constrained_search("nb201", "zcu102", "synthetic", 2, latency_ms=0.6, storage=storage, study_name="s")
     with pytest.raises(AnnetteError, match="latency_budget_ms"):
-        osr.latency_constrained_search("nb201", "zcu102", 0.3, "synthetic", 2, storage=storage, study_name="s")
-    study = osr.latency_constrained_search("nb201", "zcu102", 0.6, "synthetic", 3, storage=storage, study_name="s")
+        osr.latency_constrained_search("nb201", "zcu102", "synthetic", 2, latency_ms=0.3, storage=storage,
+                                       study_name="s")
+    study = osr.latency_constrained_search("nb201", "zcu102", "synthetic", 3, latency_ms=0.6, storage=storage,
+                                           study_name="s")
     assert len(study.trials) == 5
 
 
@@ -206,7 +220,7 @@ def test_csv_objective_lookup_and_missing_architectures(tmp_path):
     with pytest.raises(optuna.TrialPruned):
         obj(nb201.index_to_arch(9))
     # in a search, a missing architecture prunes its trial
-    study = osr.latency_constrained_search("nb201", "zcu102", 1.0, str(path), 10, seed=0)
+    study = osr.latency_constrained_search("nb201", "zcu102", str(path), 10, latency_ms=1.0, seed=0)
     assert {t.state for t in study.trials} <= {TrialState.COMPLETE, TrialState.PRUNED}
     assert any(t.state == TrialState.PRUNED for t in study.trials)
 
@@ -234,7 +248,11 @@ def test_bad_accuracy_csv(tmp_path, text, match):
 
 def test_bad_arguments():
     with pytest.raises(AnnetteError, match="positive"):
-        osr.latency_constrained_search("nb201", "zcu102", -1, "synthetic", 5)
+        osr.latency_constrained_search("nb201", "zcu102", "synthetic", 5, latency_ms=-1)
+    with pytest.raises(AnnetteError, match="positive"):
+        osr.pareto_search("nb201", "zcu102", "synthetic", 5, latency_ms=True)
+    with pytest.raises(TypeError):  # the budget is a keyword: a number in the objective's place is no budget
+        osr.latency_constrained_search("nb201", "zcu102", 0.6, "synthetic", 5)
     with pytest.raises(AnnetteError, match="unknown search space"):
         get_space("nb999")
     with pytest.raises(AnnetteError, match="unknown objective"):
@@ -337,11 +355,11 @@ def test_mbv2_stitched_network_is_identical_to_the_builder():
 
 def test_margin_tightens_the_enforced_budget():
     from annette_torch.search.optuna_search import best_feasible, latency_constrained_search
-    study = latency_constrained_search("nb201", "zcu102", 0.6, "synthetic", 25, seed=1, margin=0.1)
+    study = latency_constrained_search("nb201", "zcu102", "synthetic", 25, latency_ms=0.6, seed=1, margin=0.1)
     rows = best_feasible(study, k=10)
     assert rows and all(r["latency_ms"] <= 0.6 * 0.9 + 1e-12 for r in rows)
     with pytest.raises(AnnetteError):
-        latency_constrained_search("nb201", "zcu102", 0.6, "synthetic", 2, margin=1.5)
+        latency_constrained_search("nb201", "zcu102", "synthetic", 2, latency_ms=0.6, margin=1.5)
 
 
 def test_enqueue_runs_the_given_architectures_first():

@@ -136,7 +136,7 @@ def step_nas_search(ctx: DemoContext) -> None:
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     try:
         t0 = time.perf_counter()
-        study = latency_constrained_search(space, plat, budget, "synthetic", trials, seed=0)
+        study = latency_constrained_search(space, plat, "synthetic", trials, latency_ms=budget, seed=0)
         wall = time.perf_counter() - t0
     finally:
         optuna.logging.set_verbosity(old)

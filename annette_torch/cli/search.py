@@ -185,8 +185,8 @@ def _search(args: argparse.Namespace) -> int:
     if args.multi_objective:
         study = osr.pareto_search(space, args.platform, objective, args.trials, latency_ms=args.latency_ms, **common)
     else:
-        study = osr.latency_constrained_search(space, args.platform, args.latency_ms, objective, args.trials,
-                                               skip_infeasible=args.skip_infeasible, **common, margin=args.margin)
+        study = osr.latency_constrained_search(space, args.platform, objective, args.trials, latency_ms=args.latency_ms,
+                                               skip_infeasible=args.skip_infeasible, margin=args.margin, **common)
     wall = time.perf_counter() - t0
     fail_stale(study)
     oracle = study.annette_oracle

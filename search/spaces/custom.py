@@ -41,7 +41,7 @@ class FunctionSpace:
             raise AnnetteError(f"a function space needs a callable trial -> model, got {type(build).__name__}")
         self.build = build
         self.input_shape = None if input_shape is None else tuple(input_shape)
-        self.name = name or getattr(build, "__name__", "function")
+        self.name: str = name or str(getattr(build, "__name__", "function"))
 
     def _call(self, trial: Any) -> Any:
         try:

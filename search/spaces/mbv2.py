@@ -16,14 +16,14 @@ per-candidate latency tables.
 from __future__ import annotations
 
 import functools
-import os
 import re
 from dataclasses import dataclass
 from typing import Any, Sequence
 
 from ...ir import LayerType, Network, NetworkBuilder
 from ...lookup import LatencyTable, block_latencies, mean_block_traffic
-from ...platform import Platform, load_platform
+from ...platform import load_platform
+from ...types import PlatformLike
 from ._names import FxNames
 
 __all__ = [
@@ -287,7 +287,7 @@ def _torch() -> dict[str, type]:
     return {"ProxylessNet": ProxylessNet, "Block": Block, "MBConv": MBConv}
 
 
-def latency_table(platform: "str | os.PathLike | Platform" = "zcu102", resolution: int = 224,
+def latency_table(platform: PlatformLike = "zcu102", resolution: int = 224,
                   num_classes: int = 1000, blocks: Sequence[Any] | None = None,
                   latency: str = "latency") -> LatencyTable:
     """The `LatencyTable` of this block space on ``platform`` (default ``zcu102``), full size: rows are

@@ -42,6 +42,7 @@ import numpy as np
 
 from ...errors import AnnetteError
 from ...ir import INT_COLUMNS, LayerType, Network, NetworkBuilder
+from ...types import PlatformLike
 
 __all__ = [
     "OPS", "EDGES", "NUM_ARCHS", "INPUT_SHAPE", "parse", "arch_string", "arch_to_index", "index_to_arch",
@@ -521,7 +522,7 @@ def build_networks(archs: Sequence[str], C: int = 16, N: int = 5, num_classes: i
     return out
 
 
-def estimate_all(platform: Any = "zcu102", C: int = 16, N: int = 5, num_classes: int = 10) -> np.ndarray:
+def estimate_all(platform: PlatformLike = "zcu102", C: int = 16, N: int = 5, num_classes: int = 10) -> np.ndarray:
     """Predicted latency (ms) of every cell on ``platform`` (default ``zcu102``), indexed by the benchmark's
     index (`arch_to_index`; shape ``(NUM_ARCHS,)``).
 

@@ -9,7 +9,7 @@ rows of ``annette adapt --latencies``).
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Mapping, Protocol, Sequence, runtime_checkable
+from typing import Any, Callable, Mapping, Protocol, Sequence, Union, cast, runtime_checkable
 
 import numpy as np
 
@@ -19,7 +19,7 @@ from . import mbv2, nb101, nb201
 from .custom import ChoiceSpace, FunctionSpace, Sample, space_from
 
 __all__ = ["Space", "NB201Space", "NB101Space", "MBV2Space", "FunctionSpace", "ChoiceSpace", "Sample", "SPACES",
-           "get_space", "same_network", "split_space_spec", "space_network"]
+           "SpaceLike", "get_space", "same_network", "split_space_spec", "space_network"]
 
 log = logging.getLogger(__name__)
 
@@ -267,8 +267,12 @@ def same_network(a: Network, b: Network) -> bool:
 #: search-space name -> adapter class
 SPACES: dict[str, type] = {"nb201": NB201Space, "nb101": NB101Space, "mbv2": MBV2Space}
 
+#: what `get_space` and the searches take: a shipped space's name, a `Space`, a dict of choices (with
+#: ``build``) or a function ``trial -> model``
+SpaceLike = Union[str, Space, Mapping[str, Any], Callable[..., Any]]
 
-def get_space(space: Any, input_shape: Sequence[int] | None = None,
+
+def get_space(space: SpaceLike, input_shape: Sequence[int] | None = None,
               build: Callable[..., Any] | None = None) -> Space:
     """An adapter by name (``nb201``, ``nb101``, ``mbv2``); ``space`` itself when it is one; a function
     ``trial -> model`` (`FunctionSpace`, with ``input_shape`` for an nn.Module) or a dict of choices with
@@ -280,7 +284,7 @@ def get_space(space: Any, input_shape: Sequence[int] | None = None,
         missing = [m for m in ("suggest", "network", "encode") if not callable(getattr(space, m, None))]
         if missing:
             raise AnnetteError(f"{type(space).__name__} is not a search space: it lacks {', '.join(missing)}()")
-        return space
+        return cast(Space, space)  # it has the methods: a Space by duck typing
     cls = SPACES.get(space.lower())
     if cls is None:
         raise AnnetteError(f"unknown search space {space!r} (known: {', '.join(SPACES)})")
