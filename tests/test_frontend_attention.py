@@ -174,3 +174,60 @@ def test_a_written_out_gelu_reads_as_one_layer(approximate, opset):
     assert ox.summary().get("Mul", 0) == 0 and ox.summary()["Add"] == 3  # two bias adds and the residual
     i = ox.types.tolist().index(T.GELU)
     assert ox.out_shape(i) == fx.out_shape(fx.types.tolist().index(T.GELU))
+
+
+# ------------------------------------------------------------------------------------------------------
+# a function torch.fx leaves as a leaf (torch.fx.wrap, as torchvision's Swin does): its layers are recovered
+
+def shifted_window_attention(x, qkv_weight, proj_weight, window, shift, heads):
+    B, H, W, C = x.shape
+    pad_b, pad_r = (window - H % window) % window, (window - W % window) % window
+    x = F.pad(x, (0, 0, 0, pad_r, 0, pad_b))
+    _, pH, pW, _ = x.shape
+    x = torch.roll(x, shifts=(-shift, -shift), dims=(1, 2))
+    x = x.view(B, pH // window, window, pW // window, window, C).permute(0, 1, 3, 2, 4, 5).reshape(-1, window * window, C)
+    qkv = F.linear(x, qkv_weight).reshape(x.size(0), x.size(1), 3, heads, C // heads).permute(2, 0, 3, 1, 4)
+    q, k, v = qkv[0], qkv[1], qkv[2]
+    attn = (q * (C // heads) ** -0.5).matmul(k.transpose(-2, -1))
+    if shift > 0:
+        mask = x.new_zeros((pH, pW))
+        cnt = 0
+        for h in ((0, -window), (-window, -shift), (-shift, None)):
+            for w in ((0, -window), (-window, -shift), (-shift, None)):
+                mask[h[0]:h[1], w[0]:w[1]] = cnt
+                cnt += 1
+        mask = mask.view(pH // window, window, pW // window, window).permute(0, 2, 1, 3).reshape(-1, window * window)
+        mask = mask.unsqueeze(1) - mask.unsqueeze(2)
+        attn = attn + mask.masked_fill(mask != 0, -100.0).repeat(B, 1, 1).unsqueeze(1)
+    x = attn.softmax(-1).matmul(v).transpose(1, 2).reshape(x.size(0), x.size(1), C)
+    x = F.linear(x, proj_weight)
+    x = x.view(B, pH // window, pW // window, window, window, C).permute(0, 1, 3, 2, 4, 5).reshape(B, pH, pW, C)
+    x = torch.roll(x, shifts=(shift, shift), dims=(1, 2))
+    return x[:, :H, :W, :].contiguous()
+
+torch.fx.wrap("shifted_window_attention")
+
+
+class ShiftedWindowBlock(nn.Module):
+    def __init__(self, shift: int = 3) -> None:
+        super().__init__()
+        self.qkv, self.proj = nn.Parameter(torch.randn(96, 32)), nn.Parameter(torch.randn(32, 32))
+        self.ln, self.shift = nn.LayerNorm(32), shift
+
+    def forward(self, x):
+        return x + shifted_window_attention(self.ln(x), self.qkv, self.proj, 7, self.shift, 4)
+
+
+@pytest.mark.parametrize("shift", [0, 3])
+def test_a_wrapped_function_is_recovered_from_its_own_onnx_export(shift):
+    """Shifted-window attention written as one fx leaf function (pad, roll, window partition, attention with a
+    shift mask) becomes its layers (no Unknown) with the same compute as the whole model's ONNX export."""
+    model = ShiftedWindowBlock(shift).eval()
+    fx, ox = at.trace(model, (1, 26, 26, 32)), _via_onnx(model, [(1, 26, 26, 32)])
+    assert T.UNKNOWN not in fx.types
+    heavy = [T.FULLY_CONNECTED, T.MATMUL]
+    assert Counter(fx.type_labels())["MatMul"] == 2 and Counter(fx.type_labels())["Softmax"] == 1
+    assert fx.ops[np.isin(fx.types, heavy)].sum() == pytest.approx(ox.ops[np.isin(ox.types, heavy)].sum(), rel=1e-12)
+    names = [n for n in fx.names if n.startswith("shifted_window_attention.")]
+    assert len(names) > 10  # the recovered layers are named after the call
+    assert fx.out_shape(len(fx) - 1) == (1, 26, 26, 32)

@@ -81,6 +81,8 @@ _SIMPLE: dict[str, LayerType] = {
 _SPECIAL = frozenset({"Conv", "ConvTranspose", "Gemm", "MatMul", "MaxPool", "AveragePool", "GlobalAveragePool",
                       "GlobalMaxPool", "ReduceMean", "ReduceMax", "Clip", "Einsum", "Gather"})
 _SUPPORTED = frozenset(_SIMPLE) | _SPECIAL | {"Identity", "Constant"}
+#: Ops whose empty output (a zero dimension) is dropped: a slice of nothing, read by a concat or a reshape.
+_EMPTY_OK = frozenset({"Slice", "Split", "Gather", "Reshape", "Transpose", "Concat"})
 #: Ops whose outputs are constants whatever their inputs (shapes are static once the input shape is).
 _ALWAYS_CONST = frozenset({"Constant", "Shape", "Size"})
 
@@ -168,6 +170,10 @@ def from_onnx(model: str | os.PathLike | onnx.ModelProto, input_shape: Sequence[
         if op == "Identity":
             if outs:
                 producer[outs[0]] = producer[acts[0]]
+            continue
+        out_shape = shapes.get(outs[0]) if outs else None
+        if out_shape is not None and 0 in tuple(out_shape) and op in _EMPTY_OK:  # an empty piece (a roll by 0):
+            consts.update(outs)  # nothing to compute; its readers take their other inputs
             continue
         parents = [producer[i] for i in acts]
         x_shape = shapes.get(acts[0])

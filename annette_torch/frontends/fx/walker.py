@@ -15,6 +15,7 @@ from torch.fx import Node
 
 from ...errors import ModelLoadError
 from ...ir import IRError, LayerType, Network, NetworkBuilder
+from .leaf import recover
 from .registry import (_CONST_FUNCTIONS, _CONST_METHODS, _FUNCTION_NAMES, _FUNCTIONS, _KNOWN_TYPES, _METHODS,
                        _module_rule)
 from .values import T, _first_line, _NeedsOnnx, _ShapeError, _TV
@@ -192,11 +193,17 @@ class _Walker:
                 else:
                     res = getattr(margs[0], node.target)(*margs[1:], **mkwargs)
         except NotImplementedError as e:
+            rec = None if const else self.recover(node, op, args, kwargs, partial=True)
+            if rec is not None:
+                return rec
             raise _NeedsOnnx(f"node {node.name!r} ({_op_name(node, self.root)}) has no shape rule and cannot run "
                              f"on the meta device: {_first_line(e)}") from e
         except ModelLoadError:
             raise
-        except Exception as e:  # noqa: BLE001 - torch's own shape check: the user's shapes are wrong
+        except Exception as e:  # noqa: BLE001 - torch's own shape check: the user's shapes are wrong, unless the
+            rec = None if const else self.recover(node, op, args, kwargs, partial=True)  # call runs on real zeros
+            if rec is not None:
+                return rec
             raise self.shape_error(node, args, _first_line(e)) from None
         outs = _meta_tensors(res, [])
         if not outs:
@@ -207,9 +214,17 @@ class _Walker:
         t = _KNOWN_TYPES.get(type(self.root.get_submodule(node.target)) if op == "call_module" else node.target,
                              T.UNKNOWN)
         if t == T.UNKNOWN:
+            rec = self.recover(node, op, args, kwargs) if len(outs) == 1 and isinstance(res, torch.Tensor) else None
+            if rec is not None:  # a leaf call made of known layers (a function fx left as a leaf)
+                return rec
             self.unknown[opname] = self.unknown.get(opname, 0) + 1
         layer = self.emit(t, ins, tuple(outs[0].shape), op=opname if t == T.UNKNOWN else None).layer
         return _from_meta(res, layer)
+
+    def recover(self, node: Node, op: str, args: tuple, kwargs: dict, partial: bool = False) -> Any:
+        """The node's layers from the ONNX export of the call alone (`leaf.recover`), or None."""
+        fn = self.root.get_submodule(node.target) if op == "call_module" else node.target
+        return recover(self, node, fn, args, kwargs, partial)
 
     def meta_module(self, target: str) -> nn.Module:
         m = self.meta_modules.get(target)
