@@ -231,3 +231,23 @@ def test_a_wrapped_function_is_recovered_from_its_own_onnx_export(shift):
     names = [n for n in fx.names if n.startswith("shifted_window_attention.")]
     assert len(names) > 10  # the recovered layers are named after the call
     assert fx.out_shape(len(fx) - 1) == (1, 26, 26, 32)
+
+
+class Norms(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv, self.gn, self.inorm = nn.Conv2d(3, 8, 3), nn.GroupNorm(2, 8), nn.InstanceNorm2d(8, affine=True)
+
+    def forward(self, x):
+        return self.inorm(self.gn(self.conv(x)))
+
+
+@pytest.mark.parametrize("opset", [17, 20])
+def test_group_and_instance_norms_read_as_normalisation_layers(opset):
+    model = Norms().eval()
+    fx = at.trace(model, (1, 3, 16, 16))
+    assert fx.type_labels() == ["Input", "Conv", "LayerNorm", "LayerNorm"]
+    buf = io.BytesIO()
+    torch.onnx.export(model, (torch.zeros(1, 3, 16, 16),), buf, opset_version=opset, dynamo=False)
+    ox = at.from_onnx(onnx.load_from_string(buf.getvalue()))
+    assert T.UNKNOWN not in ox.types and ox.summary()["LayerNorm"] >= 2

@@ -75,7 +75,7 @@ _SIMPLE: dict[str, LayerType] = {
     "Reshape": T.RESHAPE, "Squeeze": T.RESHAPE, "Unsqueeze": T.RESHAPE, "Flatten": T.FLATTEN,
     "Transpose": T.TRANSPOSE, "Resize": T.RESIZE, "Upsample": T.RESIZE, "Pad": T.PAD, "Slice": T.SLICE,
     "Split": T.SLICE, "Dropout": T.DROPOUT, "LRN": T.LRN, "BatchNormalization": T.BATCH_NORM,
-    "LayerNormalization": T.LAYER_NORM,
+    "LayerNormalization": T.LAYER_NORM, "GroupNormalization": T.LAYER_NORM, "InstanceNormalization": T.LAYER_NORM,
 }
 #: Ops with their own conversion below.
 _SPECIAL = frozenset({"Conv", "ConvTranspose", "Gemm", "MatMul", "MaxPool", "AveragePool", "GlobalAveragePool",

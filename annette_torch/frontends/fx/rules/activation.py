@@ -108,4 +108,8 @@ _reg(_MODULES, (nn.LeakyReLU,), _leaky_module, T.LEAKY_RELU)
 _reg(_FUNCTIONS, (F.leaky_relu, F.leaky_relu_), _leaky_function, T.LEAKY_RELU)
 _reg(_MODULES, (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d), _bn_module, T.BATCH_NORM)
 _reg(_MODULES, (nn.LayerNorm,), _layer_norm_module, T.LAYER_NORM)
+# group and instance norms: per-sample statistics like a LayerNorm (what it costs), over channel groups
+_reg(_MODULES, (nn.GroupNorm, nn.InstanceNorm1d, nn.InstanceNorm2d, nn.InstanceNorm3d), _same(T.LAYER_NORM),
+     T.LAYER_NORM)
+_reg(_FUNCTIONS, (F.group_norm, F.instance_norm), _same(T.LAYER_NORM), T.LAYER_NORM)
 _KNOWN_TYPES[nn.ReLU6] = T.RELU6  # runs the Hardtanh rule, but is a layer type of its own
