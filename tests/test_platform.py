@@ -349,3 +349,25 @@ def test_a_name_is_resolved_again_when_the_user_folder_changes(tmp_path, monkeyp
     os.utime(folder, ns=(time.time_ns(), time.time_ns() + 5 * 10**9))
     with pytest.raises(PlatformError, match="unknown platform 'mine'"):
         load_platform("mine")
+
+
+def test_an_alias_stands_for_its_platform_unless_a_file_has_its_name(tmp_path, monkeypatch):
+    """``zcu102`` is an alias of the current toolchain's platform: the name loads that file, is listed, and
+    gives way to a file of its own name (the user's first)."""
+    from annette_torch.platform import registry
+    shipped = tmp_path / "shipped"
+    shipped.mkdir()
+    d = load_platform("ncs2").to_dict()
+    d["name"], d["description"] = "board-new", "the board under its current toolchain"
+    (shipped / "board-new.json").write_text(json.dumps(d))
+    monkeypatch.setattr(registry, "platform_dir", lambda: shipped)
+    monkeypatch.setattr(registry, "ALIASES", {"board": "board-new", "gone": "missing"})
+    monkeypatch.setenv("ANNETTE_HOME", str(tmp_path / "home"))
+    registry.refresh_platforms()
+    assert load_platform("board").name == "board-new" and load_platform("BOARD").name == "board-new"
+    listed = list_platforms()
+    assert listed["board"] == "= board-new: the board under its current toolchain" and "gone" not in listed
+    d["name"], d["description"] = "board", "its own file"
+    (shipped / "board.json").write_text(json.dumps(d))
+    registry.refresh_platforms()
+    assert load_platform("board").name == "board" and registry.alias_of("board") is None

@@ -27,7 +27,7 @@ from . import machine
 from .platform import Platform
 
 __all__ = ["platform_dir", "user_platform_dir", "list_platforms", "platform_files", "PlatformFile", "shipped_machines",
-           "load_platform", "resolve_platform", "refresh_platforms"]
+           "load_platform", "resolve_platform", "refresh_platforms", "ALIASES", "alias_of"]
 
 
 def platform_dir() -> Path:
@@ -93,9 +93,23 @@ def platform_files() -> list[PlatformFile]:
     return out
 
 
+#: names that stand for another shipped platform (where no file of that name exists): ``zcu102`` is the board
+#: as its users run it today, under the current toolchain; each toolchain's model keeps a stable name of its own
+ALIASES: dict[str, str] = {"zcu102": "zcu102-vai3"}
+
+
 def _names() -> list[str]:
     names = {p.stem for p in user_platform_dir().glob("*.json")} | {p.stem for p in platform_dir().glob("*.json")}
+    names |= {a for a, target in ALIASES.items() if target in names}
     return sorted(names)
+
+
+def alias_of(name: str) -> str | None:
+    """The platform ``name`` stands for when it is an alias in use (no file of that name), else None."""
+    target = ALIASES.get(name)
+    if target is None or (user_platform_dir() / f"{name}.json").is_file() or (platform_dir() / f"{name}.json").is_file():
+        return None
+    return target
 
 
 def _canonical(name: str) -> str | None:
@@ -162,16 +176,20 @@ def list_platforms() -> dict[str, str]:
     out = {}
     for name in _names():
         d = _read_head(resolve_platform(name))
-        out[name] = str(d.get("description", "")).split("\n")[0] if d else "(unreadable platform file)"
+        text = str(d.get("description", "")).split("\n")[0] if d else "(unreadable platform file)"
+        target = alias_of(name)
+        out[name] = f"= {target}: {text}" if target else text
     return out
 
 
 def resolve_platform(name: str) -> str:
-    """The file a platform name loads: the user's file of that name, else the shipped one for this machine."""
+    """The file a platform name loads: the user's file of that name, else the shipped one for this machine,
+    else (an alias, `ALIASES`) the file of the platform it stands for."""
     mine = user_platform_dir() / f"{name}.json"
     if mine.is_file():
         return str(mine)
-    return _shipped_path(name)
+    target = alias_of(name)
+    return resolve_platform(target) if target is not None else _shipped_path(name)
 
 
 def shipped_machines(name: str) -> list[str]:
