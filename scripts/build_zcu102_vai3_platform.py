@@ -23,7 +23,7 @@ OUT = Path(__file__).resolve().parent.parent / "platforms" / "zcu102-vai3.json"
 NAS_CSV = CAL / "accel-nasbench" / "zcu102_nas_candidates.csv"
 ZOO_CSV = CAL / "zcu102_vitis_ai_3.0_published.csv"
 
-DEVICE_MS = ("device_ms: one inference through the VART runner with the input already pre-processed in memory, one "
+DEVICE_MS = ("one inference through the VART runner with the input already pre-processed in memory, one "
              "thread (what Accel-NASBench measured on the board; DPU execution plus the runtime's per-inference "
              "cost)")
 LATENCY_MS = ("whole-application latency with one thread (image pre-processing, DPU, post-processing on the A53), "
@@ -56,7 +56,7 @@ def main() -> None:
         "device": "Xilinx Zynq UltraScale+ ZCU102 (board 0432055-05), 3 x DPUCZDX8G_ISA1_B4096 @ 281 MHz; a "
                   "single-thread runner uses one of the three cores",
         "precision": "int8",
-        "predicts": DEVICE_MS + "; latency_ms: " + LATENCY_MS,
+        "predicts": "device_ms: " + DEVICE_MS + "; latency_ms: " + LATENCY_MS,
         "latency_definitions": {"device_ms": DEVICE_MS, "latency_ms": LATENCY_MS},
         "source": {
             "nas": "Accel-NASBench (Afzal et al. 2024; afzalxo/Accel-NASBench, anb_dataset_jsons.tar.gz, Apache-2.0): "

@@ -243,8 +243,8 @@ def support(pool_kernel: int | None = None, p: dict[str, float] | None = None) -
             "model": "roofline", "op_s": 1e18, "bandwidth": p["host.gpool.bandwidth"], "bit_act": 8,
             "bit_weights": 8, "origin": "fitted: INT8 feature map summed by the A53"}}
         sup["switch"] = {"ms": p["switch.ms"], "bandwidth": p["switch.bandwidth"], "bit_act": 8,
-                         "origin": "fitted: a DPU subgraph ends and another starts (VART), the tensor read by the "
-                                   "A53"}
+                         "origin": "fitted: the feature map read by the A53 (bandwidth) and a fixed cost per crossing "
+                                   "(ms)"}
     return sup
 
 
