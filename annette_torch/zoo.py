@@ -725,6 +725,327 @@ def regnetx_400mf(num_classes: int = 1000) -> nn.Module:
     return _finish(RegNetX(22, 24.0, 24.48, 2.54, 16, num_classes))
 
 
+# ------------------------------------------------------------------------ TF-slim / TPU model definitions
+# The Vitis AI model zoo's TensorFlow networks follow the TF-slim definitions (tensorflow/models,
+# research/slim/nets) and the TPU EfficientNet builders; they differ from the torchvision-style ones above
+# in where ResNet blocks downsample, the pre-activation units of ResNet v2 and the logits as 1x1 convolutions.
+
+class SlimBottleneckV1(nn.Module):
+    """TF-slim ``resnet_v1.bottleneck``: 1x1, 3x3 (carrying the stride), 1x1; the shortcut subsamples (a 1x1
+    max pool with the stride) when depths match, else a strided 1x1 projection; ReLU after the sum."""
+
+    def __init__(self, cin: int, depth: int, bottleneck: int, stride: int) -> None:
+        super().__init__()
+        if cin == depth:
+            self.shortcut: nn.Module = nn.MaxPool2d(1, stride) if stride > 1 else nn.Identity()
+        else:
+            self.shortcut = ConvBNAct(cin, depth, 1, stride, act=None)
+        self.conv1 = ConvBNAct(cin, bottleneck, 1)
+        self.conv2 = ConvBNAct(bottleneck, bottleneck, 3, stride)
+        self.conv3 = ConvBNAct(bottleneck, depth, 1, act=None)
+        self.relu = nn.ReLU()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.relu(self.shortcut(x) + self.conv3(self.conv2(self.conv1(x))))
+
+
+class SlimBottleneckV2(nn.Module):
+    """TF-slim ``resnet_v2.bottleneck`` (pre-activation): BN + ReLU first; the shortcut subsamples the input
+    (depths match) or projects the pre-activation; 1x1, 3x3 (stride), 1x1 without BN / activation; no ReLU
+    after the sum."""
+
+    def __init__(self, cin: int, depth: int, bottleneck: int, stride: int) -> None:
+        super().__init__()
+        self.preact = nn.Sequential(nn.BatchNorm2d(cin), nn.ReLU())
+        self.project = cin != depth
+        if self.project:
+            self.shortcut: nn.Module = nn.Conv2d(cin, depth, 1, stride)
+        else:
+            self.shortcut = nn.MaxPool2d(1, stride) if stride > 1 else nn.Identity()
+        self.conv1 = ConvBNAct(cin, bottleneck, 1)
+        self.conv2 = ConvBNAct(bottleneck, bottleneck, 3, stride)
+        self.conv3 = nn.Conv2d(bottleneck, depth, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        pre = self.preact(x)
+        short = self.shortcut(pre) if self.project else self.shortcut(x)
+        return short + self.conv3(self.conv2(self.conv1(pre)))
+
+
+class SlimResNet(nn.Module):
+    """TF-slim ``resnet_v1`` / ``resnet_v2``: 7x7 stride-2 root, 3x3 stride-2 max pool, four blocks of
+    bottlenecks (256, 512, 1024, 2048 deep) whose *last* unit carries the stride (2, 2, 2, 1), global average
+    pool, logits as a 1x1 convolution; v2 has a bare root convolution and BN + ReLU after the last block."""
+
+    def __init__(self, units: Sequence[int], v2: bool = False, num_classes: int = 1000) -> None:
+        super().__init__()
+        unit = SlimBottleneckV2 if v2 else SlimBottleneckV1
+        root: list[nn.Module] = ([nn.Conv2d(3, 64, 7, 2, 3)] if v2 else [ConvBNAct(3, 64, 7, 2)])
+        layers: list[nn.Module] = root + [nn.MaxPool2d(3, 2, 1)]
+        cin = 64
+        for i, n in enumerate(units):
+            depth, stride = 256 * 2 ** i, (2 if i < 3 else 1)
+            for j in range(n):
+                layers.append(unit(cin, depth, depth // 4, stride if j == n - 1 else 1))
+                cin = depth
+        if v2:
+            layers += [nn.BatchNorm2d(cin), nn.ReLU()]
+        self.features = nn.Sequential(*layers)
+        self.pool = nn.AdaptiveAvgPool2d(1)
+        self.logits = nn.Conv2d(cin, num_classes, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.flatten(self.logits(self.pool(self.features(x))), 1)
+
+
+def resnet_v1_50(num_classes: int = 1000) -> nn.Module:
+    return _finish(SlimResNet((3, 4, 6, 3), num_classes=num_classes))
+
+
+def resnet_v1_101(num_classes: int = 1000) -> nn.Module:
+    return _finish(SlimResNet((3, 4, 23, 3), num_classes=num_classes))
+
+
+def resnet_v2_50(num_classes: int = 1000) -> nn.Module:
+    return _finish(SlimResNet((3, 4, 6, 3), v2=True, num_classes=num_classes))
+
+
+def inception_v1(num_classes: int = 1000) -> nn.Module:
+    """TF-slim ``inception_v1``: GoogLeNet with BN, a 3x3 convolution in the "5x5" branch, no auxiliary heads
+    (the `googlenet` above), logits as a 1x1 convolution."""
+    return _finish(_SlimInceptionV1(GoogLeNet(num_classes), num_classes))
+
+
+class _SlimInceptionV1(nn.Module):
+    def __init__(self, g: GoogLeNet, num_classes: int) -> None:
+        super().__init__()
+        self.features, self.pool = g.features, g.pool
+        self.logits = nn.Conv2d(1024, num_classes, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.flatten(self.logits(self.pool(self.features(x))), 1)
+
+
+def _cba(cin: int, cout: int, k: int | tuple[int, int], s: int = 1, valid: bool = False) -> nn.Sequential:
+    """Conv (no bias) + BN + ReLU with TF 'SAME' (default) or 'VALID' padding, any (kh, kw) kernel."""
+    kh, kw = (k, k) if isinstance(k, int) else k
+    pad = (0, 0) if valid else ((kh - 1) // 2, (kw - 1) // 2)
+    return nn.Sequential(nn.Conv2d(cin, cout, (kh, kw), s, pad, bias=False), nn.BatchNorm2d(cout, eps=1e-3), nn.ReLU())
+
+
+class _Branches(nn.Module):
+    """Parallel branches concatenated along channels (an Inception "Mixed" module)."""
+
+    def __init__(self, *branches: nn.Module) -> None:
+        super().__init__()
+        self.branches = nn.ModuleList(branches)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.cat([b(x) for b in self.branches], 1)
+
+
+class _Split(nn.Module):
+    """A stem followed by two parallel convolutions concatenated (Inception v3's 1x3 / 3x1 pairs)."""
+
+    def __init__(self, stem: nn.Module, a: nn.Module, b: nn.Module) -> None:
+        super().__init__()
+        self.stem, self.a, self.b = stem, a, b
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.stem(x)
+        return torch.cat([self.a(y), self.b(y)], 1)
+
+
+def _pool_proj(cin: int, cout: int) -> nn.Sequential:
+    return nn.Sequential(nn.AvgPool2d(3, 1, 1, count_include_pad=False), _cba(cin, cout, 1))
+
+
+class InceptionV3(nn.Module):
+    """TF-slim ``inception_v3`` (Szegedy et al. 2015) at 299x299, without the auxiliary head."""
+
+    def __init__(self, num_classes: int = 1000) -> None:
+        super().__init__()
+        stem = [_cba(3, 32, 3, 2, True), _cba(32, 32, 3, valid=True), _cba(32, 64, 3), nn.MaxPool2d(3, 2),
+                _cba(64, 80, 1), _cba(80, 192, 3, valid=True), nn.MaxPool2d(3, 2)]
+        blocks: list[nn.Module] = []
+        cin = 192
+        for pool in (32, 64, 64):  # Mixed_5b..5d
+            blocks.append(_Branches(_cba(cin, 64, 1), nn.Sequential(_cba(cin, 48, 1), _cba(48, 64, 5)),
+                                    nn.Sequential(_cba(cin, 64, 1), _cba(64, 96, 3), _cba(96, 96, 3)),
+                                    _pool_proj(cin, pool)))
+            cin = 224 + pool
+        blocks.append(_Branches(_cba(cin, 384, 3, 2, True),  # Mixed_6a
+                                nn.Sequential(_cba(cin, 64, 1), _cba(64, 96, 3), _cba(96, 96, 3, 2, True)),
+                                nn.MaxPool2d(3, 2)))
+        cin = 768
+        for c in (128, 160, 160, 192):  # Mixed_6b..6e
+            blocks.append(_Branches(
+                _cba(cin, 192, 1),
+                nn.Sequential(_cba(cin, c, 1), _cba(c, c, (1, 7)), _cba(c, 192, (7, 1))),
+                nn.Sequential(_cba(cin, c, 1), _cba(c, c, (7, 1)), _cba(c, c, (1, 7)), _cba(c, c, (7, 1)),
+                              _cba(c, 192, (1, 7))),
+                _pool_proj(cin, 192)))
+        blocks.append(_Branches(nn.Sequential(_cba(cin, 192, 1), _cba(192, 320, 3, 2, True)),  # Mixed_7a
+                                nn.Sequential(_cba(cin, 192, 1), _cba(192, 192, (1, 7)), _cba(192, 192, (7, 1)),
+                                              _cba(192, 192, 3, 2, True)),
+                                nn.MaxPool2d(3, 2)))
+        cin = 1280
+        for _ in range(2):  # Mixed_7b, 7c
+            blocks.append(_Branches(
+                _cba(cin, 320, 1),
+                _Split(_cba(cin, 384, 1), _cba(384, 384, (1, 3)), _cba(384, 384, (3, 1))),
+                _Split(nn.Sequential(_cba(cin, 448, 1), _cba(448, 384, 3)), _cba(384, 384, (1, 3)),
+                       _cba(384, 384, (3, 1))),
+                _pool_proj(cin, 192)))
+            cin = 2048
+        self.features = nn.Sequential(*stem, *blocks)
+        self.pool = nn.AdaptiveAvgPool2d(1)
+        self.logits = nn.Conv2d(cin, num_classes, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.flatten(self.logits(self.pool(self.features(x))), 1)
+
+
+def inception_v3(num_classes: int = 1000) -> nn.Module:
+    return _finish(InceptionV3(num_classes))
+
+
+class MobileNetV1(nn.Module):
+    """TF-slim ``mobilenet_v1`` (Howard et al. 2017): 3x3 stride-2 conv, 13 depthwise-separable layers (BN,
+    ReLU6), global average pool, logits as a 1x1 convolution; ``depth_multiplier`` scales every width (min 8)."""
+
+    SPEC = ((64, 1), (128, 2), (128, 1), (256, 2), (256, 1), (512, 2), (512, 1), (512, 1), (512, 1), (512, 1),
+            (512, 1), (1024, 2), (1024, 1))
+
+    def __init__(self, depth_multiplier: float = 1.0, num_classes: int = 1000) -> None:
+        super().__init__()
+        d = lambda c: max(int(c * depth_multiplier), 8)  # noqa: E731 - slim's depth()
+        cin = d(32)
+        layers: list[nn.Module] = [ConvBNAct(3, cin, 3, 2, act=nn.ReLU6, eps=1e-3)]
+        for c, s in self.SPEC:
+            layers += [ConvBNAct(cin, cin, 3, s, groups=cin, act=nn.ReLU6, eps=1e-3),
+                       ConvBNAct(cin, d(c), 1, act=nn.ReLU6, eps=1e-3)]
+            cin = d(c)
+        self.features = nn.Sequential(*layers)
+        self.pool = nn.AdaptiveAvgPool2d(1)
+        self.logits = nn.Conv2d(cin, num_classes, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.flatten(self.logits(self.pool(self.features(x))), 1)
+
+
+def mobilenet_v1_1_0(num_classes: int = 1000) -> nn.Module:
+    return _finish(MobileNetV1(1.0, num_classes))
+
+
+def mobilenet_v1_0_5(num_classes: int = 1000) -> nn.Module:
+    return _finish(MobileNetV1(0.5, num_classes))
+
+
+def mobilenet_v2_1_4(num_classes: int = 1000) -> nn.Module:
+    """MobileNetV2 with width multiplier 1.4 (stem 48, last layer 1792 channels), as TF-slim builds it."""
+    return _finish(MobileNetV2(num_classes, 1.4))
+
+
+class FusedMBConv(nn.Module):
+    """EdgeTPU's fused inverted bottleneck: a k x k expansion convolution (carrying the stride) in place of the
+    1x1 expansion and the depthwise convolution, then the 1x1 projection; residual when shapes match.
+    ``expand`` = None: no expansion convolution (projection only), as slim's expanded_conv does when the
+    expanded width does not exceed the input's."""
+
+    def __init__(self, cin: int, cout: int, kernel: int, stride: int, hidden: int | None,
+                 residual: bool = True) -> None:
+        super().__init__()
+        layers: list[nn.Module] = []
+        if hidden is not None:
+            layers.append(ConvBNAct(cin, hidden, kernel, stride, eps=1e-3))
+        layers.append(ConvBNAct(hidden or cin, cout, 1, act=None, eps=1e-3))
+        self.block = nn.Sequential(*layers)
+        self.use_res = residual and stride == 1 and cin == cout
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.use_res:
+            return x + self.block(x)
+        return self.block(x)
+
+
+class _EdgeNet(nn.Module):
+    """Stem conv, a list of blocks, 1x1 head conv, global average pool, classifier."""
+
+    def __init__(self, stem: int, blocks: list[nn.Module], cin: int, head: int, num_classes: int,
+                 act: type[nn.Module] = nn.ReLU, conv_logits: bool = False) -> None:
+        super().__init__()
+        self.features = nn.Sequential(ConvBNAct(3, stem, 3, 2, act=act, eps=1e-3), *blocks,
+                                      ConvBNAct(cin, head, 1, act=act, eps=1e-3))
+        self.pool = nn.AdaptiveAvgPool2d(1)
+        self.conv_logits = conv_logits
+        self.classifier: nn.Module = nn.Conv2d(head, num_classes, 1) if conv_logits else nn.Linear(head, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.pool(self.features(x))
+        if self.conv_logits:
+            return torch.flatten(self.classifier(x), 1)
+        return self.classifier(torch.flatten(x, 1))
+
+
+def efficientnet_lite0(num_classes: int = 1000) -> nn.Module:
+    """EfficientNet-Lite0 (TPU ``efficientnet_lite_builder``): B0's blocks without squeeze-excitation, ReLU6,
+    stem and head kept at 32 and 1280 channels."""
+    blocks: list[nn.Module] = []
+    cin = 32
+    for e, k, s, c, n in EfficientNetB0.STAGES:
+        for i in range(n):
+            blocks.append(InvertedResidual(cin, c, s if i == 0 else 1, e, k, act=nn.ReLU6))
+            cin = c
+    return _finish(_EdgeNet(32, blocks, cin, 1280, num_classes, nn.ReLU6))
+
+
+def efficientnet_edgetpu_s(num_classes: int = 1000) -> nn.Module:
+    """EfficientNet-EdgeTPU-S (TPU ``efficientnet_edgetpu_builder``): fused MBConv in the first three stages,
+    ReLU, no squeeze-excitation; block strings r1_k3_s11_e4_i24_o24_c1_noskip, r2_k3_s22_e8_i24_o32_c1,
+    r4_k3_s22_e8_i32_o48_c1, r5_k5_s22_e8_i48_o96, r4_k5_s11_e8_i96_o144, r2_k5_s22_e8_i144_o192 (the expanded
+    width is the block string's input width times e)."""
+    spec = ((1, 3, 1, 4, 24, 24, True, False), (2, 3, 2, 8, 24, 32, True, True), (4, 3, 2, 8, 32, 48, True, True),
+            (5, 5, 2, 8, 48, 96, False, True), (4, 5, 1, 8, 96, 144, False, True),
+            (2, 5, 2, 8, 144, 192, False, True))  # repeats, kernel, stride, expansion, in, out, fused, skip
+    blocks: list[nn.Module] = []
+    cin = 32
+    for r, k, s, e, i_str, o, fused, skip in spec:
+        for j in range(r):
+            width = (i_str if j == 0 else o) * e
+            stride = s if j == 0 else 1
+            if fused:
+                blocks.append(FusedMBConv(cin, o, k, stride, width, residual=skip))
+            else:
+                blocks.append(InvertedResidual(cin, o, stride, width / cin, k, act=nn.ReLU))
+            cin = o
+    return _finish(_EdgeNet(32, blocks, cin, 1280, num_classes, nn.ReLU))
+
+
+def mobilenet_edgetpu_1_0(num_classes: int = 1000) -> nn.Module:
+    """MobileNet-EdgeTPU (TF-slim ``mobilenet_v3.V3_EDGETPU``, depth multiplier 1.0): fused expanded convolutions
+    at 16-48 channels, inverted residuals with depthwise convolutions at 96-192, ReLU, no squeeze-excitation,
+    a 1x1 conv to 1280, logits as a 1x1 convolution."""
+    fused = ((1, 16, 1), (8, 32, 2), (4, 32, 1), (4, 32, 1), (4, 32, 1), (8, 48, 2), (4, 48, 1), (4, 48, 1),
+             (4, 48, 1))  # expansion, channels, stride (3x3 kernels)
+    mb = ((3, 8, 96, 2, True), (3, 4, 96, 1, True), (3, 4, 96, 1, True), (3, 4, 96, 1, True),
+          (3, 8, 96, 1, False), (3, 4, 96, 1, True), (3, 4, 96, 1, True), (3, 4, 96, 1, True),
+          (5, 8, 160, 2, True), (5, 4, 160, 1, True), (5, 4, 160, 1, True), (5, 4, 160, 1, True),
+          (3, 8, 192, 1, True))  # kernel, expansion, channels, stride, residual
+    blocks: list[nn.Module] = []
+    cin = 32
+    for e, c, s in fused:
+        hidden = cin * e
+        blocks.append(FusedMBConv(cin, c, 3, s, hidden if hidden > cin else None))
+        cin = c
+    for k, e, c, s, res in mb:
+        blk = InvertedResidual(cin, c, s, e, k, act=nn.ReLU)
+        blk.use_res = blk.use_res and res
+        blocks.append(blk)
+        cin = c
+    return _finish(_EdgeNet(32, blocks, cin, 1280, num_classes, nn.ReLU, conv_logits=True))
+
+
 # ----------------------------------------------------------------------------------------------- registry
 
 ZOO: dict[str, Callable[..., nn.Module]] = {
@@ -745,10 +1066,23 @@ ZOO: dict[str, Callable[..., nn.Module]] = {
     "regnetx_400mf": regnetx_400mf,
     "tiny_cnn": tiny_cnn,
     "tiny_resnet": tiny_resnet,
+    # the Vitis AI 3.0 model zoo's TensorFlow networks (TF-slim / TPU definitions)
+    "resnet_v1_50": resnet_v1_50,
+    "resnet_v1_101": resnet_v1_101,
+    "resnet_v2_50": resnet_v2_50,
+    "inception_v1": inception_v1,
+    "inception_v3": inception_v3,
+    "mobilenet_v1_1.0": mobilenet_v1_1_0,
+    "mobilenet_v1_0.5": mobilenet_v1_0_5,
+    "mobilenet_v2_1.4": mobilenet_v2_1_4,
+    "efficientnet_lite0": efficientnet_lite0,
+    "efficientnet_edgetpu_s": efficientnet_edgetpu_s,
+    "mobilenet_edgetpu_1.0": mobilenet_edgetpu_1_0,
 }
 
 INPUT_SHAPES: dict[str, tuple[int, ...]] = {name: (1, 3, 224, 224) for name in ZOO}
-INPUT_SHAPES.update(tiny_cnn=(1, 3, 32, 32), tiny_resnet=(1, 3, 32, 32))
+INPUT_SHAPES.update({"tiny_cnn": (1, 3, 32, 32), "tiny_resnet": (1, 3, 32, 32), "inception_v3": (1, 3, 299, 299),
+                     "resnet_v2_50": (1, 3, 299, 299), "mobilenet_v1_0.5": (1, 3, 160, 160)})
 
 
 def names() -> list[str]:

@@ -5,6 +5,7 @@ Usage:
          [--cache accuracy-cache.sqlite] [--variants-dir DIR] [--quick] [--plots DIR] [--per-network]
   python benchmarks/accuracy.py --platform ort-cpu|openvino-cpu --adapt [--with-calibrate quick,full]
   python benchmarks/accuracy.py --platform zcu102
+  python benchmarks/accuracy.py --platform zcu102-vai3 [--calibration-dir ../shared/calibration]
 
 ort-cpu / openvino-cpu: builds the validation set (zoo architectures, the ANNETTE reference graphs that
 convert and export, random NAS-Bench-101 cells; none of them used in fitting), measures each network's
@@ -30,6 +31,13 @@ latencies (``annette_torch.fit.calibrate_network.loo_report``), then a hold-out 
 platform's ``latency_ms`` against the published latencies (same table of the Xilinx model zoo, same board and
 DNNDK release) of the reference-graph networks outside its calibration set (``benchmarks/data/
 zcu102_holdout_published.csv``, each row citing its source line).
+
+zcu102-vai3: the cross-validated accuracy of the Vitis AI 3.0 platform's fit
+(``annette_torch.fit.zcu102_vai3.cv_report``): 5-fold over the 500 Accel-NASBench candidates (``device_ms``)
+and leave-one-out over the 13 model-zoo networks (``latency_ms``), each fold refitting the layer models and
+end-to-end terms without its networks; beside the MACs proxy validated the same way and the DNNDK ``zcu102``
+platform on the same networks; then whether the shipped file's ``accuracy`` section holds the same figures.
+Takes about ten minutes (18 fits).
 """
 
 from __future__ import annotations
@@ -143,9 +151,52 @@ def zcu102_report() -> int:
     return 0
 
 
+def zcu102_vai3_report(calibration_dir: str | None) -> int:
+    """Cross-validated figures of the zcu102-vai3 fit beside the MACs proxy and the DNNDK platform, and whether the
+    shipped file records the same ones."""
+    from annette_torch.bench.suites import reference_dir
+    from annette_torch.fit import zcu102_vai3 as Z
+    from annette_torch.platform import load_platform
+
+    if calibration_dir is None:
+        ref = reference_dir()
+        if ref is None:
+            print("zcu102-vai3: ../shared/calibration not found; give --calibration-dir", file=sys.stderr)
+            return 1
+        calibration_dir = os.path.join(os.path.dirname(str(ref)), "calibration")
+    nas_csv = os.path.join(calibration_dir, "accel-nasbench", "zcu102_nas_candidates.csv")
+    zoo_csv = os.path.join(calibration_dir, "zcu102_vitis_ai_3.0_published.csv")
+    t = time.perf_counter()
+    rep = Z.cv_report(nas_csv, zoo_csv, progress=lambda s: print(f"  refit without {s}", file=sys.stderr, flush=True))
+    print(f"zcu102-vai3: cross-validated accuracy ({time.perf_counter() - t:.0f} s)")
+    print("\nzoo networks, latency_ms, leave-one-out:")
+    ref_col = next((k for k in rep["zoo_rows"][0] if k.endswith("_ms") and k not in
+                    ("measured_ms", "loo_pred_ms", "macs_proxy_ms")), None)
+    print(f"{'network':50s} {'published':>9s} {'LOO pred':>9s} {'err':>7s} {'MACs':>7s}" + (f" {ref_col[:-3]:>8s}" if ref_col else ""))
+    for r in rep["zoo_rows"]:
+        line = (f"{r['network']:50s} {r['measured_ms']:9.2f} {r['loo_pred_ms']:9.2f} "
+                f"{100 * (r['loo_pred_ms'] / r['measured_ms'] - 1):+6.1f}% {r['macs_proxy_ms']:7.2f}")
+        print(line + (f" {r[ref_col]:8.2f}" if ref_col else ""))
+    shipped = load_platform("zcu102-vai3").meta.get("accuracy", {})
+    same = True
+    for key, title, rec in (("nas", "NAS candidates, device_ms, 5-fold", "nas_device_ms"),
+                            ("zoo", "zoo networks, latency_ms, leave-one-out", "zoo_latency_ms")):
+        print(f"\n{title}:")
+        print(f"{'model':14s} {'MAPE':>7s} {'within 10%':>10s} {'Spearman':>9s} {'n':>4s}")
+        for model, m in rep[key].items():
+            print(f"{model:14s} {100 * m['mape']:6.1f}% {100 * m['within_10']:9.0f}% {m['spearman']:9.3f} {m['n']:4d}")
+            old = shipped.get(rec, {}).get(model)
+            if old is not None and (abs(old["mape"] - m["mape"]) > 5e-4 or abs(old["spearman"] - m["spearman"]) > 5e-4):
+                same = False
+    print("\nshipped platform file: " + ("records the same figures" if same else
+                                          "records DIFFERENT figures (rerun scripts/build_zcu102_vai3_platform.py)"))
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--platform", required=True, choices=["ort-cpu", "openvino-cpu", "zcu102"])
+    ap.add_argument("--platform", required=True, choices=["ort-cpu", "openvino-cpu", "zcu102", "zcu102-vai3"])
+    ap.add_argument("--calibration-dir", help="zcu102-vai3: folder of the board data (default ../shared/calibration)")
     ap.add_argument("--db", default="measurements.sqlite", help="benchmark store the variants are fitted from")
     ap.add_argument("--cache", default="accuracy-cache.sqlite", help="whole-network measurement cache (SQLite)")
     ap.add_argument("--variants-dir", help="folder of <variant>.json platform files (instead of fitting)")
@@ -184,6 +235,12 @@ def main() -> int:
 
     if args.platform == "zcu102":
         return zcu102_report()
+    if args.platform == "zcu102-vai3":
+        try:
+            return zcu102_vai3_report(args.calibration_dir)
+        except AnnetteError as e:
+            print(f"accuracy: {e}", file=sys.stderr)
+            return 1
 
     n_nb101 = args.n_nb101 if args.n_nb101 is not None else (10 if args.quick else 50)
     max_gops = args.max_gops if args.max_gops is not None else (4.0 if args.quick else None)

@@ -1,8 +1,8 @@
 """Search spaces as the Optuna searches see them: the `Space` protocol, one adapter per space, `get_space`.
 
 An adapter samples an architecture from an Optuna trial, builds its IR for the latency estimate and encodes
-it as a string (the key of studies, caches and accuracy tables); the IR builders live in `nb201`, `nb101`
-and `mbv2` beside this module. `space_network` builds a candidate named as ``SPACE:ARCH[:CLASSES]`` (the
+it as a string (the key of studies, caches and accuracy tables); the IR builders live in `nb201`, `nb101`,
+`mbv2` and `anb` beside this module. `space_network` builds a candidate named as ``SPACE:ARCH[:CLASSES]`` (the
 rows of ``annette adapt --latencies``).
 """
 
@@ -15,11 +15,11 @@ import numpy as np
 
 from ...errors import AnnetteError
 from ...ir import INT_COLUMNS, IRError, Network
-from . import mbv2, nb101, nb201
+from . import anb, mbv2, nb101, nb201
 from .custom import ChoiceSpace, FunctionSpace, Sample, space_from
 
-__all__ = ["Space", "NB201Space", "NB101Space", "MBV2Space", "FunctionSpace", "ChoiceSpace", "Sample", "SPACES",
-           "SpaceLike", "get_space", "same_network", "split_space_spec", "space_network"]
+__all__ = ["Space", "NB201Space", "NB101Space", "MBV2Space", "ANBSpace", "FunctionSpace", "ChoiceSpace", "Sample",
+           "SPACES", "SpaceLike", "get_space", "same_network", "split_space_spec", "space_network"]
 
 log = logging.getLogger(__name__)
 
@@ -258,6 +258,34 @@ class MBV2Space(_SpaceBase):
         return tuple(self._m.validate([op.strip() for op in text.strip().split("-")]))
 
 
+class ANBSpace(_SpaceBase):
+    """Accel-NASBench space (EfficientNet-B0 skeleton): per stage a categorical over expansion, kernel, number
+    of blocks and squeeze-excitation (`anb`). An architecture is a tuple of `anb.StageChoice`; its encoding is
+    ``e4k5l2+se-e1k3l1-...`` (`anb.encode`). Input 1x3x224x224."""
+
+    name = "anb"
+
+    def __init__(self, num_classes: int = 1000, resolution: int = 224) -> None:
+        self._m = anb
+        self.num_classes, self.resolution = num_classes, resolution
+
+    def suggest(self, trial: Any) -> Any:
+        m = self._m
+        return m.validate([(trial.suggest_categorical(f"stage {i} e", m.EXPANSIONS),
+                            trial.suggest_categorical(f"stage {i} k", m.KERNELS),
+                            trial.suggest_categorical(f"stage {i} l", m.DEPTHS[i]),
+                            trial.suggest_categorical(f"stage {i} se", (False, True))) for i in range(len(m.STAGES))])
+
+    def network(self, arch: Any) -> Network:
+        return self._m.build_network(arch, self.num_classes, self.resolution)
+
+    def encode(self, arch: Any) -> str:
+        return self._m.encode(arch)
+
+    def decode(self, text: str) -> Any:
+        return self._m.decode(text)
+
+
 def same_network(a: Network, b: Network) -> bool:
     """Same layers (names, types, integer columns) and edges."""
     return (a.names == b.names and np.array_equal(a.types, b.types) and np.array_equal(a.edges, b.edges)
@@ -265,7 +293,8 @@ def same_network(a: Network, b: Network) -> bool:
 
 
 #: search-space name -> adapter class
-SPACES: dict[str, type] = {"nb201": NB201Space, "nb101": NB101Space, "mbv2": MBV2Space}
+SPACES: dict[str, type] = {"nb201": NB201Space, "nb101": NB101Space, "mbv2": MBV2Space, "anb": ANBSpace,
+                           "accel-nasbench": ANBSpace}
 
 #: what `get_space` and the searches take: a shipped space's name, a `Space`, a dict of choices (with
 #: ``build``) or a function ``trial -> model``
@@ -274,7 +303,7 @@ SpaceLike = Union[str, Space, Mapping[str, Any], Callable[..., Any]]
 
 def get_space(space: SpaceLike, input_shape: Sequence[int] | None = None,
               build: Callable[..., Any] | None = None) -> Space:
-    """An adapter by name (``nb201``, ``nb101``, ``mbv2``); ``space`` itself when it is one; a function
+    """An adapter by name (``nb201``, ``nb101``, ``mbv2``, ``anb`` / ``accel-nasbench``); ``space`` itself when it is one; a function
     ``trial -> model`` (`FunctionSpace`, with ``input_shape`` for an nn.Module) or a dict of choices with
     ``build(**params) -> model`` (`ChoiceSpace`)."""
     if isinstance(space, Mapping) or (callable(space) and not isinstance(space, type)
