@@ -338,11 +338,13 @@ class Estimate:
         return out
 
     def to_dict(self, per_layer: bool = True) -> dict[str, Any]:
-        """JSON-ready summary: network, platform (and its file), latency_ms with its definition, device_ms
+        """JSON-ready summary: network, platform (its file and the toolchain release it models, where it says),
+        latency_ms with its definition, device_ms
         time by type, unknown layers, layers; on a platform with operator support
         also the accelerator, host and switch parts, the host-run and the flagged layers."""
         d: dict[str, Any] = {"network": self.network.name, "platform": self.platform.name,
-                             "platform_file": self.platform.source, "latency_ms": self.latency_ms,
+                             "platform_file": self.platform.source, "toolchain": self.platform.meta.get("toolchain"),
+                             "latency_ms": self.latency_ms,
                              "latency_definition": self.latency_definition, "device_ms": self.device_ms,
                              "layers_in": len(self.network),
                              "layers_executed": len(self.mapped.kept), "by_type_ms": self.by_type(),

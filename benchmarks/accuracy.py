@@ -4,7 +4,7 @@ Usage:
   python benchmarks/accuracy.py --platform ort-cpu|openvino-cpu [--db measurements.sqlite]
          [--cache accuracy-cache.sqlite] [--variants-dir DIR] [--quick] [--plots DIR] [--per-network]
   python benchmarks/accuracy.py --platform ort-cpu|openvino-cpu --adapt [--with-calibrate quick,full]
-  python benchmarks/accuracy.py --platform zcu102
+  python benchmarks/accuracy.py --platform zcu102-dnndk
   python benchmarks/accuracy.py --platform zcu102-vai3 [--calibration-dir ../shared/calibration]
 
 ort-cpu / openvino-cpu: builds the validation set (zoo architectures, the ANNETTE reference graphs that
@@ -26,7 +26,7 @@ N = 0, 1, 3, 5, 10 calibration networks measured here (in the same passes as the
 drift of the machine's speed moves both alike), with the wall time of a real ``annette adapt`` run for each
 (``--with-calibrate quick,full`` adds ``annette calibrate`` runs beside it).
 
-zcu102: the leave-one-out report of the network-level calibration against the published end-to-end
+zcu102-dnndk: the leave-one-out report of the network-level calibration against the published end-to-end
 latencies (``annette_torch.fit.calibrate_network.loo_report``), then a hold-out check: the shipped
 platform's ``latency_ms`` against the published latencies (same table of the Xilinx model zoo, same board and
 DNNDK release) of the reference-graph networks outside its calibration set (``benchmarks/data/
@@ -35,7 +35,7 @@ zcu102_holdout_published.csv``, each row citing its source line).
 zcu102-vai3: the cross-validated accuracy of the Vitis AI 3.0 platform's fit
 (``annette_torch.fit.zcu102_vai3.cv_report``): 5-fold over the 500 Accel-NASBench candidates (``device_ms``)
 and leave-one-out over the 13 model-zoo networks (``latency_ms``), each fold refitting the layer models and
-end-to-end terms without its networks; beside the MACs proxy validated the same way and the DNNDK ``zcu102``
+end-to-end terms without its networks; beside the MACs proxy validated the same way and the DNNDK ``zcu102-dnndk``
 platform on the same networks; then whether the shipped file's ``accuracy`` section holds the same figures.
 Takes about ten minutes (18 fits).
 """
@@ -95,7 +95,7 @@ HOLDOUT_ZCU102 = pathlib.Path(__file__).resolve().parent / "data" / "zcu102_hold
 
 
 def zcu102_holdout() -> None:
-    """The shipped zcu102 platform's latency_ms against published latencies of networks it was not calibrated on."""
+    """The shipped zcu102-dnndk platform's latency_ms against published latencies of networks it was not calibrated on."""
     from scipy.stats import spearmanr
 
     from annette_torch.bench.suites import reference_dir
@@ -106,7 +106,7 @@ def zcu102_holdout() -> None:
     if reference_dir() is None:
         print("hold-out: skipped (../shared/annette-reference not found)")
         return
-    plat = load_platform("zcu102")
+    plat = load_platform("zcu102-dnndk")
     fitted_on = set(plat.end_to_end.fitted_on if plat.end_to_end is not None else ())
     with open(HOLDOUT_ZCU102, encoding="utf-8") as f:
         notes = {r["graph"]: r["note"] for r in csv.DictReader(f)}
@@ -129,14 +129,14 @@ def zcu102_holdout() -> None:
 
 
 def zcu102_report() -> int:
-    """Leave-one-out table of the zcu102 network-level calibration against the published latencies."""
+    """Leave-one-out table of the zcu102-dnndk network-level calibration against the published latencies."""
     from scipy.stats import spearmanr
 
     from annette_torch.fit.calibrate_network import loo_report
 
     rep = loo_report()
     rows = rep["rows"]
-    print("zcu102: network-level calibration against the published end-to-end latencies, leave-one-out")
+    print("zcu102-dnndk: network-level calibration against the published end-to-end latencies, leave-one-out")
     print(f"{'graph':22s} {'measured ms':>11s} {'layer model':>11s} {'LOO pred':>9s} {'LOO err':>8s}")
     for r in rows:
         print(f"{r['graph']:22s} {r['measured_ms']:11.2f} {r['layer_model_ms']:11.2f} {r['loo_pred_ms']:9.2f} "
@@ -195,7 +195,7 @@ def zcu102_vai3_report(calibration_dir: str | None) -> int:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--platform", required=True, choices=["ort-cpu", "openvino-cpu", "zcu102", "zcu102-vai3"])
+    ap.add_argument("--platform", required=True, choices=["ort-cpu", "openvino-cpu", "zcu102", "zcu102-dnndk", "zcu102-vai3"])
     ap.add_argument("--calibration-dir", help="zcu102-vai3: folder of the board data (default ../shared/calibration)")
     ap.add_argument("--db", default="measurements.sqlite", help="benchmark store the variants are fitted from")
     ap.add_argument("--cache", default="accuracy-cache.sqlite", help="whole-network measurement cache (SQLite)")
@@ -233,9 +233,9 @@ def main() -> int:
     else:  # reference graphs that are skipped anyway need no warnings about their unsupported layers
         logging.getLogger("annette_torch.frontends").setLevel(logging.ERROR)
 
-    if args.platform == "zcu102":
+    if args.platform == "zcu102-dnndk":
         return zcu102_report()
-    if args.platform == "zcu102-vai3":
+    if args.platform in ("zcu102", "zcu102-vai3"):  # (zcu102: the current toolchain's platform, zcu102-vai3)
         try:
             return zcu102_vai3_report(args.calibration_dir)
         except AnnetteError as e:

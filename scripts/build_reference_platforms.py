@@ -1,4 +1,4 @@
-"""Build the shipped zcu102 platform file (and its copy under the stable name ``zcu102-dnndk``) from the original ANNETTE release's published models, with its
+"""Build the shipped ``zcu102-dnndk`` platform file (the ZCU102 under DNNDK v3.1) from the original ANNETTE release's published models, with its
 network-level calibration against the published ZCU102 latencies (ncs2 is fitted from NCS2 reports by
 ``scripts/build_ncs2_platform.py``).
 
@@ -112,7 +112,7 @@ def calibrate_zcu102(plat: Platform) -> Platform:
     return Platform.from_dict(d, "zcu102")
 
 
-#: the DNNDK model under its stable name: the same content as ``zcu102``, saying which release it models
+#: the DNNDK model's shipped name (``zcu102`` names the current toolchain's platform, zcu102-vai3)
 DNNDK_ALIAS = "zcu102-dnndk"
 
 
@@ -156,11 +156,12 @@ def main() -> None:
             plat = calibrate_zcu102(plat)
         if "support" in spec:  # after the calibration: its networks run on the DPU alone
             plat = Platform.from_dict({**plat.to_dict(), "support": spec["support"]}, name)
+        if name == "zcu102":  # shipped under its toolchain's name: `zcu102` itself is the current toolchain's
+            write_dnndk_alias(plat)
+            continue
         path = OUT / f"{name}.json"
         plat.save(path)
         print(f"wrote {path}: {plat}")
-        if name == "zcu102":
-            write_dnndk_alias(plat)
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@ Run from the repository root: ``python scripts/build_zcu102_vai3_platform.py [..
 Data: ``accel-nasbench/zcu102_nas_candidates.csv`` (VART device time of 500 NAS candidates) and
 ``zcu102_vitis_ai_3.0_published.csv`` (the Vitis AI 3.0 model zoo's end-to-end latency of 13 networks). The
 fit, its cross-validation (5 folds over the NAS candidates, leave-one-out over the zoo networks) and the
-comparison with the MACs proxy and the DNNDK ``zcu102`` platform are `annette_torch.fit.zcu102_vai3`'s; the
+comparison with the MACs proxy and the DNNDK ``zcu102-dnndk`` platform are `annette_torch.fit.zcu102_vai3`'s; the
 figures go into the file's ``accuracy`` section, and ``benchmarks/accuracy.py --platform zcu102-vai3``
 recomputes them. Takes about ten minutes (19 fits).
 """

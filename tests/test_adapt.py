@@ -109,7 +109,7 @@ def test_a_board_is_adapted_from_the_users_latencies(tmp_path, monkeypatch):
 ])
 def test_every_bad_latencies_csv_is_one_error_line(tmp_path, capsys, rows, needle):
     path = tmp_path / "missing.csv" if rows is None else _latencies_csv(tmp_path, rows)
-    assert main(["adapt", "-p", "zcu102", "--latencies", str(path)]) == 1
+    assert main(["adapt", "-p", "zcu102-dnndk", "--latencies", str(path)]) == 1
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and needle in err and err.startswith("annette: error:")
 
@@ -117,12 +117,12 @@ def test_every_bad_latencies_csv_is_one_error_line(tmp_path, capsys, rows, needl
 def test_a_csv_without_the_columns_is_one_error_line(tmp_path, capsys):
     path = tmp_path / "lat.csv"
     path.write_text("net,ms\nresnet18,3\n")
-    assert main(["adapt", "-p", "zcu102", "--latencies", str(path)]) == 1
+    assert main(["adapt", "-p", "zcu102-dnndk", "--latencies", str(path)]) == 1
     assert "columns input_shape, latency_ms, model missing" in capsys.readouterr().err
 
 
 def test_a_board_without_latencies_is_refused(capsys):
-    assert main(["adapt", "-p", "zcu102"]) == 1
+    assert main(["adapt", "-p", "zcu102-dnndk"]) == 1
     err = capsys.readouterr().err
     assert "cannot be measured on this machine" in err and "--latencies" in err
     with pytest.raises(AdaptError):

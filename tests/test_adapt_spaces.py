@@ -72,11 +72,11 @@ def test_nb101_and_mbv2_rows(tmp_path):
 def test_a_board_is_adapted_from_nb201_cells_through_the_cli(tmp_path, capsys):
     """A board 1.6x slower than zcu102's end-to-end model, plus 0.2 ms: the adapted file predicts the rest."""
     archs = [nb201.index_to_arch(i) for i in range(12)]
-    base = at.load_platform("zcu102")
+    base = at.load_platform("zcu102-dnndk")
     truth = {a: 1.6 * at.estimate(nb201.build_network(a, num_classes=100), base).latency_ms + 0.2 for a in archs}
     path = _write(tmp_path / "lat.csv", [(f"nb201:{a}:100", "", f"{truth[a]:.9g}") for a in archs[:10]])
     out = tmp_path / "board.json"
-    assert main(["adapt", "-p", "zcu102", "--latencies", str(path), "--out", str(out)]) == 0
+    assert main(["adapt", "-p", "zcu102-dnndk", "--latencies", str(path), "--out", str(out)]) == 0
     text = capsys.readouterr().out
     assert "nb201#0:100" in text and "10 networks" in text
     board = at.load_platform(str(out))
@@ -86,14 +86,14 @@ def test_a_board_is_adapted_from_nb201_cells_through_the_cli(tmp_path, capsys):
 
 
 def test_the_python_form_takes_networks_modules_and_names(tmp_path):
-    base = at.load_platform("zcu102")
+    base = at.load_platform("zcu102-dnndk")
     nets = [nb201.build_network(nb201.index_to_arch(i)) for i in CELLS]
     module = nb201.build_module(nb201.index_to_arch(3))
     truth = lambda net: 1.3 * at.estimate(net, base).latency_ms  # noqa: E731
     pairs = [(n, truth(n)) for n in nets]
     pairs.append((module, truth(nb201.build_network(nb201.index_to_arch(3))), nb201.INPUT_SHAPE))
     pairs.append((f"nb201:{nb201.index_to_arch(5)}", truth(nb201.build_network(nb201.index_to_arch(5)))))
-    res = adapt("zcu102", latencies=pairs, save=False)
+    res = adapt("zcu102-dnndk", latencies=pairs, save=False)
     assert res.names[-2:] == ["TinyNetwork-5", "nb201#5"]
     assert len(res.names) == 7 and res.mape_after < 0.01
     assert "given in Python" in res.platform.meta["end_to_end"]["predicts"] or \
@@ -117,7 +117,7 @@ def test_the_python_form_takes_networks_modules_and_names(tmp_path):
 def test_a_bad_space_row_is_one_error_line_naming_the_row(tmp_path, capsys, model, shape, needle):
     good = (f"nb201:{CONV3}", "", "1.0")
     path = _write(tmp_path / "lat.csv", [good, (model, shape, "1.0"), good])
-    assert main(["adapt", "-p", "zcu102", "--latencies", str(path)]) == 1
+    assert main(["adapt", "-p", "zcu102-dnndk", "--latencies", str(path)]) == 1
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and err.startswith("annette: error:")
     assert "line 3" in err and needle in err
@@ -146,9 +146,9 @@ def test_a_bad_python_pair_is_one_error_line_naming_its_position(item, needle):
 
 def test_too_few_pairs_are_refused():
     with pytest.raises(AdaptError, match="at least 3"):
-        adapt("zcu102", latencies=[(nb201.build_network(CONV3), 1.0)] * 2, save=False)
+        adapt("zcu102-dnndk", latencies=[(nb201.build_network(CONV3), 1.0)] * 2, save=False)
     with pytest.raises(AdaptError, match="at least 3"):
-        adapt("zcu102", latencies=[], save=False)
+        adapt("zcu102-dnndk", latencies=[], save=False)
 
 
 _ARCH_CHARS = st.sampled_from(list("|+~:0123 ") + ["none", "skip_connect", "nor_conv_1x1", "nor_conv_3x3",

@@ -148,10 +148,10 @@ def test_ingest_job_folder_and_corrupt_report(tmp_path):
     fixtures = HERE / "fixtures" / "dpu"
     reports = sorted(p for p in fixtures.iterdir() if p.is_file() and "trunc" not in p.name and "unknown" not in p.name)
     db = tmp_path / "m.sqlite"
-    assert ingest_reports([str(reports[0])], "zcu102", str(db)) == (1, 0, 0)
-    assert ingest_reports([str(reports[0])], "zcu102", str(db)) == (0, 0, 1)  # again: kept, not duplicated
+    assert ingest_reports([str(reports[0])], "zcu102-dnndk", str(db)) == (1, 0, 0)
+    assert ingest_reports([str(reports[0])], "zcu102-dnndk", str(db)) == (0, 0, 1)  # again: kept, not duplicated
     trunc = [p for p in fixtures.iterdir() if "trunc" in p.name]
     assert trunc, "fixture with a truncated report expected"
     db2 = tmp_path / "m2.sqlite"
-    assert ingest_reports([str(trunc[0])], "zcu102", str(db2)) == (0, 1, 0)
+    assert ingest_reports([str(trunc[0])], "zcu102-dnndk", str(db2)) == (0, 1, 0)
     assert not db2.exists() or Store(db2).counts() == {}

@@ -88,11 +88,11 @@ def test_cpu_calibration_fits_a_signed_depthwise_scale():
 
 
 def test_zcu102_leave_one_out_within_target(ref_dir):
-    rep = loo_report("zcu102")
+    rep = loo_report("zcu102-dnndk")
     assert len(rep["rows"]) == 10
     assert rep["uncalibrated_mape"] > 0.3  # the published layer models alone are far off the e2e figures
     assert rep["loo_mape"] <= 0.08  # the target for networks outside the calibration set
-    shipped = at.load_platform("zcu102").end_to_end
+    shipped = at.load_platform("zcu102-dnndk").end_to_end
     assert shipped is not None and shipped.coef == pytest.approx(rep["calibration"].coef)
 
 
@@ -103,7 +103,7 @@ def test_zcu102_holdout_networks_are_outside_the_calibration_and_scored(ref_dir,
 
     mod = accuracy_benchmark
     rows = list(csv.DictReader(open(mod.HOLDOUT_ZCU102, encoding="utf-8")))
-    calibrated = set(at.load_platform("zcu102").end_to_end.fitted_on)
+    calibrated = set(at.load_platform("zcu102-dnndk").end_to_end.fitted_on)
     assert len(calibrated) == 10 and len(rows) >= 10
     for r in rows:
         assert r["graph"] not in calibrated and (ref_dir / "graphs" / f"{r['graph']}.json").is_file()
@@ -115,7 +115,7 @@ def test_zcu102_holdout_networks_are_outside_the_calibration_and_scored(ref_dir,
 
 
 def test_estimate_reports_end_to_end(ref_dir):
-    e = at.estimate(str(ref_dir / "graphs" / "cf_resnet50.json"), "zcu102")
+    e = at.estimate(str(ref_dir / "graphs" / "cf_resnet50.json"), "zcu102-dnndk")
     assert e.e2e_ms is not None and e.e2e_ms > e.device_ms
     assert abs(e.e2e_ms / 12.85 - 1) < 0.1  # published 12.85 ms
     assert "e2e_ms" in e.to_dict(per_layer=False)

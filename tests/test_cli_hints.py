@@ -22,13 +22,13 @@ def run(capsys, *argv: str) -> tuple[int, str]:
 
 
 @pytest.mark.parametrize("argv, expected", [
-    (["estimate", "resnet18", "--platfrom", "zcu102"], "unknown option --platfrom; did you mean --platform?"),
-    (["estimate", "--platfrom", "zcu102", "resnet18"], "unknown option --platfrom; did you mean --platform?"),
+    (["estimate", "resnet18", "--platfrom", "zcu102-dnndk"], "unknown option --platfrom; did you mean --platform?"),
+    (["estimate", "--platfrom", "zcu102-dnndk", "resnet18"], "unknown option --platfrom; did you mean --platform?"),
     (["estimate", "resnet18", "--platfrom=zcu102"], "unknown option --platfrom; did you mean --platform?"),
     (["estimate", "resnet18", "--per-layr"], "unknown option --per-layr; did you mean --per-layer?"),
-    (["estimate", "resnet18", "--Platform", "zcu102"], "unknown option --Platform; did you mean --platform?"),
+    (["estimate", "resnet18", "--Platform", "zcu102-dnndk"], "unknown option --Platform; did you mean --platform?"),
     # a required option missing because it was mistyped: the typo is the news, not the missing option
-    (["adapt", "--platfrom", "zcu102"], "unknown option --platfrom; did you mean --platform?"),
+    (["adapt", "--platfrom", "zcu102-dnndk"], "unknown option --platfrom; did you mean --platform?"),
     (["bench", "export", "--ot", "x.csv"], "unknown option --ot; did you mean --out?"),
     (["bench", "-p", "export", "--lst"], "unknown option --lst; did you mean --list?"),  # -p's value, not ACTION
     (["estmate", "resnet18"], "unknown command 'estmate'; did you mean 'estimate'?"),

@@ -42,11 +42,11 @@ MISSING_FOLDER_CASES = [
     (["estimate", "tiny_cnn", "--plot", "M/x.png"], "--plot"),
     (["bench", "export", "--db", "T/none.sqlite", "--out", "M/x.csv"], "--out"),
     (["bench", "-p", "ort-cpu", "-s", "conv", "--db", "M/x.sqlite"], "--db"),
-    (["bench", "-p", "zcu102", "-s", "conv", "--db", "T/s.sqlite", "--jobs-dir", "M/jobs"], "--jobs-dir"),
+    (["bench", "-p", "zcu102-dnndk", "-s", "conv", "--db", "T/s.sqlite", "--jobs-dir", "M/jobs"], "--jobs-dir"),
     (["bench", "ingest", "--db", "M/x.sqlite", "T"], "--db"),
     (["calibrate", "-p", "ort-cpu", "--db", "M/x.sqlite"], "--db"),
     (["calibrate", "-p", "ort-cpu", "--db", "T/s.sqlite", "--out", "M/p.json"], "--out"),
-    (["adapt", "-p", "zcu102", "--latencies", "T/none.csv", "--out", "M/p.json"], "--out"),
+    (["adapt", "-p", "zcu102-dnndk", "--latencies", "T/none.csv", "--out", "M/p.json"], "--out"),
     (["pareto", "--out", "M/x.png"], "--out"),
     (["pareto", "--out", "T/x.png", "--csv", "M/x.csv"], "--csv"),
     (["pareto", "--out", "M/x.png", "--csv", "T/x.csv"], "--out"),
@@ -91,7 +91,7 @@ def test_an_unknown_chart_extension_is_one_error_line(capsys, tmp_path, argv):
 @pytest.mark.parametrize("name, magic", [("c.png", PNG), ("c.PNG", PNG), ("c.pdf", PDF), ("c.svg", b"<svg")])
 def test_estimate_plot_writes_the_format_its_extension_names(capsys, tmp_path, name, magic):
     path = tmp_path / name
-    code, out, err = run(capsys, "estimate", "tiny_cnn", "-p", "zcu102,ncs2", "--plot", path)
+    code, out, err = run(capsys, "estimate", "tiny_cnn", "-p", "zcu102-dnndk,ncs2", "--plot", path)
     assert code == 0, err
     data = path.read_bytes()
     assert (magic in data[:400]) if magic == b"<svg" else data.startswith(magic), data[:40]
@@ -105,7 +105,7 @@ def test_library_charts_refuse_a_missing_folder_and_create_none(tmp_path):
 
     net = trace(zoo.get("tiny_cnn"), zoo.INPUT_SHAPES["tiny_cnn"], name="tiny_cnn")
     with pytest.raises(AnnetteError, match="does not exist"):
-        plot_breakdown(estimate(net, "zcu102"), tmp_path / "sub" / "x.png")
+        plot_breakdown(estimate(net, "zcu102-dnndk"), tmp_path / "sub" / "x.png")
     with pytest.raises(AnnetteError, match="unknown chart format"):
         plot_pred_vs_measured({"a": ([1.0, 2.0], [1.1, 2.1])}, tmp_path / "x.bmp")
     assert list(tmp_path.iterdir()) == []

@@ -20,7 +20,7 @@ def estimates():
     from annette_torch.frontends.fx import trace
 
     net = trace(zoo.get("tiny_cnn"), zoo.INPUT_SHAPES["tiny_cnn"], name="tiny_cnn")
-    return [estimate(net, "zcu102"), estimate(net, "ncs2")]
+    return [estimate(net, "zcu102-dnndk"), estimate(net, "ncs2")]
 
 
 def _with_switches(est, values):

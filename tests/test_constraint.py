@@ -43,7 +43,7 @@ def _objective(constraint):
 
 @pytest.mark.parametrize("sampler", ["tpe", "nsga2", "nsga3", "gp"])
 def test_every_sampler_sees_the_constraint(sampler):
-    c = LatencyConstraint("zcu102", latency_ms=0.45, input_shape=SHAPE)
+    c = LatencyConstraint("zcu102-dnndk", latency_ms=0.45, input_shape=SHAPE)
     make = {"tpe": lambda: optuna.samplers.TPESampler(seed=0, n_startup_trials=5, **c.sampler_kwargs()),
             "nsga2": lambda: optuna.samplers.NSGAIISampler(seed=0, population_size=6, **c.sampler_kwargs()),
             "nsga3": lambda: optuna.samplers.NSGAIIISampler(seed=0, population_size=6, **c.sampler_kwargs()),
@@ -52,7 +52,7 @@ def test_every_sampler_sees_the_constraint(sampler):
     study.optimize(_objective(c), n_trials=14)
     for t in study.trials:
         ms = t.user_attrs["latency_ms"]
-        assert ms == pytest.approx(at.estimate(_model(t.params["width"], t.params["depth"]), "zcu102", SHAPE).latency_ms)
+        assert ms == pytest.approx(at.estimate(_model(t.params["width"], t.params["depth"]), "zcu102-dnndk", SHAPE).latency_ms)
         assert t.system_attrs.get("constraints:latency", t.user_attrs["constraint"][0]) == pytest.approx(ms - 0.45)
     feasible = [t for t in study.trials if c.feasible(t)]
     assert feasible and all(t.user_attrs["latency_ms"] <= 0.45 for t in feasible)
@@ -61,7 +61,7 @@ def test_every_sampler_sees_the_constraint(sampler):
 
 
 def test_cache_key_is_the_architecture_not_the_object():
-    c = LatencyConstraint("zcu102", latency_ms=1.0, input_shape=SHAPE)
+    c = LatencyConstraint("zcu102-dnndk", latency_ms=1.0, input_shape=SHAPE)
     a, b = c.predict(_model(16, 2)), c.predict(_model(16, 2))
     assert a == b and c.misses == 1
     c.predict(_model(16, 3))
@@ -72,22 +72,22 @@ def test_cache_key_is_the_architecture_not_the_object():
 
 
 def test_latency_kind_margin_and_bad_arguments():
-    dev = LatencyConstraint("zcu102", latency_ms=1.0, input_shape=SHAPE, latency="device")
-    est = at.estimate(_model(32, 2), "zcu102", SHAPE)
+    dev = LatencyConstraint("zcu102-dnndk", latency_ms=1.0, input_shape=SHAPE, latency="device")
+    est = at.estimate(_model(32, 2), "zcu102-dnndk", SHAPE)
     assert dev.predict(_model(32, 2)) == pytest.approx(est.device_ms)
-    lat = LatencyConstraint("zcu102", latency_ms=1.0, input_shape=SHAPE)
+    lat = LatencyConstraint("zcu102-dnndk", latency_ms=1.0, input_shape=SHAPE)
     assert lat.predict(_model(32, 2)) == pytest.approx(est.latency_ms)
-    assert LatencyConstraint("zcu102", latency_ms=2.0, input_shape=SHAPE, margin=0.1).budget_ms == pytest.approx(1.8)
+    assert LatencyConstraint("zcu102-dnndk", latency_ms=2.0, input_shape=SHAPE, margin=0.1).budget_ms == pytest.approx(1.8)
     for bad in (dict(latency_ms=0), dict(latency_ms=float("nan")), dict(latency_ms=1, margin=1.0),
                 dict(latency_ms=1, latency="e2e")):
         with pytest.raises(AnnetteError):
-            LatencyConstraint("zcu102", input_shape=SHAPE, **bad)
+            LatencyConstraint("zcu102-dnndk", input_shape=SHAPE, **bad)
 
 
 def test_old_optuna_gets_a_constraints_func(monkeypatch):
     import annette_torch.search.constraint as mod
     monkeypatch.setattr(mod, "has_set_constraint", lambda: False)
-    c = LatencyConstraint("zcu102", latency_ms=0.45, input_shape=SHAPE)
+    c = LatencyConstraint("zcu102-dnndk", latency_ms=0.45, input_shape=SHAPE)
     kw = c.sampler_kwargs()
     assert kw["constraints_func"] == c.constraints_func
     study = optuna.create_study(direction="maximize")
@@ -101,7 +101,7 @@ def test_a_repeated_architecture_is_estimated_once():
     """A new architecture is traced and estimated, a repeated one (a fresh module of the same structure)
     is a cache hit. (The time either adds to a trial: benchmarks/constraint_overhead.py.)"""
     from annette_torch import zoo
-    c = LatencyConstraint("zcu102", latency_ms=10.0, input_shape=(1, 3, 224, 224))
+    c = LatencyConstraint("zcu102-dnndk", latency_ms=10.0, input_shape=(1, 3, 224, 224))
     study = optuna.create_study()
     new = []
     for i in range(3):
@@ -148,25 +148,25 @@ def _supernet():
 @pytest.mark.parametrize("latency", ["latency", "device"])
 def test_from_supernet_matches_full_estimates(latency):
     model = _supernet()
-    table = LatencyTable.from_supernet(model, "zcu102", (1, 3, 64, 64), latency=latency)
+    table = LatencyTable.from_supernet(model, "zcu102-dnndk", (1, 3, 64, 64), latency=latency)
     assert table.ops == [["c3", "c5", "skip"]] * 3 and table.lat[0, 2] == 0
     for path in ([0, 0, 0], [1, 2, 0], [2, 2, 2], [1, 1, 1]):
         for b, k in zip(model.blocks, path):
             b.active = k
-        est = at.estimate(model, "zcu102", (1, 3, 64, 64))
+        est = at.estimate(model, "zcu102-dnndk", (1, 3, 64, 64))
         assert table.exact(path) == pytest.approx(est.latency_ms if latency == "latency" else est.device_ms, rel=1e-9)
 
 
 def test_build_takes_modules():
     cands = [[nn.Conv2d(16, 16, k, padding=k // 2) for k in (1, 3)], [nn.Identity(), None]]
-    t = LatencyTable.build(cands, "zcu102", input_shapes=[(1, 16, 32, 32)] * 2, latency="device")
+    t = LatencyTable.build(cands, "zcu102-dnndk", input_shapes=[(1, 16, 32, 32)] * 2, latency="device")
     net = at.trace(cands[0][1], (1, 16, 32, 32))
-    assert t.lat[0, 1] == pytest.approx(at.estimate(net, "zcu102").device_ms - at.estimate(net, "zcu102").time_ms[0])
+    assert t.lat[0, 1] == pytest.approx(at.estimate(net, "zcu102-dnndk").device_ms - at.estimate(net, "zcu102-dnndk").time_ms[0])
     assert t.lat[1, 0] == 0 and t.lat[1, 1] == 0
-    nets = LatencyTable.build([[at.trace(c, (1, 16, 32, 32)) for c in cands[0]]], "zcu102", fixed=0.5, latency="device")
+    nets = LatencyTable.build([[at.trace(c, (1, 16, 32, 32)) for c in cands[0]]], "zcu102-dnndk", fixed=0.5, latency="device")
     assert nets.fixed_ms == 0.5 and np.allclose(nets.lat[0], t.lat[0])
     with pytest.raises(AnnetteError, match="input_shape"):
-        LatencyTable.build(cands, "zcu102")
+        LatencyTable.build(cands, "zcu102-dnndk")
 
 
 @pytest.mark.slow
@@ -175,12 +175,12 @@ def test_proxyless_derived_architecture_meets_the_target(fraction):
     from annette_torch.search.proxyless import search
     from annette_torch.search.spaces import mbv2
     torch.set_num_threads(1)
-    table = mbv2.latency_table("zcu102")
+    table = mbv2.latency_table("zcu102-dnndk")
     lo, hi = table.extremes()
     target = lo + fraction * (hi - lo)
-    res = search("zcu102", latency_ms=target, epochs=1, table=table, width_mult=0.125, progress=False)
+    res = search("zcu102-dnndk", latency_ms=target, epochs=1, table=table, width_mult=0.125, progress=False)
     assert abs(res.predicted_ms - target) <= 0.05 * target
-    assert res.predicted_ms == pytest.approx(at.estimate(mbv2.build_network(res.choices), "zcu102").latency_ms)
+    assert res.predicted_ms == pytest.approx(at.estimate(mbv2.build_network(res.choices), "zcu102-dnndk").latency_ms)
     assert res.argmax_ms == pytest.approx(res.history[-1].argmax_ms)
     assert len(repr(res)) < 300 and "target" in repr(res)
 
@@ -188,17 +188,17 @@ def test_proxyless_derived_architecture_meets_the_target(fraction):
 def test_proxyless_target_is_the_keyword_latency_ms_and_bad_targets_are_one_line():
     from annette_torch.search.proxyless import ProxylessSearch
     from annette_torch.search.spaces import mbv2
-    table = mbv2.latency_table("zcu102")
-    s = ProxylessSearch("zcu102", latency_ms=3.0, table=table, width_mult=0.125)
+    table = mbv2.latency_table("zcu102-dnndk")
+    s = ProxylessSearch("zcu102-dnndk", latency_ms=3.0, table=table, width_mult=0.125)
     assert s.latency_ms == 3.0
     with pytest.raises(TypeError, match="target_ms"):
-        ProxylessSearch("zcu102", target_ms=3.0, table=table, width_mult=0.125)
+        ProxylessSearch("zcu102-dnndk", target_ms=3.0, table=table, width_mult=0.125)
     with pytest.raises(TypeError):
-        ProxylessSearch("zcu102", 3.0, table=table, width_mult=0.125)
+        ProxylessSearch("zcu102-dnndk", 3.0, table=table, width_mult=0.125)
     with pytest.raises(AnnetteError, match="positive"):
-        ProxylessSearch("zcu102", latency_ms=float("nan"), table=table, width_mult=0.125)
+        ProxylessSearch("zcu102-dnndk", latency_ms=float("nan"), table=table, width_mult=0.125)
     with pytest.raises(AnnetteError, match="outside the space's range"):
-        ProxylessSearch("zcu102", latency_ms=0.1, table=table, width_mult=0.125)
+        ProxylessSearch("zcu102-dnndk", latency_ms=0.1, table=table, width_mult=0.125)
 
 
 def test_passwords_are_masked():
@@ -289,10 +289,10 @@ def test_proxyless_on_a_user_supernet_named_by_a_choices_function():
     torch.manual_seed(0)
     model, choices = _plain_supernet_and_choices()
     with pytest.raises(AnnetteError, match="supernet="):
-        ProxylessSearch("zcu102", latency_ms=1.0, choices=choices)
-    table = LatencyTable.from_supernet(_plain_supernet_and_choices()[0], "zcu102", (1, 1, 8, 8), choices=choices)
+        ProxylessSearch("zcu102-dnndk", latency_ms=1.0, choices=choices)
+    table = LatencyTable.from_supernet(_plain_supernet_and_choices()[0], "zcu102-dnndk", (1, 1, 8, 8), choices=choices)
     target = table.exact([0, 1])  # an architecture of the space: the derived one must end within 5% of it
-    s = ProxylessSearch("zcu102", latency_ms=target, supernet=model, input_shape=(1, 1, 8, 8), choices=choices)
+    s = ProxylessSearch("zcu102-dnndk", latency_ms=target, supernet=model, input_shape=(1, 1, 8, 8), choices=choices)
     assert isinstance(model.b1, Choice) and len(model.b1.candidates) == 3  # wrapped in place, so training reaches them
     assert s.table.ops == table.ops and np.allclose(s.table.lat, table.lat)
     train, val = digits_loaders(64, seed=0)
@@ -301,7 +301,7 @@ def test_proxyless_on_a_user_supernet_named_by_a_choices_function():
     path = [s.table.ops[b].index(c) for b, c in enumerate(res.choices)]
     for b, k in zip((model.b1, model.b2), path):
         b.active = k
-    assert res.predicted_ms == pytest.approx(at.estimate(model, "zcu102", (1, 1, 8, 8)).latency_ms, rel=1e-9)
+    assert res.predicted_ms == pytest.approx(at.estimate(model, "zcu102-dnndk", (1, 1, 8, 8)).latency_ms, rel=1e-9)
     assert abs(res.predicted_ms - target) <= 0.05 * target
 
 

@@ -28,7 +28,7 @@ def _net(name="n", width=16):
     return b.build()
 
 
-@pytest.mark.parametrize("platform", ["zcu102", "ncs2"])
+@pytest.mark.parametrize("platform", ["zcu102-dnndk", "ncs2"])
 def test_every_layer_gets_a_time_and_totals_add_up(platform):
     e = at.estimate(_net(), platform)
     rows = e.table()
@@ -42,7 +42,7 @@ def test_every_layer_gets_a_time_and_totals_add_up(platform):
 
 
 def test_fusion_is_reported_on_zcu102():
-    e = at.estimate(_net(), "zcu102")
+    e = at.estimate(_net(), "zcu102-dnndk")
     rows = {r["name"]: r for r in e.table()}
     assert rows["bn"]["fused_into"] == "conv" and rows["relu"]["fused_into"] == "conv"
     assert rows["pool"]["fused_into"] == "conv"  # DNNDK fuses max pools into the convolution
@@ -52,7 +52,7 @@ def test_fusion_is_reported_on_zcu102():
 
 
 def test_to_dict_and_csv():
-    e = at.estimate(_net(), "zcu102")
+    e = at.estimate(_net(), "zcu102-dnndk")
     d = json.loads(json.dumps(e.to_dict()))
     assert d["device_ms"] == pytest.approx(e.device_ms) and len(d["layers"]) == len(e.network)
     rows = list(csv.DictReader(io.StringIO(e.to_csv())))
@@ -60,7 +60,7 @@ def test_to_dict_and_csv():
 
 
 def test_wider_network_is_slower():
-    assert at.estimate(_net(width=64), "zcu102").device_ms > at.estimate(_net(width=16), "zcu102").device_ms
+    assert at.estimate(_net(width=64), "zcu102-dnndk").device_ms > at.estimate(_net(width=16), "zcu102-dnndk").device_ms
 
 
 def test_estimate_many_equals_single_estimates():
@@ -76,9 +76,9 @@ def test_estimate_from_annette_json_path(ref_dir):
     import json
 
     path = ref_dir / "graphs" / "cf_resnet18.json"
-    e = at.estimate(str(path), "zcu102")
+    e = at.estimate(str(path), "zcu102-dnndk")
     assert len(e.network) == len(json.loads(path.read_text())["layers"])
-    assert e.device_ms == at.estimate(at.from_annette_json(path), "zcu102").device_ms > 0
+    assert e.device_ms == at.estimate(at.from_annette_json(path), "zcu102-dnndk").device_ms > 0
 
 
 def test_bad_inputs_are_clear_errors(tmp_path):

@@ -24,7 +24,7 @@ def _run_without(modules: list[str], argv: list[str], cwd) -> subprocess.Complet
 @pytest.mark.slow
 @pytest.mark.parametrize("blocked, argv, extra", [
     (["sklearn", "scipy"], ["calibrate", "--platform", "ort-cpu", "--quick", "--out", "never.json"], "fit"),
-    (["optuna"], ["search", "--space", "nb201", "--platform", "zcu102", "--latency-ms", "1", "--trials", "2",
+    (["optuna"], ["search", "--space", "nb201", "--platform", "zcu102-dnndk", "--latency-ms", "1", "--trials", "2",
                   "--out", "never.json"], "search"),
     (["onnxruntime"], ["bench", "--platform", "ort-cpu", "--suite", "conv", "-n", "1", "--db", "never.sqlite"],
      "runtimes"),

@@ -45,7 +45,7 @@ def test_the_cli_says_how_many_layers_fell_back(tmp_path, capsys):
 
 def test_published_platforms_and_modelled_types_raise_no_flag():
     """zcu102's Base is the published model of the types it does not list; a ReLU has a model of its own."""
-    assert at.estimate(_net(), "zcu102").fallback_layers == []
+    assert at.estimate(_net(), "zcu102-dnndk").fallback_layers == []
     assert at.estimate(_net(T.RELU), "ort-cpu").fallback_layers == []
 
 

@@ -223,12 +223,12 @@ def test_tiny_store_reports_missing_fusion_data(measured_store):
 def test_newer_or_truncated_platform_files_fail_clearly(tmp_path):
     from annette_torch.errors import PlatformError
     from annette_torch.platform import SCHEMA_VERSION, load_platform
-    d = load_platform("zcu102").to_dict()
+    d = load_platform("zcu102-dnndk").to_dict()
     d["schema_version"] = SCHEMA_VERSION + 1
     (tmp_path / "new.json").write_text(json.dumps(d))
     with pytest.raises(PlatformError, match="newer than this annette-torch"):
         Platform.load(tmp_path / "new.json")
-    (tmp_path / "cut.json").write_text(json.dumps(load_platform("zcu102").to_dict())[:300])
+    (tmp_path / "cut.json").write_text(json.dumps(load_platform("zcu102-dnndk").to_dict())[:300])
     with pytest.raises(PlatformError, match="not valid JSON"):
         Platform.load(tmp_path / "cut.json")
 

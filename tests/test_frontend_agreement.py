@@ -35,7 +35,7 @@ def test_fx_and_onnx_agree(name):
     ox = at.from_onnx(_export(model, shape))
     assert _signature(fx) == _signature(ox)
     assert len(fx.edges) == len(ox.edges)
-    for p in ("zcu102", "ncs2"):
+    for p in ("zcu102-dnndk", "ncs2"):
         assert at.estimate(fx, p).device_ms == pytest.approx(at.estimate(ox, p).device_ms, rel=1e-12)
 
 
@@ -48,7 +48,7 @@ def test_fx_and_annette_json_agree(ref_dir, name, graph):
     sig = lambda n: Counter((n.type_labels()[i], n.out_shape(i), float(n.ops[i]), float(n.weights[i]),
                              float(n.in_elems[i])) for i in range(len(n)))
     assert sig(fx) == sig(js)
-    for p in ("zcu102", "ncs2"):
+    for p in ("zcu102-dnndk", "ncs2"):
         np.testing.assert_allclose(at.estimate(fx, p).device_ms, at.estimate(js, p).device_ms, rtol=1e-9)
 
 
@@ -77,4 +77,4 @@ def test_onnx_fallback_probe_equals_full_size_export(monkeypatch, name):
     for c in full.cols:
         assert probed.cols[c].tolist() == full.cols[c].tolist(), c
     assert probed.out_shape(0) == shape
-    assert at.estimate(probed, "zcu102").device_ms == at.estimate(full, "zcu102").device_ms
+    assert at.estimate(probed, "zcu102-dnndk").device_ms == at.estimate(full, "zcu102-dnndk").device_ms

@@ -15,7 +15,7 @@ from annette_torch.lookup import LatencyTable, layer_costs
 from models import TinyResNet
 from annette_torch.search.spaces import mbv2
 
-PLATFORMS = ["zcu102", "ncs2"]
+PLATFORMS = ["zcu102-dnndk", "ncs2"]
 
 
 # ------------------------------------------------------------------------------------------------------
@@ -53,8 +53,8 @@ def test_a_shape_where_the_platform_goes_is_one_clear_error():
 
 def test_fused_layers_cost_nothing_and_their_time_sits_on_the_executing_module():
     model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8), torch.nn.ReLU())
-    costs = layer_costs(model, "zcu102", (1, 3, 32, 32))
-    e = at.estimate(model, "zcu102", (1, 3, 32, 32))
+    costs = layer_costs(model, "zcu102-dnndk", (1, 3, 32, 32))
+    e = at.estimate(model, "zcu102-dnndk", (1, 3, 32, 32))
     assert costs["1"] == 0.0 and costs["2"] == 0.0  # BN and ReLU fused into the convolution on DNNDK
     assert costs["0"] == pytest.approx(e.device_ms - costs[""], rel=1e-12)
 
@@ -75,12 +75,12 @@ def _cand(width: int, k: int, c: int = 16, h: int = 16):
 @pytest.fixture(scope="module")
 def small_table() -> LatencyTable:
     blocks = [[_cand(16, 3), _cand(32, 3), _cand(16, 5), None], [_cand(16, 1), _cand(64, 3)]]
-    return LatencyTable.build(blocks, "zcu102", fixed=0.25, ops=[["a", "b", "c", "zero"], ["d", "e"]],
+    return LatencyTable.build(blocks, "zcu102-dnndk", fixed=0.25, ops=[["a", "b", "c", "zero"], ["d", "e"]],
                               latency="device")
 
 
 def test_table_entries_are_block_estimates_without_the_input(small_table):
-    e = at.estimate(_cand(32, 3), "zcu102")
+    e = at.estimate(_cand(32, 3), "zcu102-dnndk")
     assert small_table.lat[0, 1] == pytest.approx(e.device_ms - e.time_ms[0], rel=1e-12)
     assert small_table.lat[0, 3] == 0.0 and np.isinf(small_table.lat[1, 2:]).all()
     assert small_table.exact(["b", "e"]) == pytest.approx(0.25 + small_table.lat[0, 1] + small_table.lat[1, 1])
@@ -146,7 +146,7 @@ def test_table_round_trip(small_table, tmp_path):
     d = json.loads(json.dumps(small_table.to_dict()))
     t2 = LatencyTable.from_dict(d)
     assert np.array_equal(t2.lat, small_table.lat) and t2.ops == small_table.ops
-    assert t2.fixed_ms == small_table.fixed_ms and t2.platform == "zcu102"
+    assert t2.fixed_ms == small_table.fixed_ms and t2.platform == "zcu102-dnndk"
     alpha = torch.randn(small_table.lat.shape, generator=torch.Generator().manual_seed(0))
     assert torch.equal(t2.expected(alpha), small_table.expected(alpha))
     path = tmp_path / "table.json"

@@ -153,7 +153,7 @@ def _estimate_cli(path: str) -> tuple[int, str]:
     line; returns the exit code and standard output."""
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        rc = cli_main(["-q", "estimate", path, "-p", "zcu102"])
+        rc = cli_main(["-q", "estimate", path, "-p", "zcu102-dnndk"])
     lines = err.getvalue().splitlines()
     assert rc in (0, 1), err.getvalue()
     if rc == 1:
@@ -385,4 +385,4 @@ def test_onnx_bad_conv_attribute_names_node(attr, value, words):
 def test_estimate_of_seeds_is_unchanged_by_validation():
     """The unmutated seeds convert (the validation refuses nothing valid)."""
     assert len(from_onnx(_cnn())) == 9 and len(from_onnx(_seq())) == 7
-    assert at.estimate(from_onnx(_cnn()), "zcu102").device_ms > 0
+    assert at.estimate(from_onnx(_cnn()), "zcu102-dnndk").device_ms > 0

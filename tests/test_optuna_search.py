@@ -42,14 +42,14 @@ def _quiet_optuna():
 
 @pytest.mark.parametrize("space,budget,trials", [("nb201", 0.6, 40), ("nb101", 2.0, 25), ("mbv2", 3.9, 15)])
 def test_every_feasible_architecture_satisfies_the_predicted_constraint(space, budget, trials):
-    study = osr.latency_constrained_search(space, "zcu102", "synthetic", trials, latency_ms=budget, seed=1)
+    study = osr.latency_constrained_search(space, "zcu102-dnndk", "synthetic", trials, latency_ms=budget, seed=1)
     sp = get_space(space)
     feasible = osr.feasible_trials(study)
     assert feasible, "the budget is loose enough for some feasible trials"
     infeasible = 0
     for t in study.get_trials(states=(TrialState.COMPLETE,)):
         arch = sp.decode(t.user_attrs["arch"])
-        ms = estimate(sp.network(arch), "zcu102").latency_ms  # recomputed independently
+        ms = estimate(sp.network(arch), "zcu102-dnndk").latency_ms  # recomputed independently
         assert ms == pytest.approx(t.user_attrs["latency_ms"], rel=1e-9)
         constraint = list(t.constraints.values()) if hasattr(t, "constraints") else t.user_attrs["constraint"]
         assert constraint[0] == pytest.approx(ms - budget)
@@ -59,14 +59,14 @@ def test_every_feasible_architecture_satisfies_the_predicted_constraint(space, b
             infeasible += 1
             assert ms > budget
     for r in osr.best_feasible(study, 5):
-        assert estimate(sp.network(sp.decode(r["arch"])), "zcu102").latency_ms <= budget
+        assert estimate(sp.network(sp.decode(r["arch"])), "zcu102-dnndk").latency_ms <= budget
     # Optuna's own notion of the best trial respects the constraint too
     assert study.best_trial.user_attrs["latency_ms"] <= budget
     assert study.best_trial.value == max(t.value for t in feasible)
 
 
 def test_best_feasible_is_sorted_distinct_and_within_budget():
-    study = osr.latency_constrained_search("nb201", "zcu102", "synthetic", 40, latency_ms=0.15, seed=3)
+    study = osr.latency_constrained_search("nb201", "zcu102-dnndk", "synthetic", 40, latency_ms=0.15, seed=3)
     best = osr.best_feasible(study, 10)
     archs = [r["arch"] for r in best]
     assert len(set(archs)) == len(archs)
@@ -82,23 +82,23 @@ def test_skip_infeasible_prunes_without_evaluating_the_objective():
         calls.append(arch)
         return proxy(arch)
 
-    study = osr.latency_constrained_search("nb201", "zcu102", objective, 30, latency_ms=0.45, seed=0,
+    study = osr.latency_constrained_search("nb201", "zcu102-dnndk", objective, 30, latency_ms=0.45, seed=0,
                                            skip_infeasible=True)
     pruned = study.get_trials(states=(TrialState.PRUNED,))
     assert pruned and all(t.user_attrs["latency_ms"] > 0.45 for t in pruned)
-    assert all(estimate(nb201.build_network(a), "zcu102").latency_ms <= 0.45 for a in calls)
+    assert all(estimate(nb201.build_network(a), "zcu102-dnndk").latency_ms <= 0.45 for a in calls)
 
 
 def test_latency_and_objective_are_cached_per_architecture():
     arch = "|nor_conv_3x3~0|+|nor_conv_3x3~0|skip_connect~1|+|none~0|none~1|nor_conv_1x1~2|"
-    oracle = LatencyOracle("nb201", "zcu102")
+    oracle = LatencyOracle("nb201", "zcu102-dnndk")
     a = oracle(arch)
     b = oracle(arch)
-    assert a == b == pytest.approx(estimate(nb201.build_network(arch), "zcu102").latency_ms)
+    assert a == b == pytest.approx(estimate(nb201.build_network(arch), "zcu102-dnndk").latency_ms)
     assert (oracle.calls, oracle.misses) == (2, 1)
     many = oracle.many([arch, nb201.index_to_arch(7), nb201.index_to_arch(7)])
     assert many[0] == a and many[1] == many[2] == pytest.approx(
-        estimate(nb201.build_network(nb201.index_to_arch(7)), "zcu102").latency_ms)
+        estimate(nb201.build_network(nb201.index_to_arch(7)), "zcu102-dnndk").latency_ms)
 
     seen = []
 
@@ -106,7 +106,7 @@ def test_latency_and_objective_are_cached_per_architecture():
         seen.append(x)
         return 1.0
 
-    study = osr.latency_constrained_search("nb201", "zcu102", objective, 30, latency_ms=1.0, seed=0)
+    study = osr.latency_constrained_search("nb201", "zcu102-dnndk", objective, 30, latency_ms=1.0, seed=0)
     assert len(seen) == len({t.user_attrs["arch"] for t in study.trials})  # one evaluation per architecture
 
 
@@ -124,7 +124,7 @@ def test_both_searches_take_one_argument_order():
 def test_pareto_search_front_is_non_dominated():
     from annette_torch.search.pareto import pareto_front
 
-    study = osr.pareto_search("nb201", "zcu102", "synthetic", 40, seed=0, population_size=10)
+    study = osr.pareto_search("nb201", "zcu102-dnndk", "synthetic", 40, seed=0, population_size=10)
     assert [d.name for d in study.directions] == ["MAXIMIZE", "MINIMIZE"]
     front = osr.best_feasible(study, 0)
     assert front
@@ -147,7 +147,7 @@ def _worker(storage: str, study_name: str, n: int, seed: int) -> None:
     from annette_torch.search import optuna_search as _osr
 
     _optuna.logging.set_verbosity(_optuna.logging.WARNING)
-    _osr.latency_constrained_search("nb201", "zcu102", "synthetic", n, latency_ms=0.6, storage=storage,
+    _osr.latency_constrained_search("nb201", "zcu102-dnndk", "synthetic", n, latency_ms=0.6, storage=storage,
                                     study_name=study_name, seed=seed)
 
 
@@ -175,11 +175,11 @@ def test_two_processes_share_one_study_without_losing_trials(tmp_path, kind):
 
 def test_joining_a_study_with_another_budget_is_an_error(tmp_path):
     storage = f"journal:{tmp_path / 'j.log'}"
-    osr.latency_constrained_search("nb201", "zcu102", "synthetic", 2, latency_ms=0.6, storage=storage, study_name="s")
+    osr.latency_constrained_search("nb201", "zcu102-dnndk", "synthetic", 2, latency_ms=0.6, storage=storage, study_name="s")
     with pytest.raises(AnnetteError, match="latency_budget_ms"):
-        osr.latency_constrained_search("nb201", "zcu102", "synthetic", 2, latency_ms=0.3, storage=storage,
+        osr.latency_constrained_search("nb201", "zcu102-dnndk", "synthetic", 2, latency_ms=0.3, storage=storage,
                                        study_name="s")
-    study = osr.latency_constrained_search("nb201", "zcu102", "synthetic", 3, latency_ms=0.6, storage=storage,
+    study = osr.latency_constrained_search("nb201", "zcu102-dnndk", "synthetic", 3, latency_ms=0.6, storage=storage,
                                            study_name="s")
     assert len(study.trials) == 5
 
@@ -220,7 +220,7 @@ def test_csv_objective_lookup_and_missing_architectures(tmp_path):
     with pytest.raises(optuna.TrialPruned):
         obj(nb201.index_to_arch(9))
     # in a search, a missing architecture prunes its trial
-    study = osr.latency_constrained_search("nb201", "zcu102", str(path), 10, latency_ms=1.0, seed=0)
+    study = osr.latency_constrained_search("nb201", "zcu102-dnndk", str(path), 10, latency_ms=1.0, seed=0)
     assert {t.state for t in study.trials} <= {TrialState.COMPLETE, TrialState.PRUNED}
     assert any(t.state == TrialState.PRUNED for t in study.trials)
 
@@ -248,11 +248,11 @@ def test_bad_accuracy_csv(tmp_path, text, match):
 
 def test_bad_arguments():
     with pytest.raises(AnnetteError, match="positive"):
-        osr.latency_constrained_search("nb201", "zcu102", "synthetic", 5, latency_ms=-1)
+        osr.latency_constrained_search("nb201", "zcu102-dnndk", "synthetic", 5, latency_ms=-1)
     with pytest.raises(AnnetteError, match="positive"):
-        osr.pareto_search("nb201", "zcu102", "synthetic", 5, latency_ms=True)
+        osr.pareto_search("nb201", "zcu102-dnndk", "synthetic", 5, latency_ms=True)
     with pytest.raises(TypeError):  # the budget is a keyword: a number in the objective's place is no budget
-        osr.latency_constrained_search("nb201", "zcu102", 0.6, "synthetic", 5)
+        osr.latency_constrained_search("nb201", "zcu102-dnndk", 0.6, "synthetic", 5)
     with pytest.raises(AnnetteError, match="unknown search space"):
         get_space("nb999")
     with pytest.raises(AnnetteError, match="unknown objective"):
@@ -289,7 +289,7 @@ def test_space_encodings_round_trip(name):
 def test_cli_search_with_journal_storage_and_csv(tmp_path, capsys):
     storage = f"journal:{tmp_path / 'cli.log'}"
     out = tmp_path / "trials.csv"
-    args = ["search", "--space", "nb201", "--platform", "zcu102", "--latency-ms", "0.6", "--trials", "12",
+    args = ["search", "--space", "nb201", "--platform", "zcu102-dnndk", "--latency-ms", "0.6", "--trials", "12",
             "--storage", storage, "--study", "cli", "--out", str(out), "--top", "3"]
     assert main(args) == 0
     text = capsys.readouterr().out
@@ -299,7 +299,7 @@ def test_cli_search_with_journal_storage_and_csv(tmp_path, capsys):
     assert len(rows) == 24
     for r in rows:
         if r["feasible"] == "1":
-            assert estimate(nb201.build_network(r["arch"]), "zcu102").latency_ms <= 0.6
+            assert estimate(nb201.build_network(r["arch"]), "zcu102-dnndk").latency_ms <= 0.6
 
 
 def test_cli_search_multi_objective_and_csv_objective(tmp_path, capsys):
@@ -317,13 +317,13 @@ def test_cli_search_multi_objective_and_csv_objective(tmp_path, capsys):
     assert front
     for value, ms, arch in front:  # every listed architecture is scored by the CSV and predicted as printed
         assert float(value) == pytest.approx(table[arch], abs=1e-3)
-        assert float(ms) == pytest.approx(estimate(nb201.build_network(arch), "zcu102").latency_ms,
+        assert float(ms) == pytest.approx(estimate(nb201.build_network(arch), "zcu102-dnndk").latency_ms,
                                           abs=1e-4)
     lat = [float(ms) for _, ms, _ in front]
     assert lat == sorted(lat)
     assert main(["search", "--space", "nb101", "--latency-ms", "3", "--trials", "8"]) == 0
     text = capsys.readouterr().out
-    assert "search     nb101 on zcu102" in text and "trials     8 run here" in text
+    assert "search     nb101 on zcu102-dnndk" in text and "trials     8 run here" in text
 
 
 @pytest.mark.parametrize("argv,code,needle", [
@@ -355,11 +355,11 @@ def test_mbv2_stitched_network_is_identical_to_the_builder():
 
 def test_margin_tightens_the_enforced_budget():
     from annette_torch.search.optuna_search import best_feasible, latency_constrained_search
-    study = latency_constrained_search("nb201", "zcu102", "synthetic", 25, latency_ms=0.6, seed=1, margin=0.1)
+    study = latency_constrained_search("nb201", "zcu102-dnndk", "synthetic", 25, latency_ms=0.6, seed=1, margin=0.1)
     rows = best_feasible(study, k=10)
     assert rows and all(r["latency_ms"] <= 0.6 * 0.9 + 1e-12 for r in rows)
     with pytest.raises(AnnetteError):
-        latency_constrained_search("nb201", "zcu102", "synthetic", 2, latency_ms=0.6, margin=1.5)
+        latency_constrained_search("nb201", "zcu102-dnndk", "synthetic", 2, latency_ms=0.6, margin=1.5)
 
 
 def test_enqueue_runs_the_given_architectures_first():

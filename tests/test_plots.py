@@ -36,7 +36,7 @@ def _overlaps(a, b) -> bool:
 
 
 @pytest.mark.parametrize("accuracy", [False, True])
-@pytest.mark.parametrize("n, plats", [(300, ("p1",)), (5000, ("zcu102", "ncs2", "ort-cpu"))])
+@pytest.mark.parametrize("n, plats", [(300, ("p1",)), (5000, ("zcu102-dnndk", "ncs2", "ort-cpu"))])
 def test_pareto_legend_hides_no_point_and_axes_hold_every_point(accuracy, n, plats):
     table, front = _table(n, plats, accuracy)
     fig = _pareto_figure(table, front, None)
@@ -102,7 +102,7 @@ def test_breakdown_title_gives_latency_ms_and_its_definition():
     from annette_torch.frontends.fx import trace
 
     net = trace(zoo.get("tiny_resnet"), zoo.INPUT_SHAPES["tiny_resnet"], name="tiny_resnet")
-    ests = [estimate(net, "zcu102"), estimate(net, "ncs2")]
+    ests = [estimate(net, "zcu102-dnndk"), estimate(net, "ncs2")]
     assert ests[0].latency_ms != pytest.approx(ests[0].device_ms)  # zcu102: whole-application != layer sum
     fig = _breakdown_figure(ests, 5)
     for ax, est in zip(fig.axes, ests):

@@ -25,7 +25,7 @@ def one_thread():
 
 @pytest.fixture(scope="module")
 def table() -> LatencyTable:
-    return mbv2.latency_table("zcu102")
+    return mbv2.latency_table("zcu102-dnndk")
 
 
 def test_supernet_paths_and_gates():
@@ -46,7 +46,7 @@ def test_supernet_paths_and_gates():
 
 @pytest.mark.parametrize("factor", [0.8, 1.3])
 def test_latency_term_pulls_expected_latency_toward_the_target(table, factor):
-    s = ProxylessSearch("zcu102", latency_ms=factor * table.expected(torch.zeros(table.lat.shape)).item(),
+    s = ProxylessSearch("zcu102-dnndk", latency_ms=factor * table.expected(torch.zeros(table.lat.shape)).item(),
                         table=table, width_mult=0.125)
     before = abs(float(s.expected_ms().detach()) - s.target_ms)
     s.latency_term(s.expected_ms()).backward()
@@ -58,7 +58,7 @@ def test_latency_term_pulls_expected_latency_toward_the_target(table, factor):
 @pytest.mark.slow
 def test_search_on_digits_lowers_latency_toward_the_target(table):
     target = 0.6 * table.extremes()[1]  # 60% of the slowest architecture's latency
-    res = search("zcu102", latency_ms=target, epochs=4, lam=1.0, seed=0, table=table, width_mult=0.125)
+    res = search("zcu102-dnndk", latency_ms=target, epochs=4, lam=1.0, seed=0, table=table, width_mult=0.125)
     traj = [res.initial_expected_ms] + [h.expected_ms for h in res.history]
     # expected latency falls monotonically toward the target over the first epochs
     assert res.initial_expected_ms > target  # uniform weights start above the target
@@ -68,7 +68,7 @@ def test_search_on_digits_lowers_latency_toward_the_target(table):
     assert res.history[-1].ce < res.history[0].ce and res.history[-1].accuracy > 0.3  # the proxy learns
     # the derived architecture's latency is the full-size network's estimate, equal to the table's sum
     assert mbv2.validate(res.choices) == res.choices
-    full = at.estimate(mbv2.build_network(res.choices), "zcu102").latency_ms
+    full = at.estimate(mbv2.build_network(res.choices), "zcu102-dnndk").latency_ms
     assert res.predicted_ms == pytest.approx(full, rel=1e-12)
     assert res.table_ms == pytest.approx(full, rel=1e-9)
     assert len(res.alpha) == len(mbv2.BLOCKS) and all(len(a) == len(b.ops) for a, b in zip(res.alpha, mbv2.BLOCKS))
@@ -81,7 +81,7 @@ def test_search_is_deterministic_and_takes_any_dataloader(table):
     runs = []
     for _ in range(2):
         loader.generator.manual_seed(1)
-        runs.append(search("zcu102", latency_ms=3.0, epochs=2, lam=2.0, data=loader, seed=7, table=table,
+        runs.append(search("zcu102-dnndk", latency_ms=3.0, epochs=2, lam=2.0, data=loader, seed=7, table=table,
                            num_classes=4, width_mult=0.125))
     a, b = runs
     assert a.choices == b.choices and a.alpha == b.alpha

@@ -94,10 +94,10 @@ def test_fixed_semantics_differ_only_by_documented_bounds(ref_dir):
 
 
 def test_shipped_platform_equals_converted_reference(ref_dir):
-    """platforms/zcu102.json holds exactly the published numbers; ncs2.json (fitted from NCS2 reports) holds
+    """platforms/zcu102-dnndk.json holds exactly the published numbers; ncs2.json (fitted from NCS2 reports) holds
     them exactly where it says a model is the published one."""
     from annette_torch.platform import load_platform
-    zcu = load_platform("zcu102")
+    zcu = load_platform("zcu102-dnndk")
     conv = layers_from_annette(ref_dir / "models/layer" / "dnndk-ref_roofline.json")
     assert {k: m.to_dict() for k, m in zcu.layers.items()} == {k: m.to_dict() for k, m in conv.items()}
     assert zcu.mapping.to_dict() == mapping_from_annette(ref_dir / "models/mapping" / "dnndk.json").to_dict()

@@ -229,7 +229,7 @@ def test_job_folders_shared_by_two_machines(store_target, tmp_path, capsys):
     a third gets none; reports ingested from both settle every claim."""
     import shutil
     from annette_torch.cli.app import main
-    argv = ["bench", "-p", "zcu102", "-s", "conv", "-n", "4", "--db", store_target, "--iterations", "5"]
+    argv = ["bench", "-p", "zcu102-dnndk", "-s", "conv", "-n", "4", "--db", store_target, "--iterations", "5"]
     for host in ("a", "b", "c"):
         assert main(argv + ["--jobs-dir", str(tmp_path / host), "--take", "2", "--worker", host]) == 0
     out = capsys.readouterr().out
@@ -246,8 +246,8 @@ def test_job_folders_shared_by_two_machines(store_target, tmp_path, capsys):
     fixture = HERE / "fixtures" / "dpu" / "job_smallcnn" / "reports"
     for j in jobs:  # the boards' reports, copied back
         shutil.copytree(fixture, j / "reports")
-    assert main(["bench", "ingest", "--platform", "zcu102", "--db", store_target, *map(str, jobs[:2])]) == 0
-    assert main(["bench", "ingest", "--platform", "zcu102", "--db", store_target, *map(str, jobs)]) == 0
+    assert main(["bench", "ingest", "--platform", "zcu102-dnndk", "--db", store_target, *map(str, jobs[:2])]) == 0
+    assert main(["bench", "ingest", "--platform", "zcu102-dnndk", "--db", store_target, *map(str, jobs)]) == 0
     out = capsys.readouterr().out
     assert "ingested 2 benchmark(s)" in out and "2 already stored" in out
     with Store(store_target) as st:

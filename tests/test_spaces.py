@@ -211,7 +211,7 @@ def test_nb201_zero_output_module_computes_what_the_full_network_computes(arch):
     assert torch.allclose(short[0], short[1])  # the output does not depend on the input
 
 
-@pytest.mark.parametrize("platform", ["zcu102", "ort-cpu"])
+@pytest.mark.parametrize("platform", ["zcu102-dnndk", "ort-cpu"])
 def test_nb201_all_none_cell_estimates_below_cells_with_convolutions(platform):
     from annette_torch import estimate_many
 

@@ -26,7 +26,7 @@ HOST_BASE = {"model": "roofline", "op_s": 1e9, "bandwidth": 1e9, "bit_act": 32, 
 SWITCH = {"ms": 0.1, "bandwidth": 5e8, "bit_act": 8}
 
 
-def _platform(accelerator: dict, rules: list | None = None, base: str = "zcu102") -> Platform:
+def _platform(accelerator: dict, rules: list | None = None, base: str = "zcu102-dnndk") -> Platform:
     """``base``'s layer models (and end-to-end model) with a support section declaring ``accelerator``."""
     d = at.load_platform(base).to_dict()
     d["support"] = {"accelerator": accelerator, "host": {"layers": {"Base": HOST_BASE}}, "switch": SWITCH}
@@ -35,7 +35,7 @@ def _platform(accelerator: dict, rules: list | None = None, base: str = "zcu102"
     return Platform.from_dict(d, "test")
 
 
-def _no_support(base: str = "zcu102") -> Platform:
+def _no_support(base: str = "zcu102-dnndk") -> Platform:
     """``base`` without its support section: every layer costed by the device's own models."""
     d = at.load_platform(base).to_dict()
     d.pop("support", None)
@@ -176,10 +176,10 @@ def test_unknown_layers_are_flagged_not_moved():
 
 def test_cli_flags_unknown_layers_on_an_accelerator_platform(capsys, ref_dir):
     graph = str(ref_dir / "graphs" / "tf_inceptionv1.json")
-    assert main(["estimate", graph, "-p", "zcu102"]) == 0
+    assert main(["estimate", graph, "-p", "zcu102-dnndk"]) == 0
     out = capsys.readouterr().out
     assert "host      0 of " in out and "executed layers run on the host" in out
-    assert "flagged   1 layer(s) of unknown type (Shape): not in zcu102's operator support" in out
+    assert "flagged   1 layer(s) of unknown type (Shape): not in zcu102-dnndk's operator support" in out
 
 
 def test_estimate_many_and_block_latencies_agree_with_estimate():
@@ -308,7 +308,7 @@ def test_vectorised_support_check_matches_per_layer_reference(case):
 
 
 def _with_support(support) -> dict:
-    d = at.load_platform("zcu102").to_dict()
+    d = at.load_platform("zcu102-dnndk").to_dict()
     d["support"] = support
     return d
 
@@ -342,7 +342,7 @@ def test_support_schema_errors_are_one_line(edit, field):
 
 
 def test_support_round_trips(tmp_path):
-    plat = at.load_platform("zcu102")
+    plat = at.load_platform("zcu102-dnndk")
     path = tmp_path / "z.json"
     plat.save(path)
     again = Platform.load(path)
@@ -361,7 +361,7 @@ def test_zoo_networks_with_silu_or_hardswish_get_host_layers_on_zcu102():
     hosts = {}
     for name in ("efficientnet_b0", "mobilenet_v3_small", "resnet18"):
         net = at.trace(zoo.get(name), (1, 3, 224, 224))
-        e = at.estimate(net, "zcu102")
+        e = at.estimate(net, "zcu102-dnndk")
         types = {r["type"] for r in e.table() if r["executes_on"] == "host" and not r["fused_into"]}
         hosts[name] = types
         if types:
@@ -388,7 +388,7 @@ def test_ncs2_runs_only_what_the_myriad_table_lacks_on_the_host():
 def test_zcu102_calibration_networks_run_on_the_dpu_alone(ref_dir):
     """The end-to-end calibration was fitted on these: none may move (Shape stays, flagged)."""
     from annette_torch.fit.calibrate_network import load_published_zcu102
-    plat = at.load_platform("zcu102")
+    plat = at.load_platform("zcu102-dnndk")
     for graph, net, _ in load_published_zcu102():
         e = at.estimate(net, plat)
         assert e.host_layers == [] and e.switches == 0, graph

@@ -248,7 +248,7 @@ def test_openvino_measurement_uses_the_runners_settings(monkeypatch):
 
 def test_measure_latency_rejects_bad_arguments():
     with pytest.raises(V.ValidationError):
-        V.measure_latency(tiny_net(), "zcu102")
+        V.measure_latency(tiny_net(), "zcu102-dnndk")
     with pytest.raises(V.ValidationError):
         V.measure_latency(tiny_net(), "ort-cpu", runs=0)
     with pytest.raises(V.ValidationError):

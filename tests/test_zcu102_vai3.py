@@ -14,7 +14,7 @@ import annette_torch as at
 from annette_torch import zoo
 from annette_torch.ir import LayerType as T
 from annette_torch.ir import NetworkBuilder
-from annette_torch.platform import Platform, load_platform, platform_dir
+from annette_torch.platform import Platform, list_platforms, load_platform, platform_dir
 
 CAL = Path(__file__).resolve().parents[1].parent / "shared" / "calibration"
 
@@ -35,7 +35,7 @@ def test_activations_run_on_the_dpu_with_vitis_ai_3_and_on_the_host_with_dnndk(a
     net = _activation_net(act)
     vai3 = at.estimate(net, "zcu102-vai3")
     assert vai3.host_layers == [] and vai3.host_ms == 0 and vai3.switches == 0
-    for dnndk in ("zcu102", "zcu102-dnndk"):
+    for dnndk in ("zcu102-dnndk",):
         est = at.estimate(net, dnndk)
         assert {"gate", "mul"} <= set(est.host_layers)
         if act != T.HARDSIGMOID:  # (the gate is a HardSigmoid in every variant)
@@ -63,12 +63,17 @@ def test_files_state_their_toolchain_and_latency_definitions_and_round_trip():
         assert Platform.from_dict(json.loads(json.dumps(plat.to_dict())), name).to_dict() == d
 
 
-def test_zcu102_keeps_meaning_dnndk_and_the_stable_name_holds_the_same_model():
-    old, alias = load_platform("zcu102"), load_platform("zcu102-dnndk")
-    a, b = old.to_dict(), alias.to_dict()
-    assert {k for k in b if a.get(k) != b[k]} == {"name", "toolchain", "latency_definitions"}
+def test_zcu102_means_the_current_toolchain_and_each_release_keeps_its_name():
+    """``zcu102`` is the board as its users run it today (Vitis AI 3.x); the DNNDK v3.1 model is
+    ``zcu102-dnndk``. The estimate says which release it models."""
+    assert load_platform("zcu102").name == "zcu102-vai3" and load_platform("zcu102").meta["toolchain"] == "Vitis AI 3.0"
     net = at.trace(zoo.get("mobilenet_v2"), (1, 3, 224, 224))
-    assert at.estimate(net, old).latency_ms == at.estimate(net, alias).latency_ms
+    assert at.estimate(net, "zcu102").latency_ms == at.estimate(net, "zcu102-vai3").latency_ms
+    d = at.estimate(net, "zcu102-dnndk").to_dict(per_layer=False)
+    assert d["platform"] == "zcu102-dnndk" and d["toolchain"] == "DNNDK v3.1"
+    assert at.estimate(net, "zcu102").to_dict(per_layer=False)["toolchain"] == "Vitis AI 3.0"
+    listed = list_platforms()
+    assert listed["zcu102"].startswith("= zcu102-vai3: ") and "zcu102-dnndk" in listed
 
 
 def test_vitis_platform_cites_its_documents_and_marks_readings():
@@ -78,7 +83,7 @@ def test_vitis_platform_cites_its_documents_and_marks_readings():
     assert d["support"]["accelerator"]["GlobalPool"] == {"kernel": [1, 56]}
     assert any("reading of the measurements" in n for n in d["notes"])
     acc = d["accuracy"]
-    assert set(acc["nas_device_ms"]) == set(acc["zoo_latency_ms"]) == {"zcu102-vai3", "macs_proxy", "zcu102"}
+    assert set(acc["nas_device_ms"]) == set(acc["zoo_latency_ms"]) == {"zcu102-vai3", "macs_proxy", "zcu102-dnndk"}
 
 
 def test_cross_validation_predicts_each_network_with_a_fit_that_never_saw_it():
@@ -108,7 +113,7 @@ def test_accuracy_benchmark_prints_the_figures_of_the_cross_validation(accuracy_
     fake = {"nas": {k: dict(v) for k, v in shipped["nas_device_ms"].items()},
             "zoo": {k: dict(v) for k, v in shipped["zoo_latency_ms"].items()},
             "zoo_rows": [{"network": "net_a", "measured_ms": 2.0, "loo_pred_ms": 2.2, "macs_proxy_ms": 1.5,
-                          "zcu102_ms": 3.0}]}
+                          "zcu102-dnndk_ms": 3.0}]}
     monkeypatch.setattr(Z, "cv_report", lambda *a, **k: fake)
     assert accuracy_benchmark.zcu102_vai3_report(str(tmp_path)) == 0
     out = capsys.readouterr().out

@@ -22,6 +22,8 @@ PLATFORM_RUNNERS: dict[str, tuple[str, dict[str, Any]]] = {
     "openvino-cpu": ("openvino", {"device": "CPU"}),
     "ncs2": ("openvino", {"device": "MYRIAD"}),
     "zcu102": ("vitis", {}),
+    "zcu102-vai3": ("vitis", {}),
+    "zcu102-dnndk": ("vitis", {}),
 }
 DEFAULT_DB = os.environ.get("ANNETTE_DB", "annette-measurements.sqlite")
 #: what ``--db`` says in the help (the default as set, its password masked)

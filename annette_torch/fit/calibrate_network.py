@@ -179,7 +179,7 @@ def load_published_zcu102(calibration_dir: str | os.PathLike | None = None,
     return out
 
 
-def loo_report(platform: PlatformLike = "zcu102", use: Sequence[str] = ZCU102_TERMS) -> dict[str, Any]:
+def loo_report(platform: PlatformLike = "zcu102-dnndk", use: Sequence[str] = ZCU102_TERMS) -> dict[str, Any]:
     """Leave-one-out report of the ZCU102 calibration: per network measured, uncalibrated, calibrated."""
     from ..estimator import estimate
     from ..platform import load_platform

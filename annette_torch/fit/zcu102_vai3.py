@@ -523,10 +523,10 @@ def _proxy_cv(ds: Dataset, rows: np.ndarray, folds: list[np.ndarray]) -> np.ndar
 
 
 def cv_report(nas_csv: str | os.PathLike, zoo_csv: str | os.PathLike, max_nfev: int = 400,
-              progress: Callable[[str], None] | None = None, reference: str | Platform | None = "zcu102"
+              progress: Callable[[str], None] | None = None, reference: str | Platform | None = "zcu102-dnndk"
               ) -> dict[str, Any]:
     """Cross-validated accuracy of the fitted platform on both data sets, beside the MACs proxy (a linear fit
-    on MACs, validated the same way) and the ``reference`` platform (default: the DNNDK ``zcu102``) on the same
+    on MACs, validated the same way) and the ``reference`` platform (default: the DNNDK model, ``zcu102-dnndk``) on the same
     networks: NAS candidates k-fold on ``device_ms``, zoo networks leave-one-out on ``latency_ms``.
 
     Returns {"nas": {model: metrics}, "zoo": {model: metrics}, "zoo_rows": [...], "dataset": Dataset}.

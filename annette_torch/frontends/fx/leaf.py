@@ -140,14 +140,19 @@ def _export(node: Node, fn: Any, args: tuple, kwargs: dict, ins: list[_TV]
     method = node.target if node.op == "call_method" else None
     call = _Call(fn, args, kwargs, method).eval()
     buf = io.BytesIO()
+    quiet = logging.getLogger("annette_torch.frontends.onnx")  # (the caller reports what stays Unknown)
+    level = quiet.level
     try:
         with torch.no_grad(), warnings.catch_warnings():
             warnings.simplefilter("ignore")
             torch.onnx.export(call, tuple(torch.zeros(v.shape) for v in ins), buf, dynamo=False, opset_version=17)
+        quiet.setLevel(logging.ERROR)
         net = from_onnx(onnx.load_from_string(buf.getvalue()), name=node.name)
     except Exception as e:  # noqa: BLE001 - the call stays one Unknown layer
         log.debug("node %s: its ONNX export failed (%s: %s)", node.name, type(e).__name__, _first_line(e))
         return None
+    finally:
+        quiet.setLevel(level)
     return net, call.outputs
 
 
