@@ -50,7 +50,6 @@ when striding); ``segformer_b0`` upsamples its 1/4-resolution logits bilinearly 
 
 from __future__ import annotations
 
-import math
 from typing import Callable, Sequence
 
 import torch
@@ -58,12 +57,51 @@ import torch.fx
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .zoo import ConvBNAct, SqueezeExcite
-
 __all__ = ["MODERN", "MODERN_INPUT_SHAPES", "stochastic_depth", "shifted_window_attention"]
 
 
 # ---------------------------------------------------------------------------------------------- helpers
+# ConvBNAct and SqueezeExcite are the same blocks as annette_torch.zoo's; they are repeated here so that zoo.py
+# can import this module to register its networks without an import cycle.
+
+class ConvBNAct(nn.Sequential):
+    """Conv2d (no bias) + BatchNorm2d + optional activation; 'same' padding for odd kernels."""
+
+    def __init__(self, cin: int, cout: int, kernel: int = 3, stride: int = 1, groups: int = 1,
+                 act: type[nn.Module] | None = nn.ReLU, eps: float = 1e-5, padding: int | None = None) -> None:
+        pad = (kernel - 1) // 2 if padding is None else padding
+        layers: list[nn.Module] = [nn.Conv2d(cin, cout, kernel, stride, pad, groups=groups, bias=False),
+                                   nn.BatchNorm2d(cout, eps=eps)]
+        if act is not None:
+            layers.append(act())
+        super().__init__(*layers)
+
+
+class SqueezeExcite(nn.Module):
+    """Squeeze-and-excitation: global pool, 1x1 conv down, activation, 1x1 conv up, sigmoid gate, multiply."""
+
+    def __init__(self, channels: int, squeeze: int, act: type[nn.Module] = nn.ReLU) -> None:
+        super().__init__()
+        self.pool = nn.AdaptiveAvgPool2d(1)
+        self.fc1 = nn.Conv2d(channels, squeeze, 1)
+        self.act = act()
+        self.fc2 = nn.Conv2d(squeeze, channels, 1)
+        self.gate = nn.Sigmoid()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * self.gate(self.fc2(self.act(self.fc1(self.pool(x)))))
+
+
+class _Permute(nn.Module):
+    """``x.permute(*dims)`` as a module, for use inside ``nn.Sequential``."""
+
+    def __init__(self, *dims: int) -> None:
+        super().__init__()
+        self.dims = dims
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.permute(*self.dims)
+
 
 def stochastic_depth(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
     """Drop whole residual branches per sample with probability ``p`` (Huang et al. 2016); identity in eval."""
@@ -393,15 +431,6 @@ class SwinTransformer(nn.Module):
         return self.head(torch.flatten(self.pool(x), 1))
 
 
-class _Permute(nn.Module):
-    def __init__(self, *dims: int) -> None:
-        super().__init__()
-        self.dims = dims
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x.permute(*self.dims)
-
-
 def swin_t(num_classes: int = 1000) -> nn.Module:
     """Swin-T: C=96, depths (2, 2, 6, 2), heads (3, 6, 12, 24), 7x7 windows, any input size (padded)."""
     return _init_transformer(SwinTransformer(num_classes=num_classes))
@@ -543,8 +572,8 @@ class PartitionAttention(nn.Module):
 
 
 class MaxViT(nn.Module):
-    def __init__(self, stem: int = 64, widths: Sequence[int] = (64, 128, 256, 512), depths: Sequence[int] = (2, 2, 5, 2),
-                 head_dim: int = 32, partition: int = 7, num_classes: int = 1000, drop_path: float = 0.2) -> None:
+    def __init__(self, stem: int = 64, widths: Sequence[int] = (64, 128, 256, 512),
+                 depths: Sequence[int] = (2, 2, 5, 2), head_dim: int = 32, partition: int = 7, num_classes: int = 1000, drop_path: float = 0.2) -> None:
         super().__init__()
         self.stem = nn.Sequential(ConvBNAct(3, stem, 3, 2, act=nn.GELU, eps=1e-3), nn.Conv2d(stem, stem, 3, 1, 1))
         probs = iter(_dpr(drop_path, sum(depths)))
