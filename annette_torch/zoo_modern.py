@@ -8,15 +8,16 @@ tests can run them at a reduced input (architectures whose token grid or attenti
 input size need it; parameter counts below are for the default size).
 
 The networks deliberately use the forms a front end meets in the wild: ``nn.MultiheadAttention``
-(``vit_ti16``), attention written by hand (``vit_s16``, ``efficientformer_l1``, ``mobilevit_s``),
-``F.scaled_dot_product_attention`` (``vit_b16``), ``torch.einsum`` batched products (``maxvit_t``),
-channels-last LayerNorm via ``permute`` (``convnext_t``, ``swin_t``), GELU exact and tanh-approximated
-(``efficientformer_l1``'s attention MLP), GroupNorm (``poolformer_s12``), dilated convolutions and bilinear
-resize (``deeplabv3_resnet50``, ``segformer_b0``), and stochastic depth both as a ``DropPath`` module and as
-the free function ``stochastic_depth(x, p, training)`` (``swin_t``, ``efficientnet_v2_s``, ``maxvit_t``),
-identity in eval. ``stochastic_depth`` and ``shifted_window_attention`` are registered with
-``torch.fx.wrap`` (as the reference library does), so ``torch.fx`` records them as single call nodes that a
-front end must handle without looking inside.
+(``vit_ti16``), attention written by hand (``vit_s16``, ``efficientformer_l1``, ``mobilevit_s``, and
+``levit_128s`` with strided queries and BatchNorm1d on tokens), ``F.scaled_dot_product_attention``
+(``vit_b16``), ``torch.einsum`` batched products (``maxvit_t``), channels-last LayerNorm via ``permute``
+(``convnext_t``, ``swin_t``), GELU exact and tanh-approximated (``efficientformer_l1``'s attention MLP),
+GroupNorm (``poolformer_s12``), dilated convolutions and bilinear resize (``deeplabv3_resnet50``,
+``segformer_b0``), and stochastic depth both as a ``DropPath`` module and as the free function
+``stochastic_depth(x, p, training)`` (``swin_t``, ``efficientnet_v2_s``, ``maxvit_t``), identity in eval.
+``stochastic_depth`` and ``shifted_window_attention`` are registered with ``torch.fx.wrap`` (as the reference
+library does), so ``torch.fx`` records them as single call nodes that a front end must handle without looking
+inside.
 
 Parameter counts (paper figure -> this module; 1000 classes unless noted):
 
@@ -31,6 +32,7 @@ convnext_t           ConvNeXt-T (Liu et al. 2022)                 28.6M       28
 maxvit_t             MaxViT-T (Tu et al. 2022)                    31M         30,919,624
 mobilevit_s          MobileViT-S (Mehta & Rastegari 2022)         5.6M        5,578,632
 efficientformer_l1   EfficientFormer-L1 (Li et al. 2022)          12.3M       12,289,928
+levit_128s           LeViT-128S (Graham et al. 2021)              7.8M        7,777,058
 efficientnet_v2_s    EfficientNetV2-S (Tan & Le 2021)             22M (21.5M) 21,458,488
 deeplabv3_resnet50   DeepLabV3, ResNet-50, OS 16 (Chen et al.     39.6M [1]   39,638,869
                      2017), 21 classes (VOC)
@@ -42,10 +44,11 @@ Figures in parentheses are the reference implementations' exact counts where the
 [1] The DeepLabV3 paper states no parameter count; 39.6M is the widely used reference implementation
 (ResNet-50 backbone, ASPP, 3x3 head conv, no auxiliary head), which dilation rates do not change.
 
-Fidelity notes: DeiT configurations without the distillation token; ``efficientformer_l1`` keeps its
-distillation head (its paper count includes it; inference averages the two heads); ``maxvit_t`` follows
-the reference implementation's MBConv (pre-norm BatchNorm, SE on the expanded width, 3x3 avg-pool shortcut
-when striding); ``segformer_b0`` upsamples its 1/4-resolution logits bilinearly to the input size.
+Fidelity notes: DeiT configurations without the distillation token; ``efficientformer_l1`` and
+``levit_128s`` keep their distillation heads (their paper counts include them; inference averages the two
+heads); ``maxvit_t`` follows the reference implementation's MBConv (pre-norm BatchNorm, SE on the expanded
+width, 3x3 avg-pool shortcut when striding) but scales attention by head_dim^-0.5 as the paper does;
+``segformer_b0`` upsamples its 1/4-resolution logits bilinearly to the input size.
 """
 
 from __future__ import annotations
@@ -573,7 +576,8 @@ class PartitionAttention(nn.Module):
 
 class MaxViT(nn.Module):
     def __init__(self, stem: int = 64, widths: Sequence[int] = (64, 128, 256, 512),
-                 depths: Sequence[int] = (2, 2, 5, 2), head_dim: int = 32, partition: int = 7, num_classes: int = 1000, drop_path: float = 0.2) -> None:
+                 depths: Sequence[int] = (2, 2, 5, 2), head_dim: int = 32, partition: int = 7,
+                 num_classes: int = 1000, drop_path: float = 0.2) -> None:
         super().__init__()
         self.stem = nn.Sequential(ConvBNAct(3, stem, 3, 2, act=nn.GELU, eps=1e-3), nn.Conv2d(stem, stem, 3, 1, 1))
         probs = iter(_dpr(drop_path, sum(depths)))
@@ -780,6 +784,122 @@ class EfficientFormer(nn.Module):
 def efficientformer_l1(num_classes: int = 1000, img_size: int = 224) -> nn.Module:
     """EfficientFormer-L1: depths (3, 2, 6, 4), widths (48, 96, 224, 448), one Meta3D block at the end."""
     return _init_transformer(EfficientFormer(img_size=img_size, num_classes=num_classes))
+
+
+# ------------------------------------------------------------------------------------------------ LeViT
+# Graham et al., "LeViT: a Vision Transformer in ConvNet's Clothing for Faster Inference" (2021): a 4-conv
+# stem, attention with BatchNorm'd projections, Hardswish and a learned per-head bias over token offsets,
+# shrinking attention (strided queries) between stages, and a distillation head.
+
+class LinearBN(nn.Module):
+    """Linear (no bias) + BatchNorm1d over the tokens of a (B, N, C) tensor."""
+
+    def __init__(self, cin: int, cout: int) -> None:
+        super().__init__()
+        self.linear = nn.Linear(cin, cout, bias=False)
+        self.bn = nn.BatchNorm1d(cout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.linear(x)
+        return self.bn(x.flatten(0, 1)).reshape_as(x)
+
+
+def _offset_index(resolution: int, stride: int) -> torch.Tensor:
+    """Index of |query - key| offsets (queries every ``stride`` points) into a (res*res)-entry bias table."""
+    pts = torch.stack(torch.meshgrid(torch.arange(resolution), torch.arange(resolution), indexing="ij")).flatten(1)
+    q = pts.reshape(2, resolution, resolution)[:, ::stride, ::stride].flatten(1) if stride > 1 else pts
+    rel = (q[:, :, None] - pts[:, None, :]).abs()
+    return rel[0] * resolution + rel[1]
+
+
+class LeViTAttention(nn.Module):
+    """Attention with key dim 16; with ``stride`` 2 the queries come from every other token (shrinking)."""
+
+    def __init__(self, cin: int, cout: int, heads: int, attn_ratio: int, resolution: int, stride: int = 1,
+                 key_dim: int = 16) -> None:
+        super().__init__()
+        self.heads, self.key_dim, self.val_dim = heads, key_dim, attn_ratio * key_dim
+        self.stride, self.resolution = stride, resolution
+        self.scale = key_dim ** -0.5
+        if stride == 1:
+            self.qkv = LinearBN(cin, heads * (2 * key_dim + self.val_dim))
+        else:
+            self.kv = LinearBN(cin, heads * (key_dim + self.val_dim))
+            self.q = LinearBN(cin, heads * key_dim)
+        self.act = nn.Hardswish()
+        self.proj = LinearBN(heads * self.val_dim, cout)
+        self.attention_biases = nn.Parameter(torch.zeros(heads, resolution * resolution))
+        self.register_buffer("attention_bias_idxs", _offset_index(resolution, stride), persistent=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        B, N, C = x.shape
+        if self.stride == 1:
+            qkv = self.qkv(x).view(B, N, self.heads, -1)
+            q, k, v = qkv.split([self.key_dim, self.key_dim, self.val_dim], dim=3)
+            q = q.permute(0, 2, 1, 3)
+        else:
+            k, v = self.kv(x).view(B, N, self.heads, -1).split([self.key_dim, self.val_dim], dim=3)
+            r = self.resolution
+            sub = x.view(B, r, r, C)[:, ::self.stride, ::self.stride].reshape(B, -1, C)
+            q = self.q(sub).view(B, -1, self.heads, self.key_dim).permute(0, 2, 1, 3)
+        k, v = k.permute(0, 2, 1, 3), v.permute(0, 2, 1, 3)
+        attn = (q @ k.transpose(-2, -1)) * self.scale + self.attention_biases[:, self.attention_bias_idxs]
+        attn = attn.softmax(dim=-1)
+        x = (attn @ v).transpose(1, 2).reshape(B, -1, self.heads * self.val_dim)
+        return self.proj(self.act(x))
+
+
+class LeViTMlp(nn.Module):
+    def __init__(self, dim: int, ratio: int) -> None:
+        super().__init__()
+        self.fc1 = LinearBN(dim, dim * ratio)
+        self.act = nn.Hardswish()
+        self.fc2 = LinearBN(dim * ratio, dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc2(self.act(self.fc1(x)))
+
+
+class LeViTBlock(nn.Module):
+    """Residual attention then residual MLP; a shrinking block has no residual around its attention."""
+
+    def __init__(self, cin: int, cout: int, heads: int, attn_ratio: int, mlp_ratio: int, resolution: int,
+                 stride: int = 1) -> None:
+        super().__init__()
+        self.residual = stride == 1
+        self.attn = LeViTAttention(cin, cout, heads, attn_ratio, resolution, stride)
+        self.mlp = LeViTMlp(cout, mlp_ratio)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x + self.attn(x) if self.residual else self.attn(x)
+        return x + self.mlp(x)
+
+
+class LeViT(nn.Module):
+    def __init__(self, dims: Sequence[int] = (128, 256, 384), heads: Sequence[int] = (4, 6, 8),
+                 depths: Sequence[int] = (2, 3, 4), img_size: int = 224, num_classes: int = 1000) -> None:
+        super().__init__()
+        self.stem = nn.Sequential(ConvBNAct(3, 16, 3, 2, act=nn.Hardswish), ConvBNAct(16, 32, 3, 2, act=nn.Hardswish),
+                                  ConvBNAct(32, 64, 3, 2, act=nn.Hardswish), ConvBNAct(64, dims[0], 3, 2, act=None))
+        res = img_size // 16
+        blocks: list[nn.Module] = []
+        for i, (dim, h, d) in enumerate(zip(dims, heads, depths)):
+            if i > 0:  # shrinking attention: key dim 16, heads = input width / 16, value ratio 4
+                blocks.append(LeViTBlock(dims[i - 1], dim, dims[i - 1] // 16, 4, 2, res, stride=2))
+                res = (res - 1) // 2 + 1
+            blocks += [LeViTBlock(dim, dim, h, 2, 2, res) for _ in range(d)]
+        self.blocks = nn.Sequential(*blocks)
+        self.head = nn.Sequential(nn.BatchNorm1d(dims[-1]), nn.Linear(dims[-1], num_classes))
+        self.head_dist = nn.Sequential(nn.BatchNorm1d(dims[-1]), nn.Linear(dims[-1], num_classes))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.blocks(self.stem(x).flatten(2).transpose(1, 2)).mean(dim=1)
+        return (self.head(x) + self.head_dist(x)) / 2
+
+
+def levit_128s(num_classes: int = 1000, img_size: int = 224) -> nn.Module:
+    """LeViT-128S: widths (128, 256, 384), heads (4, 6, 8), depths (2, 3, 4), key dim 16."""
+    return _init_transformer(LeViT(img_size=img_size, num_classes=num_classes))
 
 
 # ------------------------------------------------------------------------------------- EfficientNetV2
@@ -1103,6 +1223,7 @@ MODERN: dict[str, Callable[..., nn.Module]] = {
     "maxvit_t": maxvit_t,
     "mobilevit_s": mobilevit_s,
     "efficientformer_l1": efficientformer_l1,
+    "levit_128s": levit_128s,
     "efficientnet_v2_s": efficientnet_v2_s,
     "deeplabv3_resnet50": deeplabv3_resnet50,
     "poolformer_s12": poolformer_s12,

@@ -27,6 +27,7 @@ PARAMS = {
     "maxvit_t": 30_919_624,
     "mobilevit_s": 5_578_632,
     "efficientformer_l1": 12_289_928,
+    "levit_128s": 7_777_058,
     "efficientnet_v2_s": 21_458_488,
     "deeplabv3_resnet50": 39_638_869,
     "poolformer_s12": 11_915_176,
@@ -36,15 +37,16 @@ PARAMS = {
 # prints 5M, its authors' released model 5.72M; EfficientNetV2-S's paper prints 22M (24M in one table), the
 # reference implementation 21.5M; DeepLabV3 prints none (reference implementation: 39.6M).
 PAPER_M = {"vit_ti16": "5.72", "vit_s16": "22", "vit_b16": "86", "swin_t": "28", "convnext_t": "28.6",
-           "maxvit_t": "31", "mobilevit_s": "5.6", "efficientformer_l1": "12.3", "efficientnet_v2_s": "21.5",
-           "deeplabv3_resnet50": "39.6", "poolformer_s12": "12", "segformer_b0": "3.8"}
+           "maxvit_t": "31", "mobilevit_s": "5.6", "efficientformer_l1": "12.3", "levit_128s": "7.8",
+           "efficientnet_v2_s": "21.5", "deeplabv3_resnet50": "39.6", "poolformer_s12": "12", "segformer_b0": "3.8"}
 
 # constructor arguments and input shapes for cheap real forward passes (token grids / partitions shrunk)
 SMALL_KWARGS = {"vit_ti16": {"img_size": 64}, "vit_s16": {"img_size": 64}, "vit_b16": {"img_size": 64},
-                "maxvit_t": {"partition": 2}, "efficientformer_l1": {"img_size": 64}}
+                "maxvit_t": {"partition": 2}, "efficientformer_l1": {"img_size": 64}, "levit_128s": {"img_size": 64}}
 SMALL_SHAPE = {name: (1, 3, 64, 64) for name in MODERN}
 SMALL_SHAPE["deeplabv3_resnet50"] = (1, 3, 65, 65)  # odd size: the final resize must restore it exactly
-FAST = ["mobilevit_s", "efficientformer_l1", "poolformer_s12", "segformer_b0"]  # real forward well under 2 s
+# real forward well under 2 s
+FAST = ["mobilevit_s", "efficientformer_l1", "levit_128s", "poolformer_s12", "segformer_b0"]
 
 
 def _n_params(m: torch.nn.Module) -> int:
