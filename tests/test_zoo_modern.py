@@ -1,7 +1,7 @@
 """The modern zoo (architectures of the 2020s): parameter counts pinned, shapes at full size on the meta device,
-real forward passes at reduced inputs agree with their torch.fx trace and their ONNX export, and the
-building blocks with tricky indexing (shifted windows, block/grid partitions, stochastic depth) do what the
-papers describe.
+real forward passes at reduced inputs agree with their torch.fx trace and their ONNX export, both front ends
+read them without Unknown layers and agree on their work, and the building blocks with tricky indexing
+(shifted windows, block/grid partitions, stochastic depth) do what the papers describe.
 """
 
 from __future__ import annotations
@@ -114,6 +114,22 @@ def test_attention_forms_appear_as_the_front_end_meets_them():
     assert zoo_modern.shifted_window_attention in swin and zoo_modern.stochastic_depth in swin
 
 
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n == "swin_t" else n
+                                  for n in sorted(MODERN)])
+def test_front_end_traces_without_unknown_layers(name):
+    """The fx front end reads every network at its published size into known layer types (swin_t's wrapped
+    shifted-window function goes through the ONNX leaf path: slow); the IR ends in the model's output size."""
+    from annette_torch import trace
+    from annette_torch.ir import LayerType
+
+    with torch.device("meta"):
+        m = MODERN[name]()
+    net = trace(m, MODERN_INPUT_SHAPES[name])
+    assert not (net.types == LayerType.UNKNOWN).any(), net.unknown_ops()
+    sinks = sorted(set(range(len(net))) - set(net.edges[:, 0].tolist()))
+    assert len(sinks) == 1 and net.out_elems[sinks[0]] == int(np.prod(_out_shape(name, MODERN_INPUT_SHAPES[name])))
+
+
 @pytest.mark.parametrize("name", FAST)
 def test_real_forward_at_reduced_input(name):
     m = _small(name)
@@ -152,6 +168,12 @@ def test_onnx_export_runs_in_onnxruntime_and_agrees(name):
         want = m(x).numpy()
     scale = max(float(np.abs(want).max()), 1e-30)
     assert got.shape == want.shape and np.abs(got - want).max() <= 1e-4 * scale
+    # both front ends read the same work from the model and its export
+    from annette_torch import from_onnx, trace
+
+    via_onnx, via_fx = from_onnx(onnx.load_from_string(buf.getvalue())), trace(m, SMALL_SHAPE[name])
+    assert via_onnx.unknown_ops() == via_fx.unknown_ops() == []
+    assert via_onnx.total_ops == pytest.approx(via_fx.total_ops, rel=0.01)
 
 
 # ------------------------------------------------------------------------------------------ building blocks
