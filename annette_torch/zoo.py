@@ -25,6 +25,7 @@ import torch
 import torch.nn as nn
 
 from .errors import ModelLoadError
+from .zoo_modern import MODERN, MODERN_INPUT_SHAPES
 
 __all__ = ["ZOO", "INPUT_SHAPES", "get", "names"]
 
@@ -1081,6 +1082,9 @@ ZOO: dict[str, Callable[..., nn.Module]] = {
 }
 
 INPUT_SHAPES: dict[str, tuple[int, ...]] = {name: (1, 3, 224, 224) for name in ZOO}
+# the architectures of the 2020s (vision transformers, Swin, ConvNeXt, hybrids, ...): their own module
+ZOO.update(MODERN)
+INPUT_SHAPES.update(MODERN_INPUT_SHAPES)
 INPUT_SHAPES.update({"tiny_cnn": (1, 3, 32, 32), "tiny_resnet": (1, 3, 32, 32), "inception_v3": (1, 3, 299, 299),
                      "resnet_v2_50": (1, 3, 299, 299), "mobilenet_v1_0.5": (1, 3, 160, 160)})
 

@@ -204,7 +204,8 @@ def main() -> int:
     ap.add_argument("--plots", metavar="DIR", help="write pred-vs-measured and roofline PNGs here")
     ap.add_argument("--csv", metavar="FILE", help="write the per-network table as CSV")
     ap.add_argument("--per-network", action="store_true", help="print every network's measured and predicted ms")
-    ap.add_argument("--kinds", default="zoo,reference,nb101", help="comma-separated subset of zoo,reference,nb101")
+    ap.add_argument("--kinds", default="zoo,reference,nb101", help="comma-separated subset of zoo,reference,nb101,modern (modern: the architectures of the 2020s, "
+                         "reported apart)")
     ap.add_argument("--n-nb101", type=int, help="NAS-Bench-101 cells (default 50; 10 with --quick)")
     ap.add_argument("--seed", type=int, default=V.VALIDATION_SEED, help="seed of the NAS-cell sample")
     ap.add_argument("--max-gops", type=float, help="leave out networks above this size (default: none; 4 with --quick)")

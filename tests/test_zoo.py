@@ -61,7 +61,8 @@ def _n_params(m: torch.nn.Module) -> int:
 
 def test_registry_is_consistent():
     assert set(zoo.ZOO) == set(zoo.INPUT_SHAPES)
-    assert set(PARAMS) | {"tiny_cnn", "tiny_resnet"} == set(zoo.ZOO)
+    from annette_torch.zoo_modern import MODERN
+    assert set(PARAMS) | {"tiny_cnn", "tiny_resnet"} | set(MODERN) == set(zoo.ZOO)  # (modern: test_zoo_modern)
     assert zoo.INPUT_SHAPES["resnet18"] == (1, 3, 224, 224)
     assert zoo.INPUT_SHAPES["tiny_cnn"] == zoo.INPUT_SHAPES["tiny_resnet"] == (1, 3, 32, 32)
     assert zoo.names() == sorted(zoo.ZOO)
@@ -73,7 +74,7 @@ def test_parameter_count_matches_published(name):
     assert n == pytest.approx(PARAMS[name], rel=TOLERANCE.get(name, 0.02)), f"{name}: {n:,} parameters"
 
 
-@pytest.mark.parametrize("name", sorted(zoo.ZOO))
+@pytest.mark.parametrize("name", sorted(set(zoo.ZOO) - set(__import__("annette_torch.zoo_modern").zoo_modern.MODERN)))
 def test_traces_and_gives_logits(name):
     m = _meta(name)
     assert not m.training

@@ -17,7 +17,7 @@ from ..ir import INT_COLUMNS, LayerType, Network
 from .errors import ValidationError
 
 __all__ = ["ValidationNet", "validation_networks", "network_fingerprint", "layer_signature", "WEIGHTED_TYPES",
-           "VALIDATION_SEED", "TINY_ZOO", "MIN_REFERENCE_OPS"]
+           "VALIDATION_SEED", "TINY_ZOO", "CLASSIC_ZOO", "MIN_REFERENCE_OPS"]
 
 log = logging.getLogger(__name__)
 
@@ -25,6 +25,11 @@ log = logging.getLogger(__name__)
 VALIDATION_SEED = 12345
 #: Zoo models left out of the validation set (toy networks for tests).
 TINY_ZOO = ("tiny_cnn", "tiny_resnet")
+#: the zoo models of the classic validation set (kind ``zoo``): the same 15 in every run, whatever else the zoo
+#: holds (the Vitis AI model-zoo networks calibrate zcu102-vai3 and are checked by its own benchmark)
+CLASSIC_ZOO = ("alexnet", "densenet121", "efficientnet_b0", "googlenet", "mnasnet0_5", "mobilenet_v2",
+               "mobilenet_v3_small", "regnetx_400mf", "resnet18", "resnet34", "resnet50", "shufflenet_v2_x0_5",
+               "squeezenet1_1", "vgg11", "vgg16")
 #: Reference graphs smaller than this (operations) are building blocks, not architectures.
 MIN_REFERENCE_OPS = 1e7
 
@@ -138,8 +143,10 @@ def validation_networks(kinds: Sequence[str] = ("zoo", "reference", "nb101"), n_
                         reference: str | os.PathLike | None = None) -> list[ValidationNet]:
     """The validation set, deterministic (same names, networks and order on every call).
 
-    - ``zoo``: every model of `annette_torch.zoo` except the toy ones (`TINY_ZOO`), traced at its input
-      shape; a model whose IR does not export is measured through ``torch.onnx.export`` (``source="torch"``);
+    - ``zoo``: the classic zoo models (`CLASSIC_ZOO`), traced at their input shapes; a model whose IR does not
+      export is measured through ``torch.onnx.export`` (``source="torch"``);
+    - ``modern``: the architectures of the 2020s (`annette_torch.zoo_modern`: vision transformers, Swin,
+      ConvNeXt, hybrids, EfficientNetV2, segmentation heads), reported apart from the classic set;
     - ``reference``: every graph of the ANNETTE reference data (``reference`` folder, default
       `annette_torch.bench.suites.reference_dir`) that converts, has no Unknown layers and (with
       ``check_export``) exports to ONNX; building blocks under `MIN_REFERENCE_OPS` operations are left out;
@@ -173,12 +180,16 @@ def validation_networks(kinds: Sequence[str] = ("zoo", "reference", "nb101"), n_
     def forget(net: Network) -> None:
         seen.pop(layer_signature(net, WEIGHTED_TYPES), None)
 
+    zoo_names: list[tuple[str, str]] = []
     if "zoo" in kinds:
+        zoo_names += [("zoo", n) for n in CLASSIC_ZOO]
+    if "modern" in kinds:
+        from ..zoo_modern import MODERN
+        zoo_names += [("modern", n) for n in MODERN]
+    if zoo_names:
         from .. import zoo
         from ..frontends.fx import trace
-        for name in zoo.names():
-            if name in TINY_ZOO:
-                continue
+        for kind, name in zoo_names:
             shape = tuple(zoo.INPUT_SHAPES[name])
             net = trace(zoo.get(name), shape)
             if not admit(f"zoo/{name}", net):
@@ -190,7 +201,7 @@ def validation_networks(kinds: Sequence[str] = ("zoo", "reference", "nb101"), n_
                     log.info("validation: zoo/%s does not export through the IR (%s); measured through "
                              "torch.onnx.export", name, err)
                     source = "torch"
-            out.append(ValidationNet(f"zoo/{name}", "zoo", net, shape, source))
+            out.append(ValidationNet(f"{kind}/{name}", kind, net, shape, source))
     if "reference" in kinds:
         out.extend(_reference_networks(reference, check_export, admit, forget))
     if "nb101" in kinds:
