@@ -4,6 +4,10 @@ Micro-kernel suites measure one layer (``conv``, ``dwconv``, ``gconv``, ``gconv_
 ``fc``, ``add``, ``concat``, ``act``, ``bn``, ``resize``); multi-layer suites have the shapes of the paper's Fig. 4
 (``conv_bn_relu``, ``conv_pool``, ``residual``, ``concat_branches``, ``dwsep``, ``conv_act``, ``dw_act``,
 ``stem``);
+attention-era suites run on token tensors, built as the torch.fx front end traces them (`tokens.TokenGraph`):
+micro-kernels ``matmul`` (attention's scores and context products), ``softmax``, ``layernorm``, ``gelu``, ``heads``
+(head split / merge), ``interp`` (nearest / bilinear) and ``dilconv`` (dilated convolutions), blocks ``attention``,
+``mlp``, ``convnext`` and ``window_attention``;
 ``cold_weights`` measures weighted layers after a pool that streams a chosen amount of activations through
 the caches (whether a layer's weights are still cached inside a network, `annette_torch.models.cache`); ``paper_conv``
 replays the paper's ~35k convolution configurations (``paper35k.csv`` of the reference data). Value ranges
@@ -24,7 +28,8 @@ Loaders for the original ANNETTE material: `from_annette_template` fills a bench
 
 Modules: `base` (the `Suite` object, caps, ids), `registry` (all suites by name), `values` (shared parameter
 values), `layers` (building blocks), one module per family of suites (`weighted`, `pool`, `elementwise`,
-`tensor`, `fused`, `blocks`, `context`), `combine` (`multi_kernel`), `reference`, `templates`, `paper`.
+`tensor`, `fused`, `blocks`, `context`, `tokens`, `transformer`), `combine` (`multi_kernel`), `reference`,
+`templates`, `paper`.
 """
 
 from __future__ import annotations
