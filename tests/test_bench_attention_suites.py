@@ -20,10 +20,11 @@ from annette_torch.ir import LayerType as T, NetworkBuilder
 
 ort = pytest.importorskip("onnxruntime")
 
-MICRO = ["matmul", "softmax", "layernorm", "gelu", "heads", "interp", "dilconv"]
+MICRO = ["linear", "matmul", "softmax", "layernorm", "gelu", "heads", "interp", "dilconv"]
 MULTI = ["attention", "mlp", "convnext", "window_attention"]
 #: small configurations of every new suite (a few per suite run on the runtimes)
 SMALL = {
+    "linear": [{"l": 49, "e": 64, "f": 96}],
     "matmul": [{"h": 2, "l": 64, "s": 49, "d": 32, "kind": "scores"}, {"h": 3, "l": 49, "s": 64, "d": 16,
                                                                        "kind": "context"}],
     "softmax": [{"h": 2, "l": 64, "s": 49}],
@@ -250,6 +251,7 @@ def test_round_trip_onnx_runtime(tmp_path):
     assert {r.node_type for r in _heads(got["matmul"], "MatMul")} <= {"MatMul", "FusedMatMul"}
     assert {r.node_type for r in _heads(got["mlp"], "FullyConnected")} == {"Gemm"}
     assert {r.node_type for r in _heads(got["gelu"], "GELU")} == {"Gelu"}
+    assert {r.node_type for r in _heads(got["linear"], "FullyConnected")} == {"Gemm"}
     assert {r.node_type for r in _heads(got["layernorm"], "LayerNorm")} == {"LayerNormalization"}
     assert {r.layer for r in _heads(got["attention"], "MatMul")} == {"scores", "context"}
 

@@ -5,17 +5,16 @@ Micro-kernel suites measure one layer (``conv``, ``dwconv``, ``gconv``, ``gconv_
 (``conv_bn_relu``, ``conv_pool``, ``residual``, ``concat_branches``, ``dwsep``, ``conv_act``, ``dw_act``,
 ``stem``);
 attention-era suites run on token tensors, built as the torch.fx front end traces them (`tokens.TokenGraph`):
-micro-kernels ``matmul`` (attention's scores and context products), ``softmax``, ``layernorm``, ``gelu``, ``heads``
-(head split / merge), ``interp`` (nearest / bilinear) and ``dilconv`` (dilated convolutions), blocks ``attention``,
-``mlp``, ``convnext`` and ``window_attention``;
-``cold_weights`` measures weighted layers after a pool that streams a chosen amount of activations through
-the caches (whether a layer's weights are still cached inside a network, `annette_torch.models.cache`); ``paper_conv``
-replays the paper's ~35k convolution configurations (``paper35k.csv`` of the reference data). Value ranges
-follow the paper (spatial 1..224, channels 3..2048, kernels 1/3/5/7, strides 1/2, pools 2..10); a config is
-feasible when its model stays within `MAX_OPS` operations, `MAX_ACT_BYTES` of activations and
-`MAX_WEIGHT_BYTES` of weights (float32), so one config runs in well under a second on a small CPU. The caps
-are checked analytically and vectorised (a suite's grid of ~400k configs is counted in milliseconds); a
-test keeps the formulas equal to the built networks'.
+micro-kernels ``linear`` (over token rows), ``matmul`` (attention's scores and context products), ``softmax``,
+``layernorm``, ``gelu``, ``heads`` (head split / merge), ``interp`` (nearest / bilinear) and ``dilconv`` (dilated
+convolutions), blocks ``attention``, ``mlp``, ``convnext`` and ``window_attention``; ``cold_weights`` measures
+weighted layers after a pool that streams a chosen amount of activations through the caches (whether a layer's
+weights are still cached inside a network, `annette_torch.models.cache`); ``paper_conv`` replays the paper's ~35k
+convolution configurations (``paper35k.csv`` of the reference data). Value ranges follow the paper (spatial 1..224,
+channels 3..2048, kernels 1/3/5/7, strides 1/2, pools 2..10); a config is feasible when its model stays within
+`MAX_OPS` operations, `MAX_ACT_BYTES` of activations and `MAX_WEIGHT_BYTES` of weights (float32), so one config runs
+in well under a second on a small CPU. The caps are checked analytically and vectorised (a suite's grid of ~400k
+configs is counted in milliseconds); a test keeps the formulas equal to the built networks'.
 
 Conventions of the generated networks: NCHW, batch 1 unless the suite has ``n``; convolutions use "same"
 padding (``k // 2`` per side, so the output is ``ceil(size / stride)``, as the original ANNETTE generator's

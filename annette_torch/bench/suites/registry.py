@@ -18,8 +18,8 @@ from .paper import PAPER_CHANNELS, PAPER_SPATIAL, paper_table
 from .pool import build_avgpool, build_maxpool, cost_pool, valid_pool
 from .tokens import (DIL_SPATIAL, DILATIONS, EMBED, HEAD_DIMS, HEAD_KINDS, HEADS, HIDDEN, INTERP_MODES,
                      MATMUL_KINDS, TOKENS, build_dilconv, build_gelu, build_heads, build_interp, build_layernorm,
-                     build_matmul, build_softmax, cost_dilconv, cost_gelu, cost_heads, cost_interp, cost_layernorm,
-                     cost_matmul, cost_softmax)
+                     build_linear, build_matmul, build_softmax, cost_dilconv, cost_gelu, cost_heads, cost_interp,
+                     cost_layernorm, cost_linear, cost_matmul, cost_softmax)
 from .transformer import (CONVNEXT_CHANNELS, CONVNEXT_SPATIAL, MLP_RATIOS, WINDOWS, build_attention, build_convnext,
                           build_mlp, build_window_attention, cost_attention, cost_convnext, cost_mlp,
                           cost_window_attention)
@@ -73,6 +73,8 @@ def _suites() -> dict[str, Suite]:
         Suite("bn", "batch normalization (h, w, c)", {**hw, "c": ch}, build_bn, cost=cost_bn),
         Suite("resize", "nearest upsampling x2/x4 (h, w, c, scale)", {**hw, "c": ch, "scale": [2, 4]},
               build_resize, cost=cost_resize),
+        Suite("linear", "fully connected layer over the rows of a token tensor (1, l, e) -> (1, l, f), as "
+              "nn.Linear in a transformer", {"l": TOKENS, "e": EMBED, "f": HIDDEN}, build_linear, cost=cost_linear),
         Suite("matmul", "batched product of two activations in attention shapes: scores q k^T (1, heads, l, d) x "
               "(1, heads, s, d) or context p v (1, heads, l, s) x (1, heads, s, d) (heads, query tokens l, key "
               "tokens s, head dim d, kind)", {"h": HEADS, "l": TOKENS, "s": TOKENS, "d": HEAD_DIMS,

@@ -7,10 +7,11 @@ IR shapes ``(prod(...), E, L, 1) -> (prod(...), F, L, 1)``, a batched product of
 real tensor shape (attribute ``shape``), which the exporters read, and where it matters how it is computed
 (``trans_b`` of a ``q k^T`` product, ``perm`` of a transpose, ``axis`` of a softmax).
 
-Micro-kernel suites here: ``matmul`` (the scores ``q k^T`` and context ``p v`` products of attention), ``softmax``
-over the last axis of attention scores, ``layernorm`` and ``gelu`` of token tensors ``(1, L, E)``, ``heads``
-(the head split ``(1, L, E) -> (1, H, L, d)`` and merge as reshape + transpose), ``interp`` (nearest / bilinear
-resize) and ``dilconv`` (dilated 3x3 convolutions).
+Micro-kernel suites here: ``linear`` (a fully connected layer over the rows of ``(1, L, E)``), ``matmul`` (the
+scores ``q k^T`` and context ``p v`` products of attention), ``softmax`` over the last axis of attention scores,
+``layernorm`` and ``gelu`` of token tensors ``(1, L, E)``, ``heads`` (the head split ``(1, L, E) -> (1, H, L, d)``
+and merge as reshape + transpose), ``interp`` (nearest / bilinear resize) and ``dilconv`` (dilated 3x3
+convolutions).
 """
 
 from __future__ import annotations
@@ -25,9 +26,9 @@ from .base import SuiteError
 from .weighted import build_conv, cost_conv
 
 __all__ = ["TokenGraph", "HEADS", "TOKENS", "HEAD_DIMS", "EMBED", "HIDDEN", "DILATIONS", "DIL_SPATIAL",
-           "MATMUL_KINDS", "HEAD_KINDS", "INTERP_MODES", "build_matmul", "cost_matmul", "build_softmax",
-           "cost_softmax", "build_layernorm", "cost_layernorm", "build_gelu", "cost_gelu", "build_heads",
-           "cost_heads", "build_interp", "cost_interp", "build_dilconv", "cost_dilconv"]
+           "MATMUL_KINDS", "HEAD_KINDS", "INTERP_MODES", "build_linear", "cost_linear", "build_matmul", "cost_matmul",
+           "build_softmax", "cost_softmax", "build_layernorm", "cost_layernorm", "build_gelu", "cost_gelu",
+           "build_heads", "cost_heads", "build_interp", "cost_interp", "build_dilconv", "cost_dilconv"]
 
 T = LayerType
 
@@ -135,6 +136,19 @@ def _kind(c: dict, key: str, allowed: Sequence[str]) -> str:
     if v not in allowed:
         raise SuiteError(f"{key} must be one of {list(allowed)}, got {v!r}")
     return v
+
+
+def build_linear(c: dict) -> Network:
+    """A fully connected layer over the rows of a token tensor ``(1, L, E) -> (1, L, F)`` (a projection of
+    attention, a layer of an MLP block)."""
+    g = TokenGraph("linear")
+    g.linear("fc", g.input("x", (1, int(c["l"]), int(c["e"]))), int(c["f"]))
+    return g.build()
+
+
+def cost_linear(c):
+    L, E, F_ = (np.asarray(c[k], dtype=np.float64) for k in ("l", "e", "f"))
+    return 2 * L * E * F_, L * (E + F_), E * F_
 
 
 def build_matmul(c: dict) -> Network:
