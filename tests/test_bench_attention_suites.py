@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import pytest
+from hypothesis import assume, given, settings, strategies as st
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -269,3 +270,25 @@ def test_round_trip_openvino(tmp_path):
     assert att["softmax"].fused == NOT_FUSED or att["softmax"].fused_into == "scores"
     cnx = {r.layer: r for r in got["convnext"]}
     assert cnx["norm"].fused == NOT_FUSED and cnx["norm"].time_ms > 0
+
+
+@settings(max_examples=25, deadline=None)
+@given(batch=st.lists(st.integers(1, 3), min_size=0, max_size=2), m=st.integers(1, 5), k=st.integers(1, 5),
+       n=st.integers(1, 5), trans=st.booleans(), explicit=st.booleans())
+def test_matmul_export_computes_the_product(batch, m, k, n, trans, explicit):
+    """Any batched product (keys stored transposed or not; ``trans_b`` given, or inferred where the shapes tell)
+    computes a @ b."""
+    assume(explicit or not trans or k != n)  # square keys without trans_b read as not transposed
+    batch = tuple(batch)
+    a_shape, b_shape = batch + (m, k), batch + ((n, k) if trans else (k, n))
+    b = NetworkBuilder("mm")
+    x = b.add(T.INPUT, "a", [], a_shape, shape=a_shape)
+    y = b.add(T.INPUT, "b", [], b_shape, shape=b_shape)
+    nb = int(np.prod(batch)) if batch else 1
+    b.add(T.MATMUL, "mm", [x, y], (nb, n, m, 1), in_shape=(nb, k, m, 1), shape=batch + (m, n),
+          trans_b=trans if explicit else None)
+    model = to_onnx(b.build())
+    feeds = _inputs(model)
+    got = _session(model).run(None, feeds)[0]
+    want = np.matmul(feeds["a"], np.swapaxes(feeds["b"], -1, -2) if trans else feeds["b"])
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
