@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from annette_torch.bench.export import ExportError, to_module, to_onnx
 from annette_torch.bench.records import INSERTED, NOT_FUSED
 from annette_torch.bench.store import Store
-from annette_torch.bench.suites import SUITES, list_suites
+from annette_torch.bench.suites import SUITES, config_id, list_suites
 from annette_torch.bench.sweep import measure
 from annette_torch.frontends.fx import trace
 from annette_torch.ir import LayerType as T, NetworkBuilder
@@ -34,7 +34,7 @@ SMALL = {
     "heads": [{"l": 49, "h": 4, "d": 16, "kind": "split"}, {"l": 64, "h": 2, "d": 32, "kind": "merge"}],
     "interp": [{"hw": 8, "c": 16, "scale": 2, "mode": "bilinear"}, {"hw": 8, "c": 16, "scale": 4, "mode": "nearest"}],
     "dilconv": [{"hw": 16, "c": 16, "f": 32, "d": 6}],
-    "attention": [{"l": 49, "h": 2, "d": 16}],
+    "attention": [{"l": 49, "h": 2, "d": 16}, {"l": 64, "h": 2, "d": 16, "style": "manual"}],
     "mlp": [{"l": 49, "e": 64, "r": 4}],
     "convnext": [{"hw": 7, "c": 48}],
     "window_attention": [{"nw": 2, "w": 4, "h": 2, "d": 16}],
@@ -138,6 +138,19 @@ class _Attention(nn.Module):
         return self.out_proj(o.transpose(1, 2).reshape(B, L, E))
 
 
+class _ManualAttention(_Attention):
+    """timm's ViT attention: the key transpose and the scale written out."""
+
+    def forward(self, x):
+        B, L, E = x.shape
+        h, d = self.h, E // self.h
+        q = self.q_proj(x).reshape(B, L, h, d).transpose(1, 2)
+        k = self.k_proj(x).reshape(B, L, h, d).transpose(1, 2)
+        v = self.v_proj(x).reshape(B, L, h, d).transpose(1, 2)
+        a = ((q @ k.transpose(-2, -1)) * d ** -0.5).softmax(dim=-1)
+        return self.out_proj((a @ v).transpose(1, 2).reshape(B, L, E))
+
+
 class _Mlp(nn.Module):
     def __init__(self, e, r):
         super().__init__()
@@ -186,6 +199,7 @@ def _same_ir(got, want):
 
 @pytest.mark.parametrize("name,config,module,shape", [
     ("attention", {"l": 49, "h": 4, "d": 16}, lambda: _Attention(64, 4), (1, 49, 64)),
+    ("attention", {"l": 49, "h": 4, "d": 16, "style": "manual"}, lambda: _ManualAttention(64, 4), (1, 49, 64)),
     ("mlp", {"l": 49, "e": 64, "r": 3}, lambda: _Mlp(64, 3), (1, 49, 64)),
     ("convnext", {"hw": 14, "c": 48}, lambda: _ConvNeXt(48), (1, 48, 14, 14)),
     ("window_attention", {"nw": 2, "w": 7, "h": 2, "d": 16}, lambda: _Windows(2, 7, 2, 16), (1, 14, 14, 32)),
@@ -215,7 +229,7 @@ def _round_trip(runner, tmp_path, platform):
         run = st.start_run(platform, runner.name, runner.toolchain(), {})
         for name in MICRO + MULTI:
             for c in [dict(x) for x in SMALL[name]]:
-                c.setdefault("config_id", _cid(c))
+                c["config_id"] = _cid(c)
                 res = measure(name, c, runner, iterations=3, warmup=1)
                 net = SUITES[name].build(c)
                 layers = [r for r in res.layers if r.fused != INSERTED]
@@ -228,20 +242,28 @@ def _round_trip(runner, tmp_path, platform):
                                                                                for r in res.layers])
                 assert st.add(run, platform, res)
         stored = list(st.layer_records(platform))
-    by_suite: dict[str, list] = {}
-    for suite, _cid_, _params, rec in stored:
-        by_suite.setdefault(suite, []).append(rec)
-    assert set(by_suite) == set(MICRO + MULTI)
-    return by_suite
+    out: dict[str, dict[str, list]] = {}   # suite -> config id -> its records
+    for suite, cid, _params, rec in stored:
+        out.setdefault(suite, {}).setdefault(cid, []).append(rec)
+    assert set(out) == set(MICRO + MULTI) and all(len(out[s]) == len(SMALL[s]) for s in out)
+    return out
+
+
+def _records(got, suite, **config):
+    """The layer records of one configuration by layer name."""
+    return {r.layer: r for r in got[suite][_cid(config)]}
+
+
+def _all(got, suite):
+    return [r for recs in got[suite].values() for r in recs]
 
 
 def _cid(c):
-    from annette_torch.bench.suites import config_id
     return config_id(c)
 
 
-def _heads(recs, layer_type):
-    return [r for r in recs if r.layer_type == layer_type and r.fused == NOT_FUSED]
+def _heads(got, suite, layer_type):
+    return [r for r in _all(got, suite) if r.layer_type == layer_type and r.fused == NOT_FUSED]
 
 
 def test_round_trip_onnx_runtime(tmp_path):
@@ -249,46 +271,31 @@ def test_round_trip_onnx_runtime(tmp_path):
     got = _round_trip(OrtRunner(threads=1), tmp_path, "ort-test")
     # ONNX Runtime runs the products as (Fused)MatMul, the projections as Gemm (MatMul + Add fused), the erf
     # GELU as one Gelu, LayerNormalization as one node
-    assert {r.node_type for r in _heads(got["matmul"], "MatMul")} <= {"MatMul", "FusedMatMul"}
-    assert {r.node_type for r in _heads(got["mlp"], "FullyConnected")} == {"Gemm"}
-    assert {r.node_type for r in _heads(got["gelu"], "GELU")} == {"Gelu"}
-    assert {r.node_type for r in _heads(got["linear"], "FullyConnected")} == {"Gemm"}
-    assert {r.node_type for r in _heads(got["layernorm"], "LayerNorm")} == {"LayerNormalization"}
-    assert {r.layer for r in _heads(got["attention"], "MatMul")} == {"scores", "context"}
+    assert {r.node_type for r in _heads(got, "matmul", "MatMul")} <= {"MatMul", "FusedMatMul"}
+    assert {r.node_type for r in _heads(got, "mlp", "FullyConnected")} == {"Gemm"}
+    assert {r.node_type for r in _heads(got, "linear", "FullyConnected")} == {"Gemm"}
+    assert {r.node_type for r in _heads(got, "gelu", "GELU")} == {"Gelu"}
+    assert {r.node_type for r in _heads(got, "layernorm", "LayerNorm")} == {"LayerNormalization"}
+    sdpa = _records(got, "attention", l=49, h=2, d=16)
+    assert sdpa["scores"].fused == sdpa["context"].fused == NOT_FUSED
+    # timm's written-out attention: the scalar scale is folded into the scores product (a FusedMatMul)
+    manual = _records(got, "attention", l=64, h=2, d=16, style="manual")
+    assert manual["scores"].node_type == "FusedMatMul" and manual["scores"].fused == NOT_FUSED
+    assert manual["scale"].fused_into == "scores" and manual["scale"].time_ms == 0
 
 
 def test_round_trip_openvino(tmp_path):
     pytest.importorskip("openvino")
     from annette_torch.bench.runners.openvino import OpenVinoRunner
     got = _round_trip(OpenVinoRunner(device="CPU", threads=1), tmp_path, "ov-test")
-    # OpenVINO folds GELU into the FullyConnected before it; a whole attention may become one Subgraph headed by
-    # its scores product; a decomposed LayerNorm's pieces are all the LayerNorm's
-    mlp = {r.layer: r for r in got["mlp"]}
+    # OpenVINO folds GELU into the FullyConnected before it; a whole attention becomes one Subgraph headed by a
+    # product; a decomposed LayerNorm's pieces are all the LayerNorm's
+    mlp = _records(got, "mlp", l=49, e=64, r=4)
     assert mlp["gelu"].fused != NOT_FUSED and mlp["fc1"].fused == NOT_FUSED
-    att = {r.layer: r for r in got["attention"]}
-    assert att["scores"].fused == NOT_FUSED
-    assert att["softmax"].fused == NOT_FUSED or att["softmax"].fused_into == "scores"
-    cnx = {r.layer: r for r in got["convnext"]}
+    for cfg in SMALL["attention"]:
+        att = _records(got, "attention", **cfg)
+        heads = [r for r in att.values() if r.node_type == "Subgraph" and r.fused == NOT_FUSED]
+        assert [r.layer_type for r in heads] in ([], ["MatMul"]), cfg
+        assert att["softmax"].fused != NOT_FUSED or att["softmax"].node_type == "Softmax"
+    cnx = _records(got, "convnext", hw=7, c=48)
     assert cnx["norm"].fused == NOT_FUSED and cnx["norm"].time_ms > 0
-
-
-@settings(max_examples=25, deadline=None)
-@given(batch=st.lists(st.integers(1, 3), min_size=0, max_size=2), m=st.integers(1, 5), k=st.integers(1, 5),
-       n=st.integers(1, 5), trans=st.booleans(), explicit=st.booleans())
-def test_matmul_export_computes_the_product(batch, m, k, n, trans, explicit):
-    """Any batched product (keys stored transposed or not; ``trans_b`` given, or inferred where the shapes tell)
-    computes a @ b."""
-    assume(explicit or not trans or k != n)  # square keys without trans_b read as not transposed
-    batch = tuple(batch)
-    a_shape, b_shape = batch + (m, k), batch + ((n, k) if trans else (k, n))
-    b = NetworkBuilder("mm")
-    x = b.add(T.INPUT, "a", [], a_shape, shape=a_shape)
-    y = b.add(T.INPUT, "b", [], b_shape, shape=b_shape)
-    nb = int(np.prod(batch)) if batch else 1
-    b.add(T.MATMUL, "mm", [x, y], (nb, n, m, 1), in_shape=(nb, k, m, 1), shape=batch + (m, n),
-          trans_b=trans if explicit else None)
-    model = to_onnx(b.build())
-    feeds = _inputs(model)
-    got = _session(model).run(None, feeds)[0]
-    want = np.matmul(feeds["a"], np.swapaxes(feeds["b"], -1, -2) if trans else feeds["b"])
-    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)

@@ -19,7 +19,7 @@ Rules, in this order:
    NOT_RUN inserted nodes cost nothing and are skipped too.
 2. Survivor: an executed node runs one *head* layer: the earliest of its layers whose type fits the
    node type (a ``Conv`` node heads a conv layer, a ``Subgraph`` its first element-wise layer or, for
-   OpenVINO's attention subgraph, its scores ``MatMul``). When none
+   OpenVINO's attention subgraph, its first ``MatMul``). When none
    fits, e.g. ONNX Runtime's ``relu1_nchwc`` (named after the Relu it ends with) or OpenVINO's
    ``Multiply_<n>`` carrying ``bn1,relu1``, the matcher walks up through producers that have no node of
    their own to the nearest layer that fits (conv1) and takes the layers on the way as absorbed. The head
@@ -350,6 +350,8 @@ class GraphMatcher:
         fits = _fits(rec.node_type)
         heads = sorted((i for i in layers if fits is None or T(int(self.types[i])) in fits),
                        key=self.graph.rank_of)
+        if rec.node_type.lower() == "subgraph":  # an attention subgraph: its (first) product is the head
+            heads = [i for i in heads if self.types[i] == T.MATMUL] or heads
         if heads:
             head = heads[0]
         else:

@@ -144,8 +144,10 @@ def _suites() -> dict[str, Suite]:
                "f": [10, 16, 32, 64, 128, 256], "pool": ["none", "max"]}, build_head, kind="multi", cost=cost_head,
               valid=valid_head),
         Suite("attention", "multi-head self-attention over (1, l, h*d) tokens: q/k/v projections, head split, "
-              "scores, softmax, context, head merge, output projection (l, heads, head dim d)",
-              {"l": TOKENS, "h": HEADS, "d": HEAD_DIMS}, build_attention, kind="multi", cost=cost_attention),
+              "scores, softmax, context, head merge, output projection (l, heads, head dim d; option style "
+              "sdpa / manual: key transpose and scale as layers)",
+              {"l": TOKENS, "h": HEADS, "d": HEAD_DIMS}, build_attention, kind="multi", cost=cost_attention,
+              optional={"style": "sdpa"}),
         Suite("mlp", "transformer MLP block Linear - GELU - Linear over (1, l, e) tokens, hidden r*e (l, e, r)",
               {"l": TOKENS, "e": EMBED, "r": MLP_RATIOS}, build_mlp, kind="multi", cost=cost_mlp),
         Suite("convnext", "ConvNeXt block: 7x7 depthwise, permute, LayerNorm, Linear 4c - GELU - Linear, permute, "

@@ -104,6 +104,10 @@ class TokenGraph:
         return self.layer(T.MATMUL, name, [a, b], batch + (m, n), in_shape=(nb, k, m, 1), ir_out=(nb, n, m, 1),
                           trans_b=bool(trans_b))
 
+    def scale(self, name: str, x: int) -> int:
+        """``x * scale`` with a scalar constant (a one-input ``Mul``), as ``attn * self.scale`` traces."""
+        return self.same(T.MUL, name, x, scalar=True)
+
     def reshape(self, name: str, x: int, shape: Sequence[int]) -> int:
         if math.prod(shape) != math.prod(self.shapes[x]):
             raise SuiteError(f"layer {name!r}: cannot view {list(self.shapes[x])} as {list(shape)}")

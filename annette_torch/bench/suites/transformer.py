@@ -14,7 +14,7 @@ from ...ir import LayerType, Network
 from .base import SuiteError
 from .tokens import TokenGraph
 
-__all__ = ["CONVNEXT_SPATIAL", "CONVNEXT_CHANNELS", "WINDOWS", "MLP_RATIOS", "build_attention", "cost_attention",
+__all__ = ["ATTENTION_STYLES", "CONVNEXT_SPATIAL", "CONVNEXT_CHANNELS", "WINDOWS", "MLP_RATIOS", "build_attention", "cost_attention",
            "build_mlp", "cost_mlp", "build_convnext", "cost_convnext", "build_window_attention",
            "cost_window_attention"]
 
@@ -29,15 +29,28 @@ WINDOWS = [4, 7, 8, 12, 16]
 MLP_RATIOS = [2, 3, 4]
 
 
-def _attend(g: TokenGraph, x: int, h: int, prefix: str = "") -> int:
+#: the ``attention`` suite's ``style`` option: ``sdpa`` (`F.scaled_dot_product_attention`, nn.MultiheadAttention:
+#: no separate key transpose or scale layer) or ``manual`` (as timm's ViT writes it: ``(q @ k.transpose(-2, -1))
+#: * scale``, a Transpose and a scalar Mul that ONNX Runtime folds into one FusedMatMul)
+ATTENTION_STYLES = ("sdpa", "manual")
+
+
+def _attend(g: TokenGraph, x: int, h: int, prefix: str = "", style: str = "sdpa") -> int:
     """Self-attention of token tensor ``x`` (``(..., L, E)``) with ``h`` heads: q / k / v projections, head
-    split, ``q k^T``, softmax, ``p v``, head merge, output projection (as `F.scaled_dot_product_attention`
-    traces: no separate scale or key transpose layer)."""
+    split, ``q k^T`` (with the key transpose and the scale as layers of their own in the ``manual`` style),
+    softmax, ``p v``, head merge, output projection."""
     E = g.shape(x)[-1]
     if E % h:
         raise SuiteError(f"{E} channels do not split into {h} heads")
+    if style not in ATTENTION_STYLES:
+        raise SuiteError(f"style must be one of {list(ATTENTION_STYLES)}, got {style!r}")
     q, k, v = (g.split_heads(f"{prefix}{t}", g.linear(f"{prefix}{t}_proj", x, E), h) for t in ("q", "k", "v"))
-    s = g.matmul(f"{prefix}scores", q, k, trans_b=True)
+    if style == "manual":
+        r = len(g.shape(k))
+        kt = g.transpose(f"{prefix}k_t", k, (*range(r - 2), r - 1, r - 2))
+        s = g.scale(f"{prefix}scale", g.matmul(f"{prefix}scores", q, kt, trans_b=False))
+    else:
+        s = g.matmul(f"{prefix}scores", q, k, trans_b=True)
     p = g.same(T.SOFTMAX, f"{prefix}softmax", s, axis=-1)
     o = g.merge_heads(f"{prefix}heads", g.matmul(f"{prefix}context", p, v, trans_b=False))
     return g.linear(f"{prefix}out_proj", o, E)
@@ -52,10 +65,10 @@ def _attend_cost(nb, L, E, h):
 
 
 def build_attention(c: dict) -> Network:
-    """Multi-head self-attention over ``(1, L, H * d)`` tokens."""
+    """Multi-head self-attention over ``(1, L, H * d)`` tokens (``style``: `ATTENTION_STYLES`)."""
     g = TokenGraph("attention")
     h, L, d = int(c["h"]), int(c["l"]), int(c["d"])
-    _attend(g, g.input("x", (1, L, h * d)), h)
+    _attend(g, g.input("x", (1, L, h * d)), h, style=str(c.get("style", "sdpa")))
     return g.build()
 
 
@@ -63,7 +76,8 @@ def cost_attention(c):
     h, L, d = (np.asarray(c[k], dtype=np.float64) for k in ("h", "l", "d"))
     E = h * d
     ops, act = _attend_cost(1, L, E, h)
-    return ops, act + L * E, 4 * E * E
+    manual = np.asarray(c.get("style", "sdpa")) == "manual"  # + the key transpose and the scale
+    return ops + manual * h * L * L, act + L * E + manual * (L * E + h * L * L), 4 * E * E
 
 
 def build_mlp(c: dict) -> Network:
