@@ -16,6 +16,7 @@ from annette_torch.bench.records import INSERTED, NOT_FUSED
 from annette_torch.bench.store import Store
 from annette_torch.bench.suites import SUITES, config_id, list_suites
 from annette_torch.bench.sweep import measure
+from annette_torch.errors import AnnetteError
 from annette_torch.frontends.fx import trace
 from annette_torch.ir import LayerType as T, NetworkBuilder
 
@@ -299,3 +300,16 @@ def test_round_trip_openvino(tmp_path):
         assert att["softmax"].fused != NOT_FUSED or att["softmax"].node_type == "Softmax"
     cnx = _records(got, "convnext", hw=7, c=48)
     assert cnx["norm"].fused == NOT_FUSED and cnx["norm"].time_ms > 0
+
+
+def test_manual_attention_costs_agree():
+    suite = SUITES["attention"]
+    for c in suite.configs(n=6, seed=2, options={"style": "manual"}):
+        net = suite.build(c)
+        assert net.type_labels().count("Mul") == 1 and net.type_labels().count("Transpose") == 5
+        cols = {k: np.array([v], dtype=object if isinstance(v, str) else np.int64)
+                for k, v in c.items() if k != "config_id"}
+        ops, act, wts = (float(np.asarray(v).reshape(-1)[0]) for v in suite.cost(cols))
+        assert (ops, act, wts) == pytest.approx((net.total_ops, float(net.out_elems.sum()), net.total_weights))
+    with pytest.raises(AnnetteError, match="style must be one of"):
+        suite.build({"l": 16, "h": 2, "d": 16, "style": "flash"})
