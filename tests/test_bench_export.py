@@ -73,6 +73,9 @@ def zoo_net():
     sl = b.add(T.SLICE, "slice", [ap], (1, 20, 5, 6))
     tr = b.add(T.TRANSPOSE, "transpose", [sl], (1, 20, 6, 5))
     lrn = b.same(T.LRN, "lrn", tr)
+    # a batched product of two activations (q k^T of the same tensor) and a softmax over its last axis
+    mm = b.add(T.MATMUL, "matmul", [tr, tr], (20, 6, 6, 1), in_shape=(20, 5, 6, 1), shape=(1, 20, 6, 6), trans_b=True)
+    b.add(T.SOFTMAX, "scores", [mm], (1, 20, 6, 6), shape=(1, 20, 6, 6), axis=-1)
     rm = b.add(T.REDUCE_MEAN, "mean", [lrn], (1, 20, 1, 5))
     ln = b.same(T.LAYER_NORM, "ln", rm)
     gp = b.global_pool("gap", ln)
@@ -100,10 +103,11 @@ def test_export_checks_infers_ir_shapes_and_runs(zoo, opset):
     shapes = inferred_shapes(model)
     for i, name in enumerate(zoo.names):
         assert name in shapes, name
-        assert to_nchw(shapes[name]) == zoo.out_shape(i), (name, shapes[name], zoo.out_shape(i))
+        full = zoo.attr("shape", i)  # a MatMul's IR shape is (batch, N, M, 1), its tensor (..., M, N)
+        assert to_nchw(shapes[name]) == (zoo.out_shape(i) if full is None else to_nchw(full)), name
     outs = session(model).run(None, feeds(model))
     assert all(np.isfinite(o).all() for o in outs)
-    assert {o.name for o in model.graph.output} == {"softmax", "dropout", "deconv_act"}
+    assert {o.name for o in model.graph.output} == {"softmax", "dropout", "deconv_act", "scores"}
     assert [i.name for i in model.graph.input] == ["x", "v"]
 
 
@@ -119,9 +123,12 @@ def test_naming_contract(zoo):
             continue
         assert name in nodes and list(nodes[name].output) == [name]
     helpers = {n for n in nodes if n not in zoo.names}
-    assert helpers == {"silu/sigmoid", "gelu/div", "gelu/erf", "gelu/add", "gelu/mul", "fc2/flatten"}
+    assert helpers == {"silu/sigmoid", "gelu/div", "gelu/erf", "gelu/add", "gelu/mul", "fc2/flatten",
+                       "matmul/transpose_b"}
     owners = node_layers(model)
     assert owners["fc2/flatten"] == "fc2" and owners["gelu/erf"] == "gelu" and owners["conv"] == "conv"
+    assert owners["matmul/transpose_b"] == "matmul" and nodes["matmul"].op_type == "MatMul"
+    assert {a.name: onnx.helper.get_attribute_value(a) for a in nodes["scores"].attribute} == {"axis": -1}
     assert nodes["fc"].op_type == "Gemm" and "fc/flatten" not in nodes  # producer already 2-D
     assert nodes["relu6"].op_type == "Clip" and nodes["silu"].op_type == "Mul"
     assert nodes["pool"].op_type == "MaxPool" and nodes["avg"].op_type == "AveragePool"
@@ -388,8 +395,8 @@ def test_module_matches_onnx_runtime(zoo):
     np.testing.assert_array_equal(mod.conv.weight.detach().numpy(), _weights(model)["conv/W"])
     with torch.no_grad():
         got = mod(*[torch.from_numpy(inputs[n]) for n in ("x", "v")])
-    assert len(got) == 3
-    for name, y in zip(("softmax", "dropout", "deconv_act"), got):
+    assert len(got) == 4
+    for name, y in zip(("scores", "softmax", "dropout", "deconv_act"), got):
         np.testing.assert_allclose(y.numpy(), ref[name], rtol=1e-4, atol=1e-5, err_msg=name)
 
 

@@ -304,3 +304,47 @@ def test_graph_matcher_runs_once_and_exposes_its_placements():
     assert {net.names[j]: net.names[h] for j, h in matcher.survivor_of.items()} == {
         "x": "x", "conv": "conv", "bn": "conv", "relu": "conv", "pool": "conv", "conv2": "conv2"}
     assert matcher.candidates == {} and sorted(matcher.head_records) == [idx["conv"], idx["conv2"]]
+
+
+def _convnext_net():
+    """x -> dw -> to_last (transpose) -> norm (LayerNorm) -> fc"""
+    b = NetworkBuilder("cnx")
+    x = b.input("x", (1, 16, 8, 8))
+    t = b.add(T.TRANSPOSE, "to_last", [b.conv("dw", x, 16, 7, padding=3, groups=16)], (1, 8, 8, 16))
+    b.add(T.FULLY_CONNECTED, "fc", [b.same(T.LAYER_NORM, "norm", t)], (8, 32, 8, 1), in_shape=(8, 16, 8, 1))
+    return b.build()
+
+
+def test_decomposed_layernorm_pieces_join_it_through_a_reorder():
+    """OpenVINO decomposes a LayerNorm into nameless ReduceMean / Subtract / RMS nodes with a reorder between:
+    all of them are the LayerNorm's time, none is left as an inserted node."""
+    net = _convnext_net()
+    nodes = [N("dw", "GroupConvolution", 1.0, outputs=["dw"]),
+             N("to_last", "Transpose", 0.5, inputs=["dw"], outputs=["to_last"]),
+             N("ReduceMean_1", "ReduceMean", 0.25, inputs=["to_last"], outputs=["ReduceMean_1"]),
+             N("Subtract_2", "Subgraph", 0.25, inputs=["to_last", "ReduceMean_1"], outputs=["Subtract_2"]),
+             N("Subtract_2_reorder", "Reorder", 0.125, inputs=["Subtract_2"], outputs=["Subtract_2_r"]),
+             N("Multiply_3", "RMS", 0.25, inputs=["Subtract_2_r"], outputs=["Multiply_3"]),
+             N("norm", "Subgraph", 0.125, inputs=["Multiply_3"], outputs=["norm"]),
+             N("fc", "FullyConnected", 2.0, inputs=["norm"], outputs=["fc"])]
+    recs = match(net, nodes, "openvino")
+    r = by_layer(recs)
+    assert r["norm"].fused == NOT_FUSED and r["norm"].time_ms == pytest.approx(0.875)
+    assert [x.layer for x in recs if x.fused == INSERTED] == ["Subtract_2_reorder"]
+    assert sum(x.time_ms for x in recs) == pytest.approx(sum(n.median_ms for n in nodes))
+
+
+def test_attention_subgraph_is_headed_by_its_scores_product():
+    b = NetworkBuilder("att")
+    q = b.add(T.INPUT, "q", [], (1, 2, 16, 8))
+    k = b.add(T.INPUT, "k", [], (1, 2, 16, 8))
+    v = b.add(T.INPUT, "v", [], (1, 2, 16, 8))
+    qt = b.add(T.TRANSPOSE, "q_heads", [q], (1, 16, 2, 8))
+    s = b.add(T.MATMUL, "scores", [qt, k], (2, 16, 16, 1), in_shape=(2, 8, 16, 1))
+    p = b.add(T.SOFTMAX, "softmax", [s], (1, 2, 16, 16))
+    b.add(T.MATMUL, "context", [p, v], (2, 8, 16, 1), in_shape=(2, 16, 16, 1))
+    net = b.build()
+    recs = by_layer(match(net, [N("context", "Subgraph", 3.0, layers=("q_heads", "scores", "softmax", "context"))],
+                          "openvino"))
+    assert recs["scores"].fused == NOT_FUSED and recs["scores"].time_ms == 3.0
+    assert all(recs[n].fused == FUSED and recs[n].fused_into == "scores" for n in ("q_heads", "softmax", "context"))

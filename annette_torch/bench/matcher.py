@@ -18,7 +18,8 @@ Rules, in this order:
    ``fused == "inserted"`` records (layer = node name) with their time. Sink nodes (``Result``) are skipped;
    NOT_RUN inserted nodes cost nothing and are skipped too.
 2. Survivor: an executed node runs one *head* layer: the earliest of its layers whose type fits the
-   node type (a ``Conv`` node heads a conv layer, a ``Subgraph`` its first element-wise layer). When none
+   node type (a ``Conv`` node heads a conv layer, a ``Subgraph`` its first element-wise layer or, for
+   OpenVINO's attention subgraph, its first ``MatMul``). When none
    fits, e.g. ONNX Runtime's ``relu1_nchwc`` (named after the Relu it ends with) or OpenVINO's
    ``Multiply_<n>`` carrying ``bn1,relu1``, the matcher walks up through producers that have no node of
    their own to the nearest layer that fits (conv1) and takes the layers on the way as absorbed. The head
@@ -28,8 +29,9 @@ Rules, in this order:
    ``HardSigmoid_<n>`` + ``Mul_<n>`` a HardSwish expands into) when the records carry their tensors
    (``extra["inputs"]`` / ``extra["outputs"]``): such a node runs the one still uncovered layer that
    consumes what it reads; else it continues a layer placed this way that it reads (the second half of
-   an expanded op); else it joins the layer all its readers run. A node still unplaced is recorded as
-   ``inserted`` under its own name, so its time stays visible.
+   an expanded op); else it joins the layer all its readers run, looking through inserted reorders
+   (OpenVINO's ``ReduceMean`` / ``Subtract`` / ``RMS`` pieces of a LayerNorm it decomposed). A node still
+   unplaced is recorded as ``inserted`` under its own name, so its time stays visible.
 4. A layer no executed node covers (in topological order):
    - network inputs are ``not-fused`` with time 0;
    - the side branch of an element-wise diamond (``x -> sigmoid -> mul(x, .)``, SiLU / QuickGelu) goes
@@ -102,7 +104,10 @@ _compat((T.GLOBAL_POOL, T.AVG_POOL, T.REDUCE_MEAN), "globalaveragepool")
 _compat((T.GLOBAL_POOL, T.REDUCE_MEAN), "reducemean", "reduce")
 _compat(POOL_TYPES, "pooling")
 _compat((T.FULLY_CONNECTED, T.MATMUL), "gemm", "fusedgemm", "matmul", "fusedmatmul", "fullyconnected",
-        "innerproduct")
+        "innerproduct", "matmulnbits")
+# fused attention: ONNX Runtime's contrib ops, OpenVINO's ScaledDotProductAttention (head: the scores product)
+_compat((T.MATMUL, T.FULLY_CONNECTED), "attention", "multiheadattention", "scaleddotproductattention", "sdpa",
+        "mha")
 _compat((T.BATCH_NORM,), "batchnormalization", "batchnorm", "batchnorminference")
 _compat((T.RELU,), "relu")
 _compat((T.RELU6, T.CLIP), "clip", "clamp", "relu6")
@@ -119,7 +124,9 @@ _compat((T.ADD,), "add", "sum")
 _compat((T.MUL,), "mul", "multiply")
 _compat((T.SUB,), "sub", "subtract")
 _compat((T.DIV,), "div", "divide")
-_compat(_ELT + (T.BATCH_NORM,), "eltwise", "subgraph", "muladd", "powerstatic")
+_compat(_ELT + (T.BATCH_NORM,), "eltwise", "muladd", "powerstatic")
+# an OpenVINO snippets Subgraph runs element-wise chains, or a whole attention (scores, softmax, context)
+_compat(_ELT + (T.BATCH_NORM, T.MATMUL), "subgraph")
 _compat((T.CONCAT,), "concat", "concatenation")
 _compat((T.RESHAPE, T.FLATTEN, T.DROPOUT), "reshape", "flatten", "squeeze", "unsqueeze", "identity")
 _compat((T.TRANSPOSE,), "transpose")
@@ -127,7 +134,8 @@ _compat((T.RESIZE,), "resize", "interpolate", "upsample")
 _compat((T.PAD,), "pad")
 _compat((T.SLICE,), "slice", "stridedslice", "split")
 _compat((T.LRN,), "lrn")
-_compat((T.LAYER_NORM,), "layernormalization", "mvn")
+_compat((T.LAYER_NORM,), "layernormalization", "simplifiedlayernormalization", "mvn", "rms")
+_compat((T.LAYER_NORM, T.ADD), "skiplayernormalization", "skipsimplifiedlayernormalization")
 _compat((T.INPUT,), "parameter", "input")
 
 
@@ -342,6 +350,8 @@ class GraphMatcher:
         fits = _fits(rec.node_type)
         heads = sorted((i for i in layers if fits is None or T(int(self.types[i])) in fits),
                        key=self.graph.rank_of)
+        if rec.node_type.lower() == "subgraph":  # an attention subgraph: its (first) product is the head
+            heads = [i for i in heads if self.types[i] == T.MATMUL] or heads
         if heads:
             head = heads[0]
         else:
@@ -451,10 +461,25 @@ class GraphMatcher:
                 continue
             got: set[int | None] = set()
             for tname in entry.record.extra.get("outputs", ()):
-                for r in readers.get(tname, ()):
-                    got.add(guessed[r] if r in guessed else self._last_layer(self.entries[r]))
+                got |= self._reader_layers(tname, readers, guessed)
             if len(got) == 1 and None not in got:
                 guessed[k] = got.pop()
+
+    def _reader_layers(self, tname: str, readers: dict[str, list[int]], guessed: dict[int, int],
+                       depth: int = 0) -> set[int | None]:
+        """The layers the readers of tensor ``tname`` run, looking through inserted reorders (OpenVINO's
+        layout change between the pieces of a LayerNorm it decomposed); None for a reader that runs none."""
+        got: set[int | None] = set()
+        for r in readers.get(tname, ()):
+            e = self.entries[r]
+            if r in guessed:
+                got.add(guessed[r])
+            elif e.kind is _EntryKind.INSERTED and depth < 4 and e.record.extra.get("outputs"):
+                for t2 in e.record.extra["outputs"]:
+                    got |= self._reader_layers(t2, readers, guessed, depth + 1)
+            else:
+                got.add(self._last_layer(e))
+        return got
 
     def _last_layer(self, entry: _Entry) -> int | None:
         """The latest layer an executed record runs; None for other records."""

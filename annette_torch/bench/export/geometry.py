@@ -13,10 +13,12 @@ import itertools
 import logging
 from typing import Any, Sequence
 
+import numpy as np
+
 from ...ir import Network, to_nchw
 from .plan import ExportError, where
 
-__all__ = ["split", "window_attrs", "conv_transpose_attrs", "permutation"]
+__all__ = ["split", "window_attrs", "conv_transpose_attrs", "permutation", "matmul_trans_b"]
 
 log = logging.getLogger(__name__)
 
@@ -109,9 +111,16 @@ def conv_transpose_attrs(net: Network, i: int) -> dict[str, Any]:
 
 def permutation(net: Network, i: int, src: Sequence[int], dst: Sequence[int]) -> list[int]:
     """A permutation of ``src``'s axes giving the exported shape ``dst`` (or, when that is the folded IR shape,
-    a tensor folding to it; a non-trivial permutation first)."""
+    a tensor folding to it; a non-trivial permutation first); the layer's ``perm`` attribute when it has one."""
     r = len(src)
     want = tuple(dst) if len(dst) == r else net.out_shape(i)
+    given = net.attr("perm", i)
+    if given is not None:
+        perm = [int(a) for a in given]
+        got = tuple(src[a] for a in perm) if sorted(perm) == list(range(r)) else None
+        if got is None or (got if len(want) == r else to_nchw(got)) != want:
+            raise ExportError(f"{where(net, i)}: permutation {perm} of {list(src)} does not give {list(dst)}")
+        return perm
     best = None
     for perm in itertools.permutations(range(r)):
         got = tuple(src[a] for a in perm)
@@ -122,3 +131,21 @@ def permutation(net: Network, i: int, src: Sequence[int], dst: Sequence[int]) ->
     if best is None:
         raise ExportError(f"{where(net, i)}: no transpose of {list(src)} has the shape {list(want)}")
     return best
+
+
+def matmul_trans_b(net: Network, i: int, dst: Sequence[int], a: Sequence[int], b: Sequence[int]) -> bool:
+    """Whether the second operand ``b`` of MatMul layer ``i`` (first operand ``a``, exported output ``dst``) is
+    stored transposed: its ``trans_b`` attribute, else the first reading that multiplies (`ExportError` if none)."""
+    attr = net.attr("trans_b", i)
+    choices = [bool(attr)] if attr is not None else [False, True]
+    for trans in choices:
+        bb = (tuple(b[:-2]) + (b[-1], b[-2])) if trans and len(b) >= 2 else tuple(b)
+        if len(a) >= 2 and len(bb) >= 2 and a[-1] == bb[-2]:
+            try:
+                batch = np.broadcast_shapes(tuple(a[:-2]), tuple(bb[:-2]))
+            except ValueError:
+                continue
+            if tuple(batch) + (a[-2], bb[-1]) == tuple(dst):
+                return trans
+    raise ExportError(f"{where(net, i)}: operands {list(a)} and {list(b)} do not multiply to the output "
+                      f"{list(dst)} (give the operands' full shapes)")

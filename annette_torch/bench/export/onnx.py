@@ -11,7 +11,17 @@ Contract with the runners and the matcher:
 
   - ``FullyConnected`` is a ``Gemm`` (``transB=1``). Its input is used as it is when the producer's tensor
     is already 2-D (``[N, K]``: a graph input of shape ``(N, K, 1, 1)`` in the IR, a ``Flatten``, another
-    ``Gemm``); only when the producer is 4-D a ``Flatten`` node ``<layer>/flatten`` (axis 1) is inserted;
+    ``Gemm``); only when the producer is 4-D a ``Flatten`` node ``<layer>/flatten`` (axis 1) is inserted.
+    Over the rows of a token tensor (a layer recorded with its full shape, e.g. ``(batch, tokens, features)``)
+    it is what ``torch.onnx`` writes for ``nn.Linear``: ``MatMul`` with the transposed weight
+    (``<layer>/matmul``) and ``Add`` of the bias (``<layer>``);
+  - ``MatMul`` (a batched product of two activations, IR: in ``(batch, K, M, 1)``, out ``(batch, N, M, 1)``)
+    is one ``MatMul`` node on the producers' full shapes; when the second operand is stored ``(..., N, K)``
+    (the keys of ``q k^T``: attribute ``trans_b``, else inferred from the shapes) a ``Transpose`` node
+    ``<layer>/transpose_b`` swaps its last two axes first, as ``torch.onnx`` writes ``q @ k.transpose(-2, -1)``;
+  - ``Softmax`` runs over axis 1, or the layer's ``axis`` attribute (``-1`` for attention scores);
+  - ``Resize`` is torch's ``nearest`` (asymmetric, floor), or with ``mode`` ``bilinear`` / ``linear`` ONNX's
+    ``linear`` with ``half_pixel`` coordinates (``F.interpolate(..., align_corners=False)``);
   - ``SiLU`` is ``Mul(x, Sigmoid(x))``: nodes ``<layer>/sigmoid`` and ``<layer>``;
   - ``GELU`` is the ``Gelu`` op from opset 20; below that its Erf form ``0.5 * x * (1 + erf(x / sqrt 2))``:
     nodes ``<layer>/div``, ``<layer>/erf``, ``<layer>/add``, ``<layer>/mul`` and ``<layer>`` (the final x 0.5);
@@ -38,7 +48,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from ...ir import LayerType, Network
-from .geometry import conv_transpose_attrs, permutation, window_attrs
+from .geometry import conv_transpose_attrs, matmul_trans_b, permutation, window_attrs
 from .plan import CONV, MERGE, ExportError, Layer, Plan, where
 from .weights import check_size, layer_params
 
@@ -153,7 +163,7 @@ class _OnnxExporter:
         self.layer_name = net.names[i]
         ps = plan.parents[i]
         x = net.names[ps[0]]
-        if plan.rank[i] == 4 and t not in MERGE and t not in (T.CONCAT, T.RESHAPE):
+        if plan.rank[i] == 4 and t not in MERGE and t not in (T.CONCAT, T.RESHAPE, T.MATMUL):
             x = self.input4d(i, ps[0])
         _NODES[t](self, plan.layer(i, layer_params(net, plan, i, self.seed)), x)
 
@@ -201,6 +211,9 @@ def _fully_connected(ex: _OnnxExporter, layer: Layer, x: str) -> None:
     """A ``Gemm``; its producer's tensor as it is when 2-D, else through a ``<layer>/flatten`` node."""
     net, plan, i, p = ex.net, ex.plan, layer.i, layer.parents[0]
     n, k = int(net.n[i]), int(net.c_in[i])
+    if len(layer.dst) > 2 and net.attr("shape", i) is not None:
+        _rows(ex, layer, x, k)
+        return
     if int(net.h_in[i]) * int(net.w_in[i]) != 1:
         raise ExportError(f"{where(net, i)}: a FullyConnected layer over rows (input {list(net.in_shape(i))}, "
                           "an ONNX MatMul with batch dimensions) cannot be exported")
@@ -212,6 +225,32 @@ def _fully_connected(ex: _OnnxExporter, layer: Layer, x: str) -> None:
     if plan.rank[p] != 2:
         flat = ex.node("Flatten", [flat], "flatten", axis=1)
     ex.node("Gemm", [flat, ex.const("W", layer.params["W"]), ex.const("B", layer.params["B"])], transB=1)
+
+
+def _rows(ex: _OnnxExporter, layer: Layer, x: str, k: int) -> None:
+    """A fully connected layer over the last axis of a token tensor: ``MatMul`` with ``W^T``, then ``Add`` of B."""
+    if layer.src[-1] != k or layer.src[:-1] != layer.dst[:-1]:
+        raise ExportError(f"{where(ex.net, layer.i)}: input {list(layer.src)} does not match output "
+                          f"{list(layer.dst)} of a fully connected layer over {k} features")
+    mm = ex.node("MatMul", [x, ex.const("W", np.ascontiguousarray(layer.params["W"].T))], "matmul")
+    ex.node("Add", [mm, ex.const("B", layer.params["B"])])
+
+
+def _matmul(ex: _OnnxExporter, layer: Layer, x: str) -> None:
+    """A batched product of two activations on their full shapes (a ``<layer>/transpose_b`` for ``q k^T``)."""
+    a_shape, b_shape = (ex.plan.shape(p) for p in layer.parents)
+    b_name = ex.net.names[layer.parents[1]]
+    trans = matmul_trans_b(ex.net, layer.i, layer.dst, a_shape, b_shape)
+    if trans:
+        perm = list(range(len(b_shape)))
+        perm[-2:] = perm[-1], perm[-2]
+        b_name = ex.node("Transpose", [b_name], "transpose_b", perm=perm)
+    ex.node("MatMul", [x, b_name])
+
+
+def _softmax(ex: _OnnxExporter, layer: Layer, x: str) -> None:
+    axis = ex.net.attr("axis", layer.i)
+    ex.node("Softmax", [x], axis=1 if axis is None else int(axis))
 
 
 def _batch_norm(ex: _OnnxExporter, layer: Layer, x: str) -> None:
@@ -301,9 +340,13 @@ def _transpose(ex: _OnnxExporter, layer: Layer, x: str) -> None:
 
 
 def _resize(ex: _OnnxExporter, layer: Layer, x: str) -> None:
-    """torch's "nearest" (asymmetric coordinates, floor): what torch.onnx writes for F.interpolate."""
+    """torch's "nearest" (asymmetric coordinates, floor) or "bilinear" (half-pixel): what torch.onnx writes for
+    F.interpolate."""
     src, dst = layer.src, layer.dst
-    kw = dict(mode="nearest", coordinate_transformation_mode="asymmetric", nearest_mode="floor")
+    if str(ex.net.attr("mode", layer.i) or "nearest") in ("bilinear", "linear"):
+        kw = dict(mode="linear", coordinate_transformation_mode="half_pixel")
+    else:
+        kw = dict(mode="nearest", coordinate_transformation_mode="asymmetric", nearest_mode="floor")
     scales = np.array([o / s for s, o in zip(src, dst)], np.float32)
     exact = all(math.floor(s * float(f)) == o for s, o, f in zip(src, dst, scales))
     if exact:
@@ -356,7 +399,8 @@ _NODES: dict[LayerType, Callable[[_OnnxExporter, Layer, str], None]] = {
     T.HARDSWISH: _one("HardSwish"),
     T.SOFTPLUS: _one("Softplus"),
     T.HARDSIGMOID: _one("HardSigmoid", alpha=1.0 / 6.0, beta=0.5),  # torch's relu6(x + 3) / 6 (ONNX's alpha: 0.2)
-    T.SOFTMAX: _one("Softmax", axis=1),
+    T.SOFTMAX: _softmax,
+    T.MATMUL: _matmul,
     T.DROPOUT: _one("Dropout"),
     T.FLATTEN: _one("Flatten", axis=1),
     T.RELU6: _relu6,

@@ -4,7 +4,8 @@ producers and consumers, and the rank of every exported tensor.
 Tensor ranks: the IR folds every tensor into NCHW. Exported tensors are 4-D, except graph inputs of shape
 ``(N, C, 1, 1)`` feeding no spatial layer (exported as ``[N, C]``), and the outputs of ``FullyConnected``
 and ``Flatten`` (and ``Reshape`` to ``(N, C, 1, 1)``), which are 2-D like the ONNX front end reads them; a
-``Reshape`` / ``Transpose`` recorded with a full shape of more than 4 dimensions keeps it.
+layer recorded with its full tensor shape (attribute ``shape``: a ``Reshape`` / ``Transpose`` of more than 4
+dimensions, and every layer of the token-tensor suites, e.g. ``(batch, tokens, channels)``) keeps it.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ EXPORTABLE = frozenset({
     T.INPUT, T.CONV, T.DEPTHWISE_CONV, T.GROUP_CONV, T.CONV_TRANSPOSE, T.FULLY_CONNECTED, T.MAX_POOL, T.AVG_POOL,
     T.GLOBAL_POOL, T.BATCH_NORM, T.RELU, T.RELU6, T.LEAKY_RELU, T.SIGMOID, T.SILU, T.HARDSWISH, T.HARDSIGMOID,
     T.GELU, T.TANH, T.ADD, T.MUL, T.SUB, T.DIV, T.CONCAT, T.RESHAPE, T.FLATTEN, T.TRANSPOSE, T.RESIZE, T.PAD,
-    T.SOFTMAX, T.SOFTPLUS, T.CLIP, T.LRN, T.SLICE, T.DROPOUT, T.REDUCE_MEAN, T.LAYER_NORM,
+    T.SOFTMAX, T.SOFTPLUS, T.CLIP, T.LRN, T.SLICE, T.DROPOUT, T.REDUCE_MEAN, T.LAYER_NORM, T.MATMUL,
 })
 #: Convolutions exported as one ``Conv`` / ``nn.Conv2d`` (plain, depthwise, grouped).
 CONV = (T.CONV, T.DEPTHWISE_CONV, T.GROUP_CONV)
@@ -91,7 +92,10 @@ class Plan:
                 raise ExportError(f"{where(net, i)}: an Input layer has producers")
             if t != T.INPUT and not self.parents[i]:
                 raise ExportError(f"{where(net, i)}: no producing layer (only Input layers may have none)")
-            if t not in MERGE and t != T.CONCAT and len(self.parents[i]) > 1:
+            if t == T.MATMUL and len(self.parents[i]) != 2:
+                raise ExportError(f"{where(net, i)}: a MatMul multiplies two activations, got "
+                                  f"{len(self.parents[i])} producers")
+            if t not in MERGE and t not in (T.CONCAT, T.MATMUL) and len(self.parents[i]) > 1:
                 raise ExportError(f"{where(net, i)}: {len(self.parents[i])} producers for a one-input layer")
         self.rank = [4] * n
         for i in self.order:
@@ -142,10 +146,11 @@ class Plan:
         return r if flat_out else 4
 
     def source_shape(self, i: int) -> tuple[int, ...]:
-        """Shape of layer ``i``'s first input as the layer reads it: the producer's full shape above rank 4,
-        else 4-D for a 4-D layer (a 2-D producer is viewed as (N, C, 1, 1)) and 2-D for a 2-D one."""
+        """Shape of layer ``i``'s first input as the layer reads it: the producer's full shape when it has
+        one recorded (always above rank 4), else 4-D for a 4-D layer (a 2-D producer is viewed as (N, C, 1, 1))
+        and 2-D for a 2-D one."""
         p = self.parents[i][0]
-        if self.rank[p] > 4:
+        if self.rank[p] > 4 or self.net.attr("shape", p) is not None:
             return self.shape(p)
         s = self.net.out_shape(p)
         return s if self.rank[i] == 4 else s[:2]

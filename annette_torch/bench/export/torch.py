@@ -14,7 +14,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ...ir import LayerType, Network
-from .geometry import conv_transpose_attrs, permutation, window_attrs
+from .geometry import conv_transpose_attrs, matmul_trans_b, permutation, window_attrs
 from .plan import CONV, MERGE, ExportError, Layer, Plan, where
 from .weights import check_size, layer_params
 
@@ -237,10 +237,32 @@ def _conv_transpose(b: _Builder, layer: Layer) -> Any:
 
 
 def _fully_connected(b: _Builder, layer: Layer) -> Any:
+    """``nn.Linear`` on a 2-D input, on the flattened input, or over the rows of a token tensor."""
     i = layer.i
     m = b.add(i, b.nn.Linear(int(b.net.c_in[i]), int(b.net.c_out[i])), weight=layer.params["W"],
               bias=layer.params["B"])
-    return _Call(m) if b.plan.rank[layer.parents[0]] == 2 else _Flattened(m, b.torch)
+    rows = len(layer.dst) > 2 and b.net.attr("shape", i) is not None
+    return _Call(m) if rows or b.plan.rank[layer.parents[0]] == 2 else _Flattened(m, b.torch)
+
+
+class _MatMul:
+    """The product of the two inputs, the second one's last two axes swapped first when ``trans_b``."""
+
+    def __init__(self, torch, trans_b: bool) -> None:
+        self.matmul, self.trans_b = torch.matmul, trans_b
+
+    def __call__(self, root, xs):
+        return self.matmul(xs[0], xs[1].transpose(-2, -1) if self.trans_b else xs[1])
+
+
+def _matmul(b: _Builder, layer: Layer) -> Any:
+    shapes = [b.plan.shape(p) for p in layer.parents]
+    return _MatMul(b.torch, matmul_trans_b(b.net, layer.i, layer.dst, *shapes))
+
+
+def _softmax(b: _Builder, layer: Layer) -> Any:
+    axis = b.net.attr("axis", layer.i)
+    return _Call(b.add(layer.i, b.nn.Softmax(dim=1 if axis is None else int(axis))))
 
 
 def _batch_norm(b: _Builder, layer: Layer) -> Any:
@@ -299,6 +321,8 @@ def _resize(b: _Builder, layer: Layer) -> Any:
     src, dst = layer.src, layer.dst
     if src[:2] != dst[:2]:
         raise ExportError(f"{where(b.net, layer.i)}: to_module resizes spatial dimensions only")
+    if str(b.net.attr("mode", layer.i) or "nearest") in ("bilinear", "linear"):
+        return _Fn(b.F.interpolate, size=(int(dst[2]), int(dst[3])), mode="bilinear", align_corners=False)
     return _Fn(b.F.interpolate, size=(int(dst[2]), int(dst[3])), mode="nearest")
 
 
@@ -339,7 +363,6 @@ def _act_factories() -> dict[LayerType, Any]:
         T.GELU: lambda nn, net, i: nn.GELU(),
         T.TANH: lambda nn, net, i: nn.Tanh(),
         T.SOFTPLUS: lambda nn, net, i: nn.Softplus(),
-        T.SOFTMAX: lambda nn, net, i: nn.Softmax(dim=1),
         T.LRN: lambda nn, net, i: nn.LocalResponseNorm(int(net.attr("size", i) or 5)),
         T.DROPOUT: lambda nn, net, i: nn.Dropout(),
     }
@@ -353,6 +376,8 @@ _STEPS: dict[LayerType, Callable[[_Builder, Layer], Any]] = {
     T.AVG_POOL: _window,
     T.CONV_TRANSPOSE: _conv_transpose,
     T.FULLY_CONNECTED: _fully_connected,
+    T.MATMUL: _matmul,
+    T.SOFTMAX: _softmax,
     T.BATCH_NORM: _batch_norm,
     T.LAYER_NORM: _layer_norm,
     **{t: _activation for t in _TORCH_ACT},

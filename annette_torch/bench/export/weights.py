@@ -62,8 +62,11 @@ def layer_params(net: Network, plan: Plan, i: int, seed: int) -> dict[str, np.nd
         last = plan.shape(i)[-1]
         return {"scale": rng.uniform(0.5, 1.5, last).astype(np.float32), "bias": _normal(rng, (last,), 0.1)}
     if t in MERGE and len(plan.parents[i]) == 1:
-        # x (op) constant: a per-channel constant, away from zero (safe for Div)
+        # x (op) constant: a per-channel constant, away from zero (safe for Div); a scalar when the layer says so
+        # (attention's ``* scale``, which ONNX Runtime folds into the MatMul before it only when it is a scalar)
         rng = _rng(seed, name)
+        if net.attr("scalar", i):
+            return {"C": np.array(rng.uniform(0.5, 1.5), np.float32)}
         shape = (1, c_out) if plan.rank[i] == 2 else (1, c_out, 1, 1)
         return {"C": rng.uniform(0.5, 1.5, shape).astype(np.float32)}
     return {}

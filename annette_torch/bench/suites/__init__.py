@@ -4,14 +4,17 @@ Micro-kernel suites measure one layer (``conv``, ``dwconv``, ``gconv``, ``gconv_
 ``fc``, ``add``, ``concat``, ``act``, ``bn``, ``resize``); multi-layer suites have the shapes of the paper's Fig. 4
 (``conv_bn_relu``, ``conv_pool``, ``residual``, ``concat_branches``, ``dwsep``, ``conv_act``, ``dw_act``,
 ``stem``);
-``cold_weights`` measures weighted layers after a pool that streams a chosen amount of activations through
-the caches (whether a layer's weights are still cached inside a network, `annette_torch.models.cache`); ``paper_conv``
-replays the paper's ~35k convolution configurations (``paper35k.csv`` of the reference data). Value ranges
-follow the paper (spatial 1..224, channels 3..2048, kernels 1/3/5/7, strides 1/2, pools 2..10); a config is
-feasible when its model stays within `MAX_OPS` operations, `MAX_ACT_BYTES` of activations and
-`MAX_WEIGHT_BYTES` of weights (float32), so one config runs in well under a second on a small CPU. The caps
-are checked analytically and vectorised (a suite's grid of ~400k configs is counted in milliseconds); a
-test keeps the formulas equal to the built networks'.
+attention-era suites run on token tensors, built as the torch.fx front end traces them (`tokens.TokenGraph`):
+micro-kernels ``linear`` (over token rows), ``matmul`` (attention's scores and context products), ``softmax``,
+``layernorm``, ``gelu``, ``heads`` (head split / merge), ``interp`` (nearest / bilinear) and ``dilconv`` (dilated
+convolutions), blocks ``attention``, ``mlp``, ``convnext`` and ``window_attention``; ``cold_weights`` measures
+weighted layers after a pool that streams a chosen amount of activations through the caches (whether a layer's
+weights are still cached inside a network, `annette_torch.models.cache`); ``paper_conv`` replays the paper's ~35k
+convolution configurations (``paper35k.csv`` of the reference data). Value ranges follow the paper (spatial 1..224,
+channels 3..2048, kernels 1/3/5/7, strides 1/2, pools 2..10); a config is feasible when its model stays within
+`MAX_OPS` operations, `MAX_ACT_BYTES` of activations and `MAX_WEIGHT_BYTES` of weights (float32), so one config runs
+in well under a second on a small CPU. The caps are checked analytically and vectorised (a suite's grid of ~400k
+configs is counted in milliseconds); a test keeps the formulas equal to the built networks'.
 
 Conventions of the generated networks: NCHW, batch 1 unless the suite has ``n``; convolutions use "same"
 padding (``k // 2`` per side, so the output is ``ceil(size / stride)``, as the original ANNETTE generator's
@@ -24,7 +27,8 @@ Loaders for the original ANNETTE material: `from_annette_template` fills a bench
 
 Modules: `base` (the `Suite` object, caps, ids), `registry` (all suites by name), `values` (shared parameter
 values), `layers` (building blocks), one module per family of suites (`weighted`, `pool`, `elementwise`,
-`tensor`, `fused`, `blocks`, `context`), `combine` (`multi_kernel`), `reference`, `templates`, `paper`.
+`tensor`, `fused`, `blocks`, `context`, `tokens`, `transformer`), `combine` (`multi_kernel`), `reference`,
+`templates`, `paper`.
 """
 
 from __future__ import annotations

@@ -16,6 +16,13 @@ from .fused import (CONV_MUL_KINDS, STRIDE_MIDS, build_concat_branches, build_co
                     cost_stem, cost_stride_prop, valid_conv_pool, valid_residual)
 from .paper import PAPER_CHANNELS, PAPER_SPATIAL, paper_table
 from .pool import build_avgpool, build_maxpool, cost_pool, valid_pool
+from .tokens import (DIL_SPATIAL, DILATIONS, EMBED, HEAD_DIMS, HEAD_KINDS, HEADS, HIDDEN, INTERP_MODES,
+                     MATMUL_KINDS, TOKENS, build_dilconv, build_gelu, build_heads, build_interp, build_layernorm,
+                     build_linear, build_matmul, build_softmax, cost_dilconv, cost_gelu, cost_heads, cost_interp,
+                     cost_layernorm, cost_linear, cost_matmul, cost_softmax)
+from .transformer import (CONVNEXT_CHANNELS, CONVNEXT_SPATIAL, MLP_RATIOS, WINDOWS, build_attention, build_convnext,
+                          build_mlp, build_window_attention, cost_attention, cost_convnext, cost_mlp,
+                          cost_window_attention)
 from .tensor import build_concat, build_resize, build_slice, cost_concat, cost_resize, cost_slice
 from .values import (ACT_KINDS, ACTIVATIONS, CHANNELS, FC_INPUTS, FEATURES, GROUP_CHANNELS, GROUPS, KERNELS,
                      POOL_KERNELS, PW_ACTIVATIONS, SPATIAL, STEM_SPATIAL, STRIDES)
@@ -66,6 +73,24 @@ def _suites() -> dict[str, Suite]:
         Suite("bn", "batch normalization (h, w, c)", {**hw, "c": ch}, build_bn, cost=cost_bn),
         Suite("resize", "nearest upsampling x2/x4 (h, w, c, scale)", {**hw, "c": ch, "scale": [2, 4]},
               build_resize, cost=cost_resize),
+        Suite("linear", "fully connected layer over the rows of a token tensor (1, l, e) -> (1, l, f), as "
+              "nn.Linear in a transformer", {"l": TOKENS, "e": EMBED, "f": HIDDEN}, build_linear, cost=cost_linear),
+        Suite("matmul", "batched product of two activations in attention shapes: scores q k^T (1, heads, l, d) x "
+              "(1, heads, s, d) or context p v (1, heads, l, s) x (1, heads, s, d) (heads, query tokens l, key "
+              "tokens s, head dim d, kind)", {"h": HEADS, "l": TOKENS, "s": TOKENS, "d": HEAD_DIMS,
+                                             "kind": MATMUL_KINDS}, build_matmul, cost=cost_matmul),
+        Suite("softmax", "softmax over the last axis of attention scores (1, heads, l, s)",
+              {"h": HEADS, "l": TOKENS, "s": TOKENS}, build_softmax, cost=cost_softmax),
+        Suite("layernorm", "LayerNorm over the channels of a token tensor (1, l, e)", {"l": TOKENS, "e": EMBED},
+              build_layernorm, cost=cost_layernorm),
+        Suite("gelu", "GELU of a token tensor (1, l, e)", {"l": TOKENS, "e": HIDDEN}, build_gelu, cost=cost_gelu),
+        Suite("heads", "attention head split (1, l, h*d) -> (1, h, l, d) or merge (reshape + transpose) "
+              "(l, heads, head dim d, kind)", {"l": TOKENS, "h": HEADS, "d": HEAD_DIMS, "kind": HEAD_KINDS},
+              build_heads, cost=cost_heads),
+        Suite("interp", "nearest / bilinear upsampling x2/x4 (hw, c, scale, mode)",
+              {"hw": SPATIAL, "c": ch, "scale": [2, 4], "mode": INTERP_MODES}, build_interp, cost=cost_interp),
+        Suite("dilconv", "dilated 3x3 convolution, same padding (hw, c, f, dilation 2-18)",
+              {"hw": DIL_SPATIAL, "c": ch, "f": ch, "d": DILATIONS}, build_dilconv, cost=cost_dilconv),
         Suite("conv_bn_relu", "conv-bn-relu chains of 1-3 blocks (hw, c, f, kernel, stride of the first)",
               {**sq, "c": ch, "f": ch, "k": KERNELS, "s": STRIDES, "depth": [1, 2, 3]}, build_conv_bn_relu,
               kind="multi", cost=cost_conv_bn_relu),
@@ -118,6 +143,20 @@ def _suites() -> dict[str, Suite]:
               {"hw": [1, 2, 4, 5, 6, 7, 8, 10, 12, 14], "c": [32, 64, 96, 128, 160, 256, 384, 512],
                "f": [10, 16, 32, 64, 128, 256], "pool": ["none", "max"]}, build_head, kind="multi", cost=cost_head,
               valid=valid_head),
+        Suite("attention", "multi-head self-attention over (1, l, h*d) tokens: q/k/v projections, head split, "
+              "scores, softmax, context, head merge, output projection (l, heads, head dim d; option style "
+              "sdpa / manual: key transpose and scale as layers)",
+              {"l": TOKENS, "h": HEADS, "d": HEAD_DIMS}, build_attention, kind="multi", cost=cost_attention,
+              optional={"style": "sdpa"}),
+        Suite("mlp", "transformer MLP block Linear - GELU - Linear over (1, l, e) tokens, hidden r*e (l, e, r)",
+              {"l": TOKENS, "e": EMBED, "r": MLP_RATIOS}, build_mlp, kind="multi", cost=cost_mlp),
+        Suite("convnext", "ConvNeXt block: 7x7 depthwise, permute, LayerNorm, Linear 4c - GELU - Linear, permute, "
+              "residual add (hw, c)", {"hw": CONVNEXT_SPATIAL, "c": CONVNEXT_CHANNELS}, build_convnext,
+              kind="multi", cost=cost_convnext),
+        Suite("window_attention", "Swin window attention on a channels-last (1, nw*w, nw*w, h*d) map: window "
+              "partition (reshape, transpose), attention per window, window reverse (windows per side nw, window "
+              "w, heads, head dim d)", {"nw": [1, 2, 4, 8, 16], "w": WINDOWS, "h": HEADS, "d": [16, 32, 64]},
+              build_window_attention, kind="multi", cost=cost_window_attention),
         Suite("cold_weights", "FC / 1x1 / 3x3 conv (c, f, spatial s) after a pool reading ~flush MB of input: "
               "weights pushed out of the caches as inside a network",
               {"layer": list(COLD_LAYERS), "c": [128, 256, 512, 1024, 2048, 4096, 8192, 16384],
