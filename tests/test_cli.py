@@ -189,6 +189,8 @@ def test_library_warning_shown_once_as_annette_warning(capsys, user_models):
     assert len(warn) == 1 and "cumsum" in warn[0], err
     # the summary of each platform says so too: flagged, since both declare which operators they run
     assert out.count("flagged   1 layer(s) of unknown type (cumsum)") == 2
+    # and the latency line itself carries the caveat
+    assert out.count("; includes 1 layer(s) of unknown type, estimated from tensor sizes only") == 2
 
 
 # ------------------------------------------------------------------------------------------------------

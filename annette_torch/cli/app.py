@@ -183,7 +183,9 @@ def _summary(est) -> str:
     lines = [f"network   {net.name} ({len(net)} layers, {len(est.mapped.kept)} executed after fusion)",
              f"platform  {plat.name}" + (f" ({desc})" if desc else ""),
              f"file      {plat.source or '(built in memory)'}",
-             f"latency   {est.latency_ms:.4f} ms  ({est.latency_definition})"]
+             f"latency   {est.latency_ms:.4f} ms  ({est.latency_definition})"
+             + (f"; includes {len(est.unknown_layers)} layer(s) of unknown type, estimated from tensor sizes only"
+                if est.unknown_layers else "")]
     hosted = est.platform.support is not None
     if est.e2e_ms is not None:
         lines.append(f"device    {total:.4f} ms  (sum of the executed layers' times"
