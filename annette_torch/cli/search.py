@@ -16,7 +16,7 @@ from .common import check_output, check_output_store, platform_names
 
 __all__ = ["add_parser", "run"]
 
-SEARCH_SPACES = ("nb201", "nb101", "mbv2")
+SEARCH_SPACES = ("nb201", "nb101", "mbv2", "anb")
 PARETO_SPACES = ("nb201", "nb101")
 
 
