@@ -61,6 +61,12 @@ class LayerFeatures:
             data = {k: v[rows] for k, v in data.items()}
         return cls(**data)
 
+    @classmethod
+    def rows_of(cls, net: Network, rows: np.ndarray) -> "LayerFeatures":
+        """`from_network` of ``rows``, each column taken when a model first reads it: a model that reads few
+        columns (a roofline; a mixed model whose correction was already evaluated) pays for those only."""
+        return _RowFeatures(net, rows)
+
     def __len__(self) -> int:
         return len(self.ops)
 
@@ -79,6 +85,26 @@ class LayerFeatures:
     def bytes(self, bit_act: float, bit_weights: float) -> np.ndarray:
         """Bytes moved per layer: inputs and outputs at the activation width, weights at the weight width."""
         return layer_bytes(self.in_elems + self.out_elems, self.weights * (bit_weights / 8.0), bit_act / 8.0)
+
+
+class _RowFeatures(LayerFeatures):
+    """`LayerFeatures.rows_of`: the columns of some rows of a network, taken on first use."""
+
+    def __init__(self, net: Network, rows: np.ndarray) -> None:  # (no dataclass init: columns come lazily)
+        object.__setattr__(self, "_net", net)
+        object.__setattr__(self, "_rows", rows)
+
+    def __getattr__(self, name: str) -> np.ndarray:
+        if name not in LayerFeatures.NAMES:
+            raise AttributeError(name)
+        net = self.__dict__["_net"]
+        col = net.cols.get(name)
+        v = (col if col is not None else getattr(net, name))[self.__dict__["_rows"]]
+        object.__setattr__(self, name, v)
+        return v
+
+    def __len__(self) -> int:
+        return len(self.__dict__["_rows"])
 
 
 class LayerModel:

@@ -52,12 +52,20 @@ class RefinedRoofline(Roofline):
         self.unroll = dict(unroll or {})
 
     def efficiency(self, X: LayerFeatures) -> np.ndarray:
-        """Product of the per-dimension efficiencies per layer (1 = the plain roofline)."""
+        """Product of the per-dimension efficiencies per layer (1 = the plain roofline); `efficiency` of all
+        unrolled dimensions at once, as a (dimensions, layers) array."""
+        if not self.unroll:
+            return np.ones(len(X))
         sizes = dimension_sizes(X)
-        eff = np.ones(len(X))
-        for d, p in self.unroll.items():
-            eff = eff * efficiency(sizes[d], p["s"], p.get("alpha", 1.0), p.get("replicate", False))
-        return eff
+        dims = list(self.unroll)
+        n = np.maximum(np.stack([np.asarray(sizes[d], dtype=np.float64) for d in dims]), 1.0)
+        s = np.array([[self.unroll[d]["s"]] for d in dims], dtype=np.float64)
+        a = np.array([[self.unroll[d].get("alpha", 1.0)] for d in dims], dtype=np.float64)
+        u = n / (np.ceil(n / s) * s)
+        rep = np.array([[bool(self.unroll[d].get("replicate", False))] for d in dims])
+        if rep.any():
+            u = np.where(rep & (n < s), 1.0, u)
+        return np.multiply.reduce(1.0 / ((1.0 - a) + a / u), axis=0)
 
     def predict(self, X: LayerFeatures) -> np.ndarray:
         op_t, mem_t = self.roofs(X)

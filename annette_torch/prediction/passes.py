@@ -61,7 +61,7 @@ def model_times(tables: ModelTables, net: Network, rows: np.ndarray | None = Non
     if groups:
         raw = tables.regress(net, groups, rows)
         for m, sel in groups:
-            X = LayerFeatures.from_network(net, sel if rows is None else rows[sel])
+            X = LayerFeatures.rows_of(net, sel if rows is None else rows[sel])
             model = tables.models[m]
             t[sel] = model.predict(X) if m not in raw else model.predict(X, raw=raw[m])  # type: ignore[call-arg]
     return t, mi, byts, wbytes
