@@ -394,8 +394,7 @@ def estimate_many(networks: Sequence[Any], platform: PlatformLike = "zcu102", ch
     Networks are stacked ``chunk_layers`` layers at a time: large enough that numpy's per-call overhead
     vanishes, small enough that the working set stays in cache and memory is reused between chunks.
     """
-    if latency not in LATENCY_KINDS:
-        raise ValueError(f"estimate_many: latency must be one of {', '.join(LATENCY_KINDS)}, got {latency!r}")
+    check_kind(latency)
     plat = load_platform(platform)
     nets = [n if isinstance(n, Network) else to_network(n) for n in networks]
     out = np.zeros(len(nets))

@@ -25,6 +25,7 @@ import torch
 import torch.nn as nn
 
 from .errors import ModelLoadError
+from .zoo_blocks import ConvBNAct, SqueezeExcite
 from .zoo_modern import MODERN, MODERN_INPUT_SHAPES
 
 __all__ = ["ZOO", "INPUT_SHAPES", "get", "names"]
@@ -39,36 +40,6 @@ def _make_divisible(v: float, divisor: int = 8, min_value: int | None = None) ->
     if new_v < 0.9 * v:
         new_v += divisor
     return new_v
-
-
-class ConvBNAct(nn.Sequential):
-    """Conv2d (no bias) + BatchNorm2d + optional activation; 'same' padding for odd kernels."""
-
-    def __init__(self, cin: int, cout: int, kernel: int = 3, stride: int = 1, groups: int = 1,
-                 act: type[nn.Module] | None = nn.ReLU, eps: float = 1e-5, padding: int | None = None) -> None:
-        pad = (kernel - 1) // 2 if padding is None else padding
-        layers: list[nn.Module] = [nn.Conv2d(cin, cout, kernel, stride, pad, groups=groups, bias=False),
-                                   nn.BatchNorm2d(cout, eps=eps)]
-        if act is not None:
-            layers.append(act())
-        super().__init__(*layers)
-
-
-class SqueezeExcite(nn.Module):
-    """Squeeze-and-excitation: global pool, 1x1 conv down, activation, 1x1 conv up, gate, multiply."""
-
-    def __init__(self, channels: int, squeeze: int, act: type[nn.Module] = nn.ReLU,
-                 gate: type[nn.Module] = nn.Sigmoid) -> None:
-        super().__init__()
-        self.pool = nn.AdaptiveAvgPool2d(1)
-        self.fc1 = nn.Conv2d(channels, squeeze, 1)
-        self.act = act()
-        self.fc2 = nn.Conv2d(squeeze, channels, 1)
-        self.gate = gate()
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        s = self.gate(self.fc2(self.act(self.fc1(self.pool(x)))))
-        return x * s
 
 
 def _finish(m: nn.Module) -> nn.Module:

@@ -60,41 +60,12 @@ import torch.fx
 import torch.nn as nn
 import torch.nn.functional as F
 
+from .zoo_blocks import ConvBNAct, SqueezeExcite
+
 __all__ = ["MODERN", "MODERN_INPUT_SHAPES", "stochastic_depth", "shifted_window_attention"]
 
 
 # ---------------------------------------------------------------------------------------------- helpers
-# ConvBNAct and SqueezeExcite are the same blocks as annette_torch.zoo's; they are repeated here so that zoo.py
-# can import this module to register its networks without an import cycle.
-
-class ConvBNAct(nn.Sequential):
-    """Conv2d (no bias) + BatchNorm2d + optional activation; 'same' padding for odd kernels."""
-
-    def __init__(self, cin: int, cout: int, kernel: int = 3, stride: int = 1, groups: int = 1,
-                 act: type[nn.Module] | None = nn.ReLU, eps: float = 1e-5, padding: int | None = None) -> None:
-        pad = (kernel - 1) // 2 if padding is None else padding
-        layers: list[nn.Module] = [nn.Conv2d(cin, cout, kernel, stride, pad, groups=groups, bias=False),
-                                   nn.BatchNorm2d(cout, eps=eps)]
-        if act is not None:
-            layers.append(act())
-        super().__init__(*layers)
-
-
-class SqueezeExcite(nn.Module):
-    """Squeeze-and-excitation: global pool, 1x1 conv down, activation, 1x1 conv up, sigmoid gate, multiply."""
-
-    def __init__(self, channels: int, squeeze: int, act: type[nn.Module] = nn.ReLU) -> None:
-        super().__init__()
-        self.pool = nn.AdaptiveAvgPool2d(1)
-        self.fc1 = nn.Conv2d(channels, squeeze, 1)
-        self.act = act()
-        self.fc2 = nn.Conv2d(squeeze, channels, 1)
-        self.gate = nn.Sigmoid()
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x * self.gate(self.fc2(self.act(self.fc1(self.pool(x)))))
-
-
 class _Permute(nn.Module):
     """``x.permute(*dims)`` as a module, for use inside ``nn.Sequential``."""
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from annette_torch.fit.zcu102_vai3 import a53_host
 from annette_torch.platform.annette_compat import layers_from_annette, mapping_from_annette
 from annette_torch.platform import Platform
 
@@ -64,17 +65,7 @@ ZCU102_SUPPORT = {
         "Softmax": {},
         "Pad": {},
     },
-    "host": {
-        "device": f"Arm Cortex-A53 (ZCU102 processing system), {_A53}",
-        "layers": {
-            "Base": {"model": "roofline", "op_s": 2.4e9, "bandwidth": 2.0e9, "bit_act": 32, "bit_weights": 32,
-                     "origin": f"assumed: {_A53}; FP32, 2 operations per cycle (half the NEON FMA peak), 2 GB/s "
-                               "streamed by one core"},
-            **{t: {"model": "roofline", "op_s": 4.8e7, "bandwidth": 2.0e9, "bit_act": 32, "bit_weights": 32,
-                   "origin": f"assumed: {_A53}; 25 cycles per element (a scalar expf and a division)"}
-               for t in ("Sigmoid", "SiLU", "Tanh", "GELU", "Softplus")},
-        },
-    },
+    "host": a53_host(_A53, ("Sigmoid", "SiLU", "Tanh", "GELU", "Softplus")),
     "switch": {"ms": 0.1, "bandwidth": 2.5e8, "bit_act": 8,
                "origin": "assumed: one more DPU task launched and waited for through the DNNDK runtime (0.1 ms), "
                          "and the crossing INT8 tensor converted to or from FP32 by one A53 core (4 ns per "

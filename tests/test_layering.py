@@ -18,7 +18,7 @@ SOURCES = {ROOT / "annette_torch": "annette_torch", ROOT / "search": "annette_to
 LAYERS = {
     "core": ("annette_torch", "annette_torch.errors", "annette_torch.atomic", "annette_torch.dburl", "annette_torch.ir",
              "annette_torch.frontends", "annette_torch.mapping", "annette_torch.models", "annette_torch.platform", "annette_torch.platforms", "annette_torch.prediction", "annette_torch.types",
-             "annette_torch.estimator", "annette_torch.lookup", "annette_torch.zoo", "annette_torch.zoo_modern"),
+             "annette_torch.estimator", "annette_torch.lookup", "annette_torch.zoo", "annette_torch.zoo_blocks", "annette_torch.zoo_modern"),
     # charts of estimates and of search results: above the prediction path, below everything that draws them
     "charts": ("annette_torch.plots",),
     "search": ("annette_torch.search",),

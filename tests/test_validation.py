@@ -192,7 +192,7 @@ def test_measure_latency_tiny_network_ort(monkeypatch):
     assert m.median_ms > 0 and len(m.repeat_medians) == 2 and m.median_ms == min(m.repeat_medians)
     assert m.spread == pytest.approx((max(m.repeat_medians) - m.median_ms) / m.median_ms)
     assert m.runs == 5 and m.repeats == 2 and m.warmup == 1 and 0 < m.min_ms <= m.median_ms
-    assert m.seconds > 0 and m.busy == pytest.approx(2.25)
+    assert m.busy == pytest.approx(2.25)
 
 
 def test_busy_is_the_load_of_other_processes(monkeypatch):

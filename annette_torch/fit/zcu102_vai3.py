@@ -65,6 +65,24 @@ _CONV = {"kernel": [1, 16], "stride": [1, 8], "c_in": [1, _CH], "c_out": [1, _CH
          "activations": _ACT}
 _A53 = ("one Arm Cortex-A53 core of the ZCU102's XCZU9EG (UG1182) at 1.2 GHz, as in the single-thread "
         "measurements")
+
+
+def a53_host(core: str, transcendental: Sequence[str]) -> dict[str, Any]:
+    """The ZCU102's Arm host as a platform's `support.host`: one A53 core (``core`` says which, at what clock) running
+    FP32 layers at 2 operations per cycle and 2 GB/s, the ``transcendental`` types at 25 cycles per element."""
+    return {
+        "device": f"Arm Cortex-A53 (ZCU102 processing system), {core}",
+        "layers": {
+            "Base": {"model": "roofline", "op_s": 2.4e9, "bandwidth": 2.0e9, "bit_act": 32, "bit_weights": 32,
+                     "origin": f"assumed: {core}; FP32, 2 operations per cycle (half the NEON FMA peak), 2 GB/s "
+                               "streamed by one core"},
+            **{t: {"model": "roofline", "op_s": 4.8e7, "bandwidth": 2.0e9, "bit_act": 32, "bit_weights": 32,
+                   "origin": f"assumed: {core}; 25 cycles per element (a scalar expf and a division)"}
+               for t in transcendental},
+        },
+    }
+
+
 SUPPORT: dict[str, Any] = {
     "origin": (
         "Xilinx UG1414 v3.0 (Vitis AI User Guide, 2023-02-24), table 'Currently Supported Operators', column "
@@ -110,17 +128,7 @@ SUPPORT: dict[str, Any] = {
         "Pad": {},
         "Resize": {},
     },
-    "host": {
-        "device": f"Arm Cortex-A53 (ZCU102 processing system), {_A53}",
-        "layers": {
-            "Base": {"model": "roofline", "op_s": 2.4e9, "bandwidth": 2.0e9, "bit_act": 32, "bit_weights": 32,
-                     "origin": f"assumed: {_A53}; FP32, 2 operations per cycle (half the NEON FMA peak), 2 GB/s "
-                               "streamed by one core"},
-            **{t: {"model": "roofline", "op_s": 4.8e7, "bandwidth": 2.0e9, "bit_act": 32, "bit_weights": 32,
-                   "origin": f"assumed: {_A53}; 25 cycles per element (a scalar expf and a division)"}
-               for t in ("Tanh", "GELU", "Softplus")},
-        },
-    },
+    "host": a53_host(_A53, ("Tanh", "GELU", "Softplus")),
     "switch": {"ms": 0.1, "bandwidth": 2.5e8, "bit_act": 8,
                "origin": "assumed: the DPU subgraph split in two, one more VART runner call (0.1 ms), and the "
                          "crossing INT8 tensor converted to or from FP32 by one A53 core (4 ns per element)"},
