@@ -156,3 +156,19 @@ def test_calibration_networks_are_deterministic_and_outside_the_validation_set()
     assert [n.name for n in calibration_networks(12, exclude_hashes=_validation_hashes())] == [n.name for n in nets]
     val = {h[:8] for h in _validation_hashes()}
     assert not {n.name.rsplit("-", 1)[1] for n in nets if "nb101" in n.name} & val
+
+
+def test_weights_term_leaves_out_fully_connected_layers():
+    """A fully connected layer's (memory-bound) model charges its weights already: the ``weights`` term counts the
+    other layers' weights only, so a large classifier head does not add its weight traffic twice."""
+    import torch.nn as nn
+
+    def net(hidden: int) -> nn.Module:
+        return nn.Sequential(nn.Conv2d(3, 16, 3), nn.ReLU(), nn.Flatten(), nn.Linear(16 * 6 * 6, hidden),
+                             nn.ReLU(), nn.Linear(hidden, 10))
+
+    small, large = (at.trace(net(h), (1, 3, 8, 8)) for h in (8, 4096))
+    terms = [at.estimate(n, "zcu102-dnndk").terms["weights"] for n in (small, large)]
+    conv_weights = 16 * 3 * 3 * 3 / 1e6
+    assert terms[0] == pytest.approx(conv_weights, rel=0.05) and terms[1] == pytest.approx(terms[0])
+    assert large.weights.sum() > 10 * small.weights.sum()  # the heads differ by far more than the convs

@@ -8,10 +8,11 @@ end-to-end time is modelled as a non-negative combination of terms computed from
 * ``cpu_tail``: millions of elements processed after the last convolution / fully connected layer
   (outputs read back and post-processed on the host CPU, e.g. SSD box decoding, large global pools),
 * ``constant``: per-inference overhead (task launch, pre-processing),
-* ``weights``: millions of weights the network loads per inference. The DPU fetches every layer's weights
-  from DDR; the published layer models are rooflines, whose max(compute, memory) hides that fetch behind
-  compute-bound layers. Fitted on the ZCU102 figures it is ~0.04 ms per million INT8 weights (~23 GB/s,
-  the board's DDR4 bandwidth), and it lowers the leave-one-out error from 9.9% to 7.3%,
+* ``weights``: millions of weights the network's layers other than fully connected ones load per inference.
+  The DPU fetches every layer's weights from DDR; the published layer models are rooflines, whose
+  max(compute, memory) hides that fetch behind compute-bound layers (a fully connected layer is memory-bound:
+  its model charges its weights already). Fitted on the ZCU102 figures it is ~0.045 ms per million INT8
+  weights (~22 GB/s, the board's DDR4 bandwidth), and it lowers the leave-one-out error from 9.9% to 6.9%,
 * ``executed_layers``: the number of executed (fused) layers, for runtimes with a per-node cost
   (ONNX Runtime, OpenVINO on a CPU). It may be negative: layer models fitted on *profiled* per-node times
   carry the profiler's own cost per node (~3 us with ONNX Runtime), which an unprofiled inference lacks.

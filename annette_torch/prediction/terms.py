@@ -6,7 +6,8 @@ below, computed over the accelerator's part of the times, plus the host-run laye
 (no end-to-end model scales them); elsewhere the layer sum.
 
 The terms (see `annette_torch.models.calibration.TERMS`): ``layers`` and ``depthwise`` (accelerator ms),
-``executed_layers`` (count), ``weights`` (millions loaded per inference), ``cpu_tail`` (millions of elements
+``executed_layers`` (count), ``weights`` (millions loaded per inference
+by layers other than fully connected ones), ``cpu_tail`` (millions of elements
 processed after the last conv / FC layer: host post-processing) and ``constant``. The last two are
 per inference: a latency table's blocks leave them out and add them once (`per_inference_ms`).
 """
@@ -33,6 +34,10 @@ _HEAVY = np.zeros(max(LayerType) + 1, dtype=bool)
 _HEAVY[[LayerType.CONV, LayerType.DEPTHWISE_CONV, LayerType.GROUP_CONV, LayerType.CONV_POOL, LayerType.FULLY_CONNECTED,
         LayerType.CONV_TRANSPOSE]] = True
 _INPUT, _DEPTHWISE = int(LayerType.INPUT), int(LayerType.DEPTHWISE_CONV)
+#: per layer type: its weights count in the ``weights`` term. A fully connected layer's model already charges
+#: its weights as memory traffic (it is memory-bound); counting them again overestimated FC-heavy networks
+_FETCHED = np.ones(max(LayerType) + 1, dtype=bool)
+_FETCHED[LayerType.FULLY_CONNECTED] = False
 
 
 def check_kind(latency: str) -> None:
@@ -90,7 +95,9 @@ def network_terms(r: Run, per_inference: bool = True, names: Collection[str] | N
     if "executed_layers" in want:
         terms["executed_layers"] = _sum((types != _INPUT).astype(np.float64), seg, n)
     if "weights" in want:
-        terms["weights"] = _sum(np.asarray(r.network.weights, np.float64), r.segments, n) / 1e6
+        net = r.network
+        fetched = np.where(_FETCHED[net.types], np.asarray(net.weights, np.float64), 0.0)
+        terms["weights"] = _sum(fetched, r.segments, n) / 1e6
     if "cpu_tail" in want:
         terms["cpu_tail"] = _sum(tail_elems(r.network), r.segments, n) / 1e6
     if "constant" in want:
