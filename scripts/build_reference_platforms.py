@@ -39,7 +39,9 @@ ZCU102_SUPPORT = {
         "strides up to 8. Not in the v3.0 table, so on the host: element-wise multiply (PG338 v3.4 lists "
         "Elementwise-Multiply; v3.0 has element-wise sum only), upsampling, channel slices, transposes, LRN, "
         "grouped convolutions other than depthwise and every activation besides ReLU, ReLU6 and LeakyReLU. "
-        "BatchNorm is folded by the tool chain, Softmax runs on the DPU's softmax module, Pad is folded into the "
+        "Softmax runs on the DPU's softmax module after a kernel (dpuRunSoftmax) over a vector of class scores; a "
+        "softmax over a feature map (attention's scores) is not a DPU layer and runs on the host. "
+        "BatchNorm is folded by the tool chain, Pad is folded into the "
         "next layer's padding, a mean over the whole feature map (TensorFlow's Mean in SE blocks and heads) is "
         "an average pool, a 1x1 average pool a copy. GlobalPool has no kernel limit: the "
         "calibration networks cf_squeezenet (14x14), cf_reid (5x3) and cf_SPnet (7x4) pool outside the "
@@ -62,7 +64,7 @@ ZCU102_SUPPORT = {
         "Relu": {},
         "Relu6": {},
         "LeakyRelu": {},
-        "Softmax": {},
+        "Softmax": {"h_out": [1, 1], "w_out": [1, 1]},
         "Pad": {},
     },
     "host": a53_host(_A53, ("Sigmoid", "SiLU", "Tanh", "GELU", "Softplus")),

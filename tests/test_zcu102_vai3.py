@@ -52,6 +52,49 @@ def test_unsupported_layers_still_go_to_the_host_on_vitis_ai_3():
     assert est.host_layers == ["g"] and est.switch_ms > 0
 
 
+class _Block(__import__("torch").nn.Module):
+    """A pre-norm transformer block written by hand: LayerNorm, attention (two activation products and a
+    softmax), GELU MLP."""
+
+    def __init__(self, d: int = 32, heads: int = 2) -> None:
+        import torch.nn as nn
+        super().__init__()
+        self.h = heads
+        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
+        self.mlp = nn.Sequential(nn.Linear(d, 2 * d), nn.GELU(), nn.Linear(2 * d, d))
+
+    def forward(self, x):
+        b, n, d = x.shape
+        q, k, v = self.qkv(self.ln1(x)).reshape(b, n, 3, self.h, d // self.h).permute(2, 0, 3, 1, 4)
+        a = (q @ k.transpose(-2, -1)).softmax(-1) @ v
+        x = x + self.proj(a.transpose(1, 2).reshape(b, n, d))
+        return x + self.mlp(self.ln2(x))
+
+
+def test_attention_layer_norm_and_gelu_run_on_the_host_of_both_releases():
+    """Neither DPU multiplies two feature maps or runs LayerNorm / GELU (UG1414 v3.0, PG338), and their softmax
+    modules take a vector of class scores, not attention's score maps."""
+    net = at.trace(_Block().eval(), (1, 16, 32))
+    assert T.UNKNOWN not in set(net.types)
+    kinds = {T.MATMUL, T.LAYER_NORM, T.GELU}
+    for name in ("zcu102-vai3", "zcu102-dnndk"):
+        est = at.estimate(net, name)
+        host = set(est.host_layers)
+        typed = {n: t for n, t in zip(net.names, net.types)}
+        assert {typed[n] for n in host} >= kinds, name
+        assert T.SOFTMAX in {typed[n] for n in host}, name  # over a feature map: not the classifier's softmax
+
+
+def test_a_classifier_softmax_stays_on_the_dpu_of_both_releases():
+    b = NetworkBuilder("head")
+    x = b.input("x", (1, 16, 14, 14))
+    y = b.linear("fc", b.global_pool("pool", b.conv("c", x, 32, 3, padding=1)), 10)
+    b.same(T.SOFTMAX, "prob", y)
+    for name in ("zcu102-vai3", "zcu102-dnndk"):
+        assert at.estimate(b.build(), name).host_layers == [], name
+
+
 def test_files_state_their_toolchain_and_latency_definitions_and_round_trip():
     for name, toolchain in (("zcu102-vai3", "Vitis AI 3.0"), ("zcu102-dnndk", "DNNDK v3.1")):
         path = platform_dir() / f"{name}.json"

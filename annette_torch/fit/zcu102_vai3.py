@@ -100,11 +100,13 @@ SUPPORT: dict[str, Any] = {
         "range [1, 256] (the depthwise kernel range; ISA1's pooling runs on the same engine), a global average "
         "pool of any size (the zoo's networks pool 7x7 to 10x10 on the DPU), element-wise multiply of a feature "
         "map by a per-channel vector (squeeze-excitation; PG338 lists Elementwise-Multiply without a shape "
-        "rule), Softmax on the DPU's optional softmax core (the ZCU102 board image's B4096 has it enabled in "
-        "the Vitis AI 3.0 DPU TRD; without it Softmax runs on the host), Resize (nearest / bilinear upsampling, "
+        "rule), Softmax of a vector of class scores on the DPU's optional softmax core (the ZCU102 board "
+        "image's B4096 has it enabled in the Vitis AI 3.0 DPU TRD; without it Softmax runs on the host; a softmax "
+        "over a feature map, attention's scores, runs on the host), Resize (nearest / bilinear upsampling, "
         "UG1414 v3.0 lists it for vai_q_pytorch and vai_q_tensorflow as DPU-supported 'upsample'). Not on the "
         "DPU: GELU, Tanh, Softplus, LRN, LayerNorm, transposes, grouped convolutions other than depthwise "
-        "(UG1414 v3.0: 'Group* (Caffe): group == 1')."),
+        "(UG1414 v3.0: 'Group* (Caffe): group == 1'), the product of two feature maps (MatMul: attention's "
+        "scores and context; PG338 lists fully connected layers, whose second operand is constant weights)."),
     "accelerator": {
         "Conv": _CONV,
         "ConvPool": _CONV,
@@ -113,7 +115,6 @@ SUPPORT: dict[str, Any] = {
         "ConvTranspose": {"kernel": [1, 16], "stride": [1, 16], "c_in": [1, _CH], "c_out": [1, _CH],
                           "activations": _ACT},
         "FullyConnected": {"c_in": [1, 2048 * _CP]},
-        "MatMul": {"c_in": [1, 2048 * _CP]},
         "MaxPool": {"kernel": [1, 256], "stride": [1, 8]},
         "AvgPool": {"kernel": [1, 256], "stride": [1, 8]},
         "GlobalPool": {},
@@ -124,7 +125,7 @@ SUPPORT: dict[str, Any] = {
         "BatchNorm": {},
         "Relu": {}, "Relu6": {}, "LeakyRelu": {}, "Clip": {},
         "HardSwish": {}, "HardSigmoid": {}, "Sigmoid": {}, "SiLU": {},
-        "Softmax": {},
+        "Softmax": {"h_out": [1, 1], "w_out": [1, 1]},
         "Pad": {},
         "Resize": {},
     },
