@@ -16,7 +16,7 @@ from .common import check_output, check_output_store, platform_names
 
 __all__ = ["add_parser", "run"]
 
-SEARCH_SPACES = ("nb201", "nb101", "mbv2", "anb")
+SEARCH_SPACES = ("nb201", "nb101", "mbv2", "anb", "vit", "hybrid")
 PARETO_SPACES = ("nb201", "nb101")
 
 
