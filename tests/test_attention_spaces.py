@@ -244,3 +244,31 @@ def test_cli_searches_the_new_spaces_by_name(capsys):
                      "--latency-ms", f"{hi:.6f}"]) == 0
         assert "study" in capsys.readouterr().out
     assert isinstance(get_space("VIT"), ViTSpace) and isinstance(get_space("hybrid"), HybridSpace)
+
+
+# ------------------------------------------------------------------------------------------------------
+# Pareto tables of sampled networks
+
+
+@pytest.mark.parametrize("name", ["vit", "hybrid"])
+def test_sampled_space_table_and_its_front(name):
+    from annette_torch.search import pareto
+    t = pareto.space_table(name, ["ncs2", "zcu102-dnndk"], samples=6, seed=2)
+    assert len(t) == 6 and len(set(t.archs)) == 6 and t.space == name
+    sp = get_space(name)
+    for i in (0, 5):
+        net = sp.network(sp.decode(t.archs[i]))
+        assert t.latency_ms["ncs2"][i] == pytest.approx(at.estimate(net, "ncs2").latency_ms, rel=1e-9)
+        assert t.ops[i] == pytest.approx(net.total_ops)
+    assert pareto.space_table(name, ["ncs2"], samples=6, seed=2).archs == t.archs  # reproducible
+    front = pareto.fronts(t)["ncs2"]
+    lat, ops = t.latency_ms["ncs2"], t.ops
+    assert len(front) >= 1 and all(not np.any((lat < lat[i]) & (ops >= ops[i])) for i in front)
+
+
+def test_cli_pareto_of_a_sampled_attention_space(tmp_path, capsys):
+    from annette_torch.cli import main
+    out = tmp_path / "hybrid.png"
+    assert main(["pareto", "--space", "hybrid", "-p", "ncs2", "--samples", "5", "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "hybrid: sampled 5 cells" in text and out.is_file() and (tmp_path / "hybrid_front.csv").is_file()

@@ -33,7 +33,8 @@ from ._attention import meta_trace
 
 __all__ = ["STAGES", "EXPANSIONS", "HEADS", "MLP_RATIOS", "HEAD_DIM", "STEM_CHANNELS", "INPUT_SHAPE", "SKIP",
            "StageSpec", "Stage", "validate", "encode", "decode", "block_ops", "build_module", "build_network",
-           "table_ops", "from_choices", "table_network", "latency_table", "proxy_supernet", "DEFAULT_WIDTHS"]
+           "sample", "table_ops", "from_choices", "table_network", "latency_table", "proxy_supernet",
+           "DEFAULT_WIDTHS"]
 
 
 @dataclass(frozen=True)
@@ -139,6 +140,20 @@ def decode(text: str) -> tuple[Stage, ...]:
                              f"({_FORM})")
         out.append(Stage(int(m.group(2)), tuple(b.strip() for b in blks)))
     return validate(out)
+
+
+def sample(n: int, rng: Any) -> list[tuple[Stage, ...]]:
+    """``n`` distinct architectures drawn uniformly per choice (per stage width and depth, per block its op)
+    with the numpy generator ``rng`` (fewer when the draws repeat too often)."""
+    out: dict[str, tuple[Stage, ...]] = {}
+    for _ in range(20 * n):
+        if len(out) >= n:
+            break
+        a = tuple(Stage(int(rng.choice(s.widths)), tuple(str(rng.choice(block_ops(s.kind)))
+                                                          for _ in range(int(rng.choice(s.depths)))))
+                  for s in STAGES)
+        out.setdefault(encode(a), a)
+    return list(out.values())
 
 
 def _down(h: int) -> int:

@@ -31,7 +31,7 @@ from ._attention import meta_trace
 
 __all__ = ["EMBED_DIMS", "DEPTHS", "HEADS", "MLP_RATIOS", "PATCH", "HEAD_DIM", "INPUT_SHAPE", "MIN_DEPTH", "MAX_DEPTH",
            "SKIP", "BLOCK_OPS", "ViTArch", "validate", "encode", "decode", "op_name", "parse_op", "build_module",
-           "build_network", "table_ops", "from_choices", "table_network", "latency_table", "proxy_supernet"]
+           "build_network", "sample", "table_ops", "from_choices", "table_network", "latency_table", "proxy_supernet"]
 
 EMBED_DIMS: tuple[int, ...] = (192, 240, 320, 384)
 DEPTHS: tuple[int, ...] = tuple(range(6, 13))
@@ -113,6 +113,20 @@ def decode(text: str) -> ViTArch:
     if m is None or not rest:
         raise ValueError(f"ViT encoding {text!r}: expected {_FORM}")
     return validate(ViTArch(int(m.group(1)), tuple(parse_op(p) for p in rest)))
+
+
+def sample(n: int, rng: Any) -> list[ViTArch]:
+    """``n`` distinct architectures drawn uniformly per choice (embedding, depth, per block heads and ratio)
+    with the numpy generator ``rng`` (fewer when the draws repeat too often)."""
+    out: dict[str, ViTArch] = {}
+    for _ in range(20 * n):
+        if len(out) >= n:
+            break
+        depth = int(rng.choice(DEPTHS))
+        a = ViTArch(int(rng.choice(EMBED_DIMS)), tuple((int(rng.choice(HEADS)), float(rng.choice(MLP_RATIOS)))
+                                                       for _ in range(depth)))
+        out.setdefault(encode(a), a)
+    return list(out.values())
 
 
 def _tokens(resolution: int) -> int:
