@@ -13,6 +13,7 @@ import torch
 import annette_torch as at
 from annette_torch.errors import AnnetteError
 from annette_torch.search.spaces import hybrid, vit
+from annette_torch.search.spaces._stitch import PartCache, same_layers
 from annette_torch.search.spaces.registry import HybridSpace, ViTSpace, get_space, same_network, space_network
 
 optuna = pytest.importorskip("optuna")
@@ -63,11 +64,31 @@ def test_encoding_round_trip_and_networks_trace_without_unknown(name, text):
     else:
         assert labels["Softmax"] == sum(s.depth for s in arch[2:]) and labels["DepthwiseConv"] == 4
     assert net.out_shape(len(net) - 1)[:2] == (1, 1000)
-    # the meta-device IR is the trace of the real module (weights allocated), and the module runs
+    # the meta-device IR is the trace of the real module (weights allocated), and the module runs; the
+    # space's network, stitched from parts, has its layers
     module = sp.model(arch)
-    assert same_network(at.trace(module, (1, 3, 224, 224)), net)
+    m = vit if name == "vit" else hybrid
+    assert same_network(at.trace(module, (1, 3, 224, 224)), m.build_network(arch))
+    assert same_layers(net, m.build_network(arch))
     with torch.no_grad():
         assert module(torch.zeros(1, 3, 224, 224)).shape == (1, 1000)
+
+
+@pytest.mark.parametrize("name", ["vit", "hybrid"])
+def test_stitched_networks_are_the_traced_ones(name):
+    m = vit if name == "vit" else hybrid
+    parts = PartCache()
+    for arch in m.sample(8, np.random.default_rng(1)):
+        stitched, traced = m.stitched_network(arch, parts=parts), m.build_network(arch)
+        assert same_layers(stitched, traced)
+        assert at.estimate(stitched, "zcu102-dnndk").latency_ms == at.estimate(traced, "zcu102-dnndk").latency_ms
+        # the same module paths (names of function nodes differ: blocks.3.matmul for matmul_6)
+        assert stitched.attrs["module"] == traced.attrs["module"]
+        assert [n for n, mod in zip(stitched.names, stitched.attrs["module"]) if mod] == \
+            [n for n, mod in zip(traced.names, traced.attrs["module"]) if mod]
+    sp = get_space(name)
+    sp.network(m.sample(1, np.random.default_rng(5))[0])
+    assert sp._fast is True  # checked against the trace on first use
 
 
 def test_architectures_grow_in_predicted_latency_with_their_choices():

@@ -2,28 +2,51 @@
 
 Each adapter samples an architecture from a trial (define-by-run: the per-block parameters exist only for the
 blocks the sampled depth keeps), builds its IR (traced from the module on the meta device), encodes it as
-its space's string, and builds a ``SPACE:ARCH[:CLASSES]`` candidate (`network_of`).
+its space's string, and builds a ``SPACE:ARCH[:CLASSES]`` candidate (`network_of`). Networks are
+stitched from cached traced parts (`vit.stitched_network`, `hybrid.stitched_network`).
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Sequence
 
 from ...ir import Network
 from . import hybrid, vit
+from ._stitch import PartCache, same_layers
 
 __all__ = ["ViTSpace", "HybridSpace"]
+
+log = logging.getLogger(__name__)
 
 
 class _Base:
     """Cache and table keys: the encoding (equal encodings, equal networks); the last `CACHE` networks built
-    are kept (a search's latency oracle and an ops-based objective ask for the same one)."""
+    are kept (a search's latency oracle and an ops-based objective ask for the same one).
+
+    A network is stitched from parts traced once each (`_stitch.PartCache`); the first one is checked against
+    the whole module's trace (same layers, columns and edges), and the space traces whole modules from then
+    on if they differ.
+    """
 
     name = "space"
     CACHE = 64
+    _module: Any = None  # the space's module (vit or hybrid)
 
     def _build(self, arch: Any) -> Network:
-        raise NotImplementedError
+        m = self._module
+        fast = self.__dict__.get("_fast")
+        if fast is False:
+            return m.build_network(arch, self.num_classes, self.resolution)  # type: ignore[attr-defined]
+        parts = self.__dict__.setdefault("_parts", PartCache())
+        net = m.stitched_network(arch, self.num_classes, self.resolution, parts)  # type: ignore[attr-defined]
+        if fast is None:
+            ref = m.build_network(arch, self.num_classes, self.resolution)  # type: ignore[attr-defined]
+            self._fast = same_layers(net, ref)
+            if not self._fast:
+                log.info("%s: stitched IR differs from the traced module; tracing whole modules", self.name)
+                return ref
+        return net
 
     def network(self, arch: Any) -> Network:
         cache: dict[str, Network] = self.__dict__.setdefault("_nets", {})
@@ -70,6 +93,7 @@ class ViTSpace(_Base):
     An architecture is a `vit.ViTArch`; its encoding ``e240-h4r4-h4r3.5-...``. Input 1x3x224x224."""
 
     name = "vit"
+    _module = vit
 
     def __init__(self, num_classes: int = 1000, resolution: int = 224) -> None:
         self.num_classes, self.resolution = num_classes, resolution
@@ -80,9 +104,6 @@ class ViTSpace(_Base):
         return vit.ViTArch(int(embed), tuple(
             (int(trial.suggest_categorical(f"block {i:02d} heads", vit.HEADS)),
              float(trial.suggest_categorical(f"block {i:02d} mlp ratio", vit.MLP_RATIOS))) for i in range(depth)))
-
-    def _build(self, arch: Any) -> Network:
-        return vit.build_network(arch, self.num_classes, self.resolution)
 
     def model(self, arch: Any) -> Any:
         """The architecture as an ``nn.Module`` (for training)."""
@@ -115,6 +136,7 @@ class HybridSpace(_Base):
     ``c32_e4_e4-c48_e4-a128_h4r2-a192_h4r4``. Input 1x3x224x224."""
 
     name = "hybrid"
+    _module = hybrid
 
     def __init__(self, num_classes: int = 1000, resolution: int = 224) -> None:
         self.num_classes, self.resolution = num_classes, resolution
@@ -128,9 +150,6 @@ class HybridSpace(_Base):
             stages.append(hybrid.Stage(w, tuple(str(trial.suggest_categorical(f"stage {i} block {j}", ops))
                                                 for j in range(d))))
         return tuple(stages)
-
-    def _build(self, arch: Any) -> Network:
-        return hybrid.build_network(arch, self.num_classes, self.resolution)
 
     def model(self, arch: Any) -> Any:
         """The architecture as an ``nn.Module`` (for training)."""

@@ -32,7 +32,7 @@ from ._attention import blocks as _blocks
 from ._attention import meta_trace
 
 __all__ = ["STAGES", "EXPANSIONS", "HEADS", "MLP_RATIOS", "HEAD_DIM", "STEM_CHANNELS", "INPUT_SHAPE", "SKIP",
-           "StageSpec", "Stage", "validate", "encode", "decode", "block_ops", "build_module", "build_network",
+           "StageSpec", "Stage", "validate", "encode", "decode", "block_ops", "build_module", "build_network", "stitched_network",
            "sample", "table_ops", "from_choices", "table_network", "latency_table", "proxy_supernet",
            "DEFAULT_WIDTHS"]
 
@@ -241,6 +241,39 @@ def build_network(arch: Sequence[Any], num_classes: int = 1000, resolution: int 
     _check_resolution(resolution)
     return meta_trace(lambda: _net_class()(a, num_classes, resolution, 3), (1, 3, resolution, resolution),
                       "hybrid")
+
+
+def stitched_network(arch: Sequence[Any], num_classes: int = 1000, resolution: int = 224, parts: Any = None) -> Network:
+    """`build_network`'s layers, types, columns and edges, joined from parts traced once each and kept in
+    ``parts`` (a `PartCache`; give the same one to every call): about a millisecond per network."""
+    from ._stitch import PartCache
+    a = validate(arch)
+    _check_resolution(resolution)
+    cache = parts if parts is not None else PartCache()
+    B = _blocks()
+    r = resolution
+    seq = [(cache.part(("stem", r), lambda: meta_trace(lambda: B["ConvStem"](3, STEM_CHANNELS), (1, 3, r, r), "stem"),
+                       keep_input=True), "stem")]
+    plan = _plan([st.width for st in a], resolution)
+    k = 0
+    for i, (st, (c, (h, _))) in enumerate(zip(a, plan)):
+        tokens_in = i > 0 and STAGES[i - 1].kind == "a"
+        g = _down(h)
+        for j, op in enumerate(st.blocks):
+            if j == 0:
+                shape = (1, h * h, c) if tokens_in else (1, c, h, h)
+            else:
+                shape = (1, st.width, g, g) if STAGES[i].kind == "c" else (1, g * g, st.width)
+            key = ("block", i, j == 0, st.width, c, h, op)
+            mod = lambda i=i, w=st.width, c=c, h=h, op=op, j=j: _stage_blocks(  # noqa: E731
+                i, w, [op] * (min(j, 1) + 1), c, (h, h), HEAD_DIM)[min(j, 1)]
+            seq.append((cache.part(key, lambda mod=mod, shape=shape: meta_trace(mod, shape, "block")), f"blocks.{k}"))
+            k += 1
+    g = _down(plan[-1][1][0])
+    w = a[-1].width
+    seq.append((cache.part(("head", w, num_classes, g),
+                           lambda: meta_trace(lambda: B["TokenHead"](w, num_classes), (1, g * g, w), "head")), "head"))
+    return cache.stitch("hybrid", seq)
 
 
 # ------------------------------------------------------------------------------------------------------

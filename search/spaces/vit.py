@@ -31,7 +31,7 @@ from ._attention import meta_trace
 
 __all__ = ["EMBED_DIMS", "DEPTHS", "HEADS", "MLP_RATIOS", "PATCH", "HEAD_DIM", "INPUT_SHAPE", "MIN_DEPTH", "MAX_DEPTH",
            "SKIP", "BLOCK_OPS", "ViTArch", "validate", "encode", "decode", "op_name", "parse_op", "build_module",
-           "build_network", "sample", "table_ops", "from_choices", "table_network", "latency_table", "proxy_supernet"]
+           "build_network", "stitched_network", "sample", "table_ops", "from_choices", "table_network", "latency_table", "proxy_supernet"]
 
 EMBED_DIMS: tuple[int, ...] = (192, 240, 320, 384)
 DEPTHS: tuple[int, ...] = tuple(range(6, 13))
@@ -172,6 +172,27 @@ def build_network(arch: Any, num_classes: int = 1000, resolution: int = 224) -> 
     a = validate(arch)
     _tokens(resolution)
     return meta_trace(lambda: _net_class()(a, num_classes, resolution, 3), (1, 3, resolution, resolution), "vit")
+
+
+def stitched_network(arch: Any, num_classes: int = 1000, resolution: int = 224, parts: Any = None) -> Network:
+    """`build_network`'s layers, types, columns and edges, joined from parts traced once each and kept in
+    ``parts`` (a `PartCache`; give the same one to every call): about a millisecond per network."""
+    from ._stitch import PartCache
+    a = validate(arch)
+    tokens = _tokens(resolution)
+    cache = parts if parts is not None else PartCache()
+    B = _blocks()
+    shape = (1, tokens, a.embed)
+    seq = [(cache.part(("stem", a.embed, resolution),
+                       lambda: meta_trace(lambda: B["PatchEmbed"](3, a.embed, PATCH, tokens),
+                                          (1, 3, resolution, resolution), "stem"), keep_input=True), "embed")]
+    for i, (h, r) in enumerate(a.blocks):
+        seq.append((cache.part(("block", a.embed, h, r, tokens),
+                               lambda h=h, r=r: meta_trace(lambda: B["Block"](a.embed, h, r, HEAD_DIM), shape,
+                                                           "block")), f"blocks.{i}"))
+    seq.append((cache.part(("head", a.embed, num_classes, tokens),
+                           lambda: meta_trace(lambda: B["TokenHead"](a.embed, num_classes), shape, "head")), "head"))
+    return cache.stitch("vit", seq)
 
 
 # ------------------------------------------------------------------------------------------------------
