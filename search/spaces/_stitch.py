@@ -15,7 +15,7 @@ import numpy as np
 
 from ...ir import INT_COLUMNS, Network
 
-__all__ = ["PartCache", "same_layers"]
+__all__ = ["PartCache", "as_part", "same_layers"]
 
 #: a traced part ready to join: types, int-column matrix, local edges (-1: the part's input), names, the
 #: index of its output layer, attributes (lists, one value per layer)
@@ -33,16 +33,7 @@ class PartCache:
         ``keep_input``: the network's own input)."""
         p = self._parts.get((key, keep_input))
         if p is None:
-            net = trace()
-            first = 0 if keep_input else 1
-            sinks = np.flatnonzero(net.n_outputs == 0)
-            if len(sinks) != 1:
-                raise ValueError(f"part {key!r} has {len(sinks)} outputs; one expected")
-            mat = np.vstack([net.cols[c] for c in INT_COLUMNS])[:, first:]
-            attrs = {k: list(v[first:]) for k, v in net.attrs.items()}
-            p = (net.types[first:].copy(), mat, net.edges - first, list(net.names[first:]), int(sinks[0]) - first,
-                 attrs)
-            self._parts[(key, keep_input)] = p
+            p = self._parts[(key, keep_input)] = as_part(trace(), keep_input)
         return p
 
     @staticmethod
@@ -71,6 +62,18 @@ class PartCache:
         e = np.concatenate(edges) if edges else np.zeros((0, 2), np.int64)
         return Network.from_matrix(name, names, np.concatenate(types), np.hstack(mats), e,
                                    {k: v for k, v in attrs.items() if any(x is not None for x in v)})
+
+
+def as_part(net: Network, keep_input: bool = False) -> _Part:
+    """A traced network (one Input layer first, one output) as a part to join; its Input layer dropped unless
+    ``keep_input``."""
+    first = 0 if keep_input else 1
+    sinks = np.flatnonzero(net.n_outputs == 0)
+    if len(sinks) != 1:
+        raise ValueError(f"part {net.name!r} has {len(sinks)} outputs; one expected")
+    mat = np.vstack([net.cols[c] for c in INT_COLUMNS])[:, first:]
+    attrs = {k: list(v[first:]) for k, v in net.attrs.items()}
+    return (net.types[first:].copy(), mat, net.edges - first, list(net.names[first:]), int(sinks[0]) - first, attrs)
 
 
 def same_layers(a: Network, b: Network) -> bool:
