@@ -110,7 +110,8 @@ def _nb101_table(platforms: Sequence[Platform], n: int, seed: int, latency: str 
     return SpaceTable("nb101", [sp.encode(x) for x in specs], params, ops, lat)
 
 
-def _sampled_table(space: str, platforms: Sequence[Platform], n: int, seed: int, latency: str = "latency") -> SpaceTable:
+def _sampled_table(space: str, platforms: Sequence[Platform], n: int, seed: int,
+                   latency: str = "latency") -> SpaceTable:
     """``n`` distinct architectures of an attention space (``vit``, ``hybrid``), sampled uniformly per choice."""
     if n < 1:
         raise AnnetteError(f"number of {space} samples must be >= 1, got {n}")

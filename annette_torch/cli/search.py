@@ -99,8 +99,7 @@ def add_parser(sub: Any) -> None:
                    help="one or more platforms (space- or comma-separated; default zcu102)")
     p.add_argument("--accuracy", metavar="FILE", help="'arch,accuracy' CSV (NB201 arch strings / NB101 hashes)")
     p.add_argument("--samples", type=_positive_int, default=2000,
-                   help="NB101 cells, vit or hybrid networks to sample (default 2000; vit and hybrid take about "
-                        "50 ms each)")
+                   help="NB101 cells, vit or hybrid networks to sample (default 2000)")
     p.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
     p.add_argument("--out", default=None, metavar="PLOT.png",
                    help="plot file: .png, .pdf or .svg, by its extension (default pareto_<space>.png)")

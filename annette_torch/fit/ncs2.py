@@ -259,8 +259,8 @@ def _layer_models(ls: LayerSamples, overhead_ms: float, kinds: Mapping[str, Coun
         # the measured fully connected layers (classifier heads) are weight-bound: their mean rate says nothing
         # of compute; a layer over many tokens is bounded by the SHAVE stages' compute rate too
         fc.op_s = rate
-        fc.origin += (f"; compute bounded at {rate:.3g} op/s, the measured rate of the convolutions that ran "  # type: ignore[attr-defined]
-                      "as SHAVE stages (assumed: the measured layers are weight-bound)")
+        fc.origin += (f"; compute bounded at {rate:.3g} op/s, the measured rate of the "  # type: ignore[attr-defined]
+                      "convolutions that ran as SHAVE stages (assumed: the measured layers are weight-bound)")
         report["FullyConnected"]["origin"] = fc.origin  # type: ignore[attr-defined]
     # SHAVE element-wise kernels: the fallback for every other type
     sw = shave & ~np.isin(labels, ("Conv", "FullyConnected")) & (y > 0)

@@ -32,7 +32,8 @@ from ._attention import blocks as _blocks
 from ._attention import meta_trace
 
 __all__ = ["STAGES", "EXPANSIONS", "HEADS", "MLP_RATIOS", "HEAD_DIM", "STEM_CHANNELS", "INPUT_SHAPE", "SKIP",
-           "StageSpec", "Stage", "validate", "encode", "decode", "block_ops", "build_module", "build_network", "stitched_network",
+           "StageSpec", "Stage", "validate", "encode", "decode", "block_ops", "build_module", "build_network",
+           "stitched_network",
            "sample", "table_ops", "from_choices", "table_network", "latency_table", "proxy_supernet",
            "DEFAULT_WIDTHS"]
 
@@ -329,8 +330,8 @@ def latency_table(platform: PlatformLike = "zcu102", widths: Sequence[int] = DEF
             shape = first if j == 0 else rest
             row: list[Network | None] = []
             for op in block_ops(s.kind):
-                mod = lambda op=op, j=j, i=i, w=w, c=c, h=h: _stage_blocks(i, w, [op] * (j + 1), c, (h, h),  # noqa: E731
-                                                                          HEAD_DIM)[j]
+                mod = lambda op=op, j=j, i=i, w=w, c=c, h=h: _stage_blocks(  # noqa: E731
+                    i, w, [op] * (j + 1), c, (h, h), HEAD_DIM)[j]
                 row.append(meta_trace(mod, shape, f"hybrid_s{i}b{j}_{op}"))
             if j >= s.depths[0]:
                 row.append(None)

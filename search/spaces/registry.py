@@ -19,8 +19,9 @@ from . import anb, mbv2, nb101, nb201
 from .attention_spaces import HybridSpace, ViTSpace
 from .custom import ChoiceSpace, FunctionSpace, Sample, space_from
 
-__all__ = ["Space", "NB201Space", "NB101Space", "MBV2Space", "ANBSpace", "ViTSpace", "HybridSpace", "FunctionSpace", "ChoiceSpace", "Sample",
-           "SPACES", "SpaceLike", "get_space", "same_network", "split_space_spec", "space_network"]
+__all__ = ["Space", "NB201Space", "NB101Space", "MBV2Space", "ANBSpace", "ViTSpace", "HybridSpace", "FunctionSpace",
+           "ChoiceSpace", "Sample", "SPACES", "SpaceLike", "get_space", "same_network", "split_space_spec",
+           "space_network"]
 
 log = logging.getLogger(__name__)
 

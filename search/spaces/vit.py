@@ -31,7 +31,8 @@ from ._attention import meta_trace
 
 __all__ = ["EMBED_DIMS", "DEPTHS", "HEADS", "MLP_RATIOS", "PATCH", "HEAD_DIM", "INPUT_SHAPE", "MIN_DEPTH", "MAX_DEPTH",
            "SKIP", "BLOCK_OPS", "ViTArch", "validate", "encode", "decode", "op_name", "parse_op", "build_module",
-           "build_network", "stitched_network", "sample", "table_ops", "from_choices", "table_network", "latency_table", "proxy_supernet"]
+           "build_network", "stitched_network", "sample", "table_ops", "from_choices", "table_network", "latency_table",
+           "proxy_supernet"]
 
 EMBED_DIMS: tuple[int, ...] = (192, 240, 320, 384)
 DEPTHS: tuple[int, ...] = tuple(range(6, 13))
