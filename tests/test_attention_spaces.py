@@ -297,3 +297,19 @@ def test_cli_pareto_of_a_sampled_attention_space(tmp_path, capsys):
     assert main(["pareto", "--space", "hybrid", "-p", "ncs2", "--samples", "5", "--out", str(out)]) == 0
     text = capsys.readouterr().out
     assert "hybrid: sampled 5 cells" in text and out.is_file() and (tmp_path / "hybrid_front.csv").is_file()
+
+
+def test_adaptation_rows_may_name_attention_candidates(tmp_path):
+    from annette_torch.fit.adapt import read_latencies
+    path = tmp_path / "lat.csv"
+    small = "e192-" + "-".join(["h3r3"] * 6)
+    path.write_text(f"model,input_shape,latency_ms\nvit:{VIT}:10,,31.5\nhybrid:{HYB},\"1,3,160,160\",8.25\n"
+                    f"vit:{small},,12\n")
+    rows = read_latencies(path)
+    assert [(r[0], r[2]) for r in rows] == [(f"vit:{VIT}:10", 31.5), (f"hybrid:{HYB}", 8.25), (f"vit:{small}", 12.0)]
+    assert same_layers(rows[1][1], hybrid.build_network(hybrid.decode(HYB), resolution=160))
+    bad = tmp_path / "bad.csv"
+    bad.write_text("model,input_shape,latency_ms\nvit:e240-h4r9,,3\n")
+    with pytest.raises(AnnetteError) as e:
+        read_latencies(bad)
+    assert "\n" not in str(e.value) and "vit" in str(e.value)
