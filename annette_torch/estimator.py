@@ -301,15 +301,20 @@ class Estimate:
         switch = self._switch
         host_of = {int(r): bool(h) for r, h in zip(m.kept, self.on_host)}
         flags = self._flags()
+        dims = net.attrs.get("dims")  # a tensor's own shape where the NCHW columns fold it (front ends)
+        first_parent = {int(d): int(p) for p, d in net.edges[::-1].tolist()}
         rows = []
         for i, name in enumerate(net.names):
             r = int(m.fused_into[i])
             k = kept_pos.get(i)
+            p = first_parent.get(i, i if net.types[i] == LayerType.INPUT else None)  # an input reads itself
+            shape_in = dims[p] if dims is not None and p is not None and dims[p] is not None else net.in_shape(i)
+            shape_out = dims[i] if dims is not None and dims[i] is not None else net.out_shape(i)
             rows.append({
                 "name": name,
                 "type": mapped_labels[k] if k is not None else labels[i],
-                "input_shape": "x".join(map(str, net.in_shape(i))),
-                "output_shape": "x".join(map(str, net.out_shape(i))),
+                "input_shape": "x".join(map(str, shape_in)),
+                "output_shape": "x".join(map(str, shape_out)),
                 "ops": float(net.ops[i]),
                 "bytes": float(plat_bytes[k]) if k is not None else 0.0,
                 "fused_into": net.names[r] if r != i else "",

@@ -57,7 +57,12 @@ NCS2_SUPPORT = {
         "HardSigmoid: Not Supported (runs on the host). 2D layers only (3D convolutions and pools are Not "
         "Supported; the IR holds 2D layers). SiLU, HardSwish and GELU are not rows of the table: the Model "
         "Optimizer writes them with supported layers (Sigmoid and Eltwise-Mul; Clamp and Eltwise; Erf) and "
-        "later releases have MYRIAD kernels for them, so they stay on the stick."),
+        "later releases have MYRIAD kernels for them, so they stay on the stick. The layers of attention "
+        "networks all run on the stick: MatMul as Gemm (Supported), Softmax as SoftMax (Supported), LayerNorm "
+        "as MVN (Supported*, a fixed eps), GELU through Erf (Supported), Transpose as Permute (Supported), "
+        "Resize as Interp / Resample (Supported), dilated convolutions as Convolution-Dilated (Supported); "
+        "none of them is in the measured networks but the 1000-class SoftMax heads, so their costs are "
+        "'assumed: ...' (see each model's origin)."),
     "accelerator": {t: {} for t in (
         "Conv", "DepthwiseConv", "GroupConv", "ConvTranspose", "FullyConnected", "MatMul", "MaxPool", "AvgPool",
         "GlobalPool", "BatchNorm", "Relu", "Relu6", "LeakyRelu", "Sigmoid", "Tanh", "Clip", "Softplus", "SiLU",
@@ -92,7 +97,9 @@ def description() -> str:
             "a depthwise convolution therefore as a roofline at 3.2e11 op/s and 5.7e9 B/s); "
             f"{assumed} are assumed to run as SHAVE stages at the measured rate of the kernel named in their "
             "origin ('assumed: ...'), so an SE block costs its global pool (measured), its 1x1 convolutions "
-            "(measured Conv model) and an assumed SHAVE multiply, and a hard-swish an assumed SHAVE activation. "
+            "(measured Conv model) and an assumed SHAVE multiply, and a hard-swish an assumed SHAVE activation; "
+            "LayerNorm and Softmax as three such passes over their tensor, MatMul at the measured fully connected "
+            "bandwidth and the SHAVE convolutions' compute rate, dilated convolutions as ordinary ones. "
             "Operator support from OpenVINO's Supported Layers table (VPU column): layers the MYRIAD plugin lacks "
             "(HardSigmoid) run on the host CPU through the HETERO plugin")
 

@@ -110,23 +110,39 @@ def _nb101_table(platforms: Sequence[Platform], n: int, seed: int, latency: str 
     return SpaceTable("nb101", [sp.encode(x) for x in specs], params, ops, lat)
 
 
+def _sampled_table(space: str, platforms: Sequence[Platform], n: int, seed: int,
+                   latency: str = "latency") -> SpaceTable:
+    """``n`` distinct architectures of an attention space (``vit``, ``hybrid``), sampled uniformly per choice."""
+    if n < 1:
+        raise AnnetteError(f"number of {space} samples must be >= 1, got {n}")
+    from .spaces import hybrid, vit
+    sp = get_space(space)
+    archs = (vit if space == "vit" else hybrid).sample(int(n), np.random.default_rng(seed))
+    lat, params, ops = _estimate_chunks(lambda s, e: [sp.network(a) for a in archs[s:e]], len(archs), platforms,
+                                        latency=latency)
+    return SpaceTable(space, [sp.encode(a) for a in archs], params, ops, lat)
+
+
 def space_table(space: str, platforms: Sequence[PlatformLike], samples: int = 5000, seed: int = 0,
                 costs: bool = True, latency: str = "latency") -> SpaceTable:
     """IR costs and predicted latency on each platform of all NB201 cells (``space='nb201'``) or of
-    ``samples`` sampled NB101 cells (``space='nb101'``). ``costs=False`` skips parameters/ops (NaN).
-    ``latency``: `Estimate.latency_ms` (default) or ``"device"`` (the layer sum)."""
+    ``samples`` sampled NB101 cells (``space='nb101'``) or vision transformers (``vit``) or hybrids
+    (``hybrid``). ``costs=False`` skips parameters/ops (NaN). ``latency``: `Estimate.latency_ms` (default)
+    or ``"device"`` (the layer sum)."""
     plats = [load_platform(p) for p in platforms]
     defs = {p.name: latency_definition(p, latency) for p in plats}
     if space == "nb201":
         t = _nb201_table(plats, costs, latency)
     elif space == "nb101":
         t = _nb101_table(plats, samples, seed, latency)
+    elif space in ("vit", "hybrid"):
+        t = _sampled_table(space, plats, samples, seed, latency)
     else:
         t = None
     if t is not None:
         t.latency, t.definitions = latency, defs
         return t
-    raise AnnetteError(f"unknown space {space!r} for Pareto plots (nb201 or nb101)")
+    raise AnnetteError(f"unknown space {space!r} for Pareto plots (nb201, nb101, vit or hybrid)")
 
 
 def nb201_latencies(platform: PlatformLike = "zcu102", latency: str = "latency") -> tuple[list[str], np.ndarray]:

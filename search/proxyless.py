@@ -41,7 +41,7 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import asdict, dataclass, field
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 import torch
@@ -51,6 +51,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from ..errors import AnnetteError
 from ..estimator import LATENCY_KINDS, estimate
+from ..ir import Network
 from ..lookup import LatencyTable, supernet_blocks
 from ..platform import load_platform
 from ..types import PlatformLike
@@ -431,7 +432,10 @@ class ProxylessSearch:
     replaced by `Choice` modules of their candidates first (`wrap_choices`). ``latency``:
     `Estimate.latency_ms` (default) or ``"device"`` (the layer sum). At the end (`result`) the derived
     architecture is the argmax, or the most probable architecture within ``margin`` of the target when
-    the argmax misses it (`project`). Every argument but ``platform`` is a keyword.
+    the argmax misses it (`project`); its latency is estimated on ``network(ops per block)`` when given (a
+    proxy supernet with the full-size ``table`` of a space, e.g. `annette_torch.search.spaces.vit`'s
+    ``proxy_supernet``, ``latency_table`` and ``table_network``; ``input_shape`` is then not needed), else
+    on the supernet at ``input_shape``. Every argument but ``platform`` is a keyword.
     """
 
     def __init__(self, platform: PlatformLike = "zcu102", *, latency_ms: float,
@@ -441,7 +445,8 @@ class ProxylessSearch:
                  latency_loss: str = "squared", warmup_epochs: int = 0, resolution: int = 224,
                  num_classes_full: int = 1000, seed: int = 0, device: str | torch.device = "cpu",
                  margin: float = 0.05, supernet: nn.Module | None = None, input_shape: Sequence[int] | None = None,
-                 choices: Any = None, latency: str = "latency", progress: bool = False) -> None:
+                 choices: Any = None, latency: str = "latency", progress: bool = False,
+                 network: Callable[[list[str]], Network] | None = None) -> None:
         if isinstance(latency_ms, bool) or not (isinstance(latency_ms, (int, float)) and math.isfinite(latency_ms)
                                                 and latency_ms > 0):
             raise AnnetteError(f"latency_ms (the target) must be a positive number of ms, got {latency_ms!r}")
@@ -456,12 +461,13 @@ class ProxylessSearch:
         self.resolution, self.num_classes_full = resolution, num_classes_full
         self.latency, self.margin, self.progress = latency, float(margin), progress
         self.user_supernet = supernet
+        self.network_of = network
         self.input_shape = None if input_shape is None else tuple(input_shape)
         torch.manual_seed(seed)
         if choices is not None and supernet is None:
             raise AnnetteError("choices= names the searchable blocks of your own supernet: pass supernet= too")
         if supernet is not None:
-            if self.input_shape is None:
+            if self.input_shape is None and (table is None or network is None):
                 raise AnnetteError("a user supernet needs input_shape: the deployed input, e.g. (1, 3, 224, 224)")
             self.net = ChoiceSupernet(supernet, choices)
             self.table = table or LatencyTable.from_supernet(supernet, self.platform, self.input_shape,
@@ -581,7 +587,9 @@ class ProxylessSearch:
 
     def predict(self, path: Sequence[int]) -> float:
         """The full network's predicted latency (ms) with candidate ``path[b]`` in every block."""
-        if self.user_supernet is not None:
+        if self.network_of is not None:
+            est = estimate(self.network_of(self.net.choices(path)), self.platform)
+        elif self.user_supernet is not None:
             self.net.set_path(path)
             est = estimate(self.user_supernet, self.platform, self.input_shape)
         else:

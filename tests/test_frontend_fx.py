@@ -464,12 +464,14 @@ def _same(a, b) -> bool:
 @pytest.mark.parametrize("model, shape", [(SizeBranch, (1, 3, 513, 700)), (SizeBranch, (2, 3, 300, 257)),
                                           (Seq1d, (1, 4, 1000)), (DataDependent, (1, 3, 400, 301))])
 def test_large_input_probe_gives_the_full_size_network(monkeypatch, model, shape):
-    """Exports at small probe sizes, scaled back by shape inference = today's full-size export, layer by layer."""
+    """Exports at small probe sizes, scaled back by shape inference = today's full-size export, layer by layer
+    (these models branch on tensors, which alone sends them to a full-size export: switched off here)."""
     import annette_torch.frontends.fx.onnx_fallback as fx_mod
 
     torch.manual_seed(0)
     m = model().eval()
     seen = _export_shapes(monkeypatch)
+    monkeypatch.setattr(fx_mod, "_FULL_FOR_BRANCHES_MAX_BYTES", 0)
     probed = trace(m, shape)
     assert seen and all(max(s[0][2:]) <= 256 for s in seen)  # no export at the full size
     monkeypatch.setattr(fx_mod, "_PROBE_ABOVE", 10**9)  # forces the full-size export
@@ -477,6 +479,46 @@ def test_large_input_probe_gives_the_full_size_network(monkeypatch, model, shape
     assert seen[-1] == [shape]
     assert _same(probed, full)
     assert probed.out_shape(0) == to_nchw(shape)
+
+
+class ShapeThreshold(nn.Module):
+    """A second convolution only for inputs wider than 300: a branch on the input's shape."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.c1 = nn.Conv2d(3, 8, 3, padding=1)
+        self.c2 = nn.Conv2d(8, 8, 3, padding=1)
+
+    def forward(self, x):
+        y = self.c1(x)
+        if x.shape[-1] > 300:
+            y = self.c2(y)
+        return F.relu(y)
+
+
+@pytest.mark.parametrize("side, convs", [(200, 1), (299, 1), (301, 2), (512, 2)])
+def test_a_branch_on_the_input_shape_follows_the_real_shape(caplog, monkeypatch, side, convs):
+    seen = _export_shapes(monkeypatch)
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        net = trace(ShapeThreshold(), (1, 3, side, side))
+    assert types_of(net).count(T.CONV) == convs
+    assert seen[-1] == [(1, 3, side, side)]  # the network comes from an export at the real shape
+    msg = next(r.getMessage() for r in caplog.records if "control flow on tensors" in r.getMessage())
+    assert f"real input shape 1x3x{side}x{side}" in msg and "input's shape follow this shape" in msg
+    assert "tensor values may go another way" in msg
+
+
+def test_a_branch_at_a_size_too_large_to_export_is_warned_about_as_decided_at_the_probe(caplog, monkeypatch):
+    import annette_torch.frontends.fx.onnx_fallback as fx_mod
+
+    monkeypatch.setattr(fx_mod, "_FULL_FOR_BRANCHES_MAX_BYTES", 0)
+    seen = _export_shapes(monkeypatch)
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        net = trace(ShapeThreshold(), (1, 3, 512, 512))
+    assert all(max(s[0][2:]) <= 256 for s in seen)
+    assert types_of(net).count(T.CONV) == 1  # the probes' path
+    msg = next(r.getMessage() for r in caplog.records if "control flow on tensors" in r.getMessage())
+    assert "probe shape 1x3x128x128" in msg and "real shape 1x3x512x512" in msg and "may go another way" in msg
 
 
 @pytest.mark.slow

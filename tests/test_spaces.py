@@ -428,7 +428,7 @@ def test_mbv2_block_network():
 
 
 def test_get_space_by_name_and_passes_custom_spaces_through():
-    assert set(SPACES) == {"nb201", "nb101", "mbv2", "anb", "accel-nasbench"}
+    assert set(SPACES) == {"nb201", "nb101", "mbv2", "anb", "accel-nasbench", "vit", "hybrid"}
     for name, cls in (("nb201", NB201Space), ("NB101", NB101Space), ("mbv2", MBV2Space)):
         sp = get_space(name)
         assert type(sp) is cls and sp.name == name.lower() and isinstance(sp, Space)

@@ -16,8 +16,8 @@ from .common import check_output, check_output_store, platform_names
 
 __all__ = ["add_parser", "run"]
 
-SEARCH_SPACES = ("nb201", "nb101", "mbv2", "anb")
-PARETO_SPACES = ("nb201", "nb101")
+SEARCH_SPACES = ("nb201", "nb101", "mbv2", "anb", "vit", "hybrid")
+PARETO_SPACES = ("nb201", "nb101", "vit", "hybrid")
 
 
 def _positive_float(text: str) -> float:
@@ -90,15 +90,17 @@ def add_parser(sub: Any) -> None:
 
     p = sub.add_parser(
         "pareto", help="predicted latency of a whole NAS-Bench space per platform, Pareto fronts, PNG + CSV",
-        description="Predict the latency of all 15,625 NB201 cells (or --samples NB101 cells) on each platform. "
+        description="Predict the latency of all 15,625 NB201 cells (or --samples sampled NB101 cells, vision "
+                    "transformers or hybrids) on each platform. "
                     "With --accuracy (an 'arch,accuracy' CSV): accuracy vs latency with each platform's Pareto "
                     "front; without: latency vs parameters and ops. Writes a PNG and a CSV of the fronts.")
     p.add_argument("--space", choices=PARETO_SPACES, default="nb201", help="search space (default nb201)")
     p.add_argument("-p", "--platform", nargs="+", default=["zcu102"], metavar="P",
                    help="one or more platforms (space- or comma-separated; default zcu102)")
     p.add_argument("--accuracy", metavar="FILE", help="'arch,accuracy' CSV (NB201 arch strings / NB101 hashes)")
-    p.add_argument("--samples", type=_positive_int, default=2000, help="NB101 cells to sample (default 2000)")
-    p.add_argument("--seed", type=int, default=0, help="NB101 sampling seed (default 0)")
+    p.add_argument("--samples", type=_positive_int, default=2000,
+                   help="NB101 cells, vit or hybrid networks to sample (default 2000)")
+    p.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
     p.add_argument("--out", default=None, metavar="PLOT.png",
                    help="plot file: .png, .pdf or .svg, by its extension (default pareto_<space>.png)")
     p.add_argument("--csv", metavar="FILE", help="front CSV (default: <plot name>_front.csv)")

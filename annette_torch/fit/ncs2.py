@@ -38,7 +38,8 @@ from .roofline_fit import fit_refined
 from .statistical_fit import fit_mixed
 
 __all__ = ["load_graph_measurements", "fit_ncs2", "leave_one_network_out", "Ncs2Fit", "BITS",
-           "PUBLISHED_TYPES", "ASSUMED", "ZERO_COST_TYPES", "published_errors", "published_platform"]
+           "PUBLISHED_TYPES", "ASSUMED", "ASSUMED_PASSES", "ASSUMED_OVER_MEASURED", "DILATED_CONV", "ZERO_COST_TYPES",
+           "published_errors", "published_platform"]
 
 log = logging.getLogger(__name__)
 T = LayerType
@@ -63,15 +64,32 @@ ASSUMED: dict[str, tuple[str, str]] = {
     "HardSigmoid": ("Relu", "activation on the SHAVE cores, at the measured ReLU rate"),
     "SiLU": ("Relu", "activation on the SHAVE cores (Swish stage), at the measured ReLU rate"),
     "Tanh": ("Relu", "activation on the SHAVE cores, at the measured ReLU rate"),
-    "GELU": ("Relu", "activation on the SHAVE cores, at the measured ReLU rate"),
+    "GELU": ("Relu", "written with Erf (Supported in the VPU column): one activation pass on the SHAVE cores at "
+                     "the measured ReLU rate"),
     "Softplus": ("Relu", "activation on the SHAVE cores, at the measured ReLU rate"),
     "Clip": ("Relu", "activation on the SHAVE cores, at the measured ReLU rate"),
     "BatchNorm": ("Add", "a batch norm not folded into a convolution is a SHAVE scale-shift, like Sum"),
-    "Transpose": ("Add", "Permute on the SHAVE cores, at the element-wise rate"),
-    "Resize": ("Add", "Interp/Resample on the SHAVE cores, at the element-wise rate"),
+    "Transpose": ("Add", "Permute (Supported in the VPU column) on the SHAVE cores, at the element-wise rate"),
+    "Resize": ("Add", "Interp / Resample (Supported in the VPU column) on the SHAVE cores, at the element-wise "
+                      "rate"),
     "Slice": ("Add", "a copy on the SHAVE cores, at the element-wise rate"),
-    "MatMul": ("FullyConnected", "as the measured fully connected layers"),
+    "MatMul": ("FullyConnected", "Gemm (Supported in the VPU column) as a SHAVE software stage: the measured "
+                                 "fully connected layers' bandwidth (both ran as SHAVE stages), compute bounded by "
+                                 "the rate of the convolutions that ran as SHAVE stages"),
+    "LayerNorm": ("Relu", "MVN (Supported*, fixed eps, in the VPU column) as a SHAVE stage of three passes over "
+                          "the tensor (mean, variance, normalise), each at the measured ReLU kernel's rate"),
+    "Softmax": ("Relu", "SoftMax (Supported in the VPU column) as a SHAVE stage of three passes (max, exponent "
+                        "and sum, normalise), each at the measured ReLU kernel's rate; the measured SoftMax "
+                        "stages (1000-class heads) took a per-stage time that does not scale with the tensor"),
 }
+#: assumed types whose stage passes over the tensor several times: time = passes x the named kernel's time
+ASSUMED_PASSES: dict[str, float] = {"LayerNorm": 3.0, "Softmax": 3.0}
+#: measured types whose own model is replaced by the `ASSUMED` rule (the measured layers do not cover the sizes
+#: the rule is for; their figures stay in the fit report)
+ASSUMED_OVER_MEASURED = ("Softmax",)
+#: what the VPU column says about types that need no model of their own (an origin note)
+DILATED_CONV = ("dilated convolutions (Convolution-Dilated: Supported in the VPU column; none in the measured "
+                "networks) are assumed to cost an ordinary convolution of the same kernel and MACs")
 #: SHAVE element-wise types that fall to the published model (entry) when the measurements have none
 UNMEASURED_SHAVE = {"Add": "Add", "Relu": "Base"}
 #: where each measured type ran, in words (from the reports' execType)
@@ -204,6 +222,13 @@ def _layer_models(ls: LayerSamples, overhead_ms: float, kinds: Mapping[str, Coun
               "GlobalPool": ("GlobalPool", "ReduceMean"), "Add": ("Add",),
               "Relu": ("Relu",), "Concat": ("Concat",), "FullyConnected": ("FullyConnected",),
               "Softmax": ("Softmax",)}
+    measured_note: dict[str, str] = {}
+    for key in ASSUMED_OVER_MEASURED:
+        rows = np.flatnonzero(labels == key)
+        if rows.size:
+            measured_note[key] = (f"; measured: {rows.size} layers, {float(y[rows].mean()):.4f} ms each on "
+                                  f"average ({int(_samples(ls, rows).out_elems.mean())} output elements)")
+        groups.pop(key, None)
     for key, labs in groups.items():
         rows = np.flatnonzero(np.isin(labels, labs))
         if not rows.size:
@@ -228,6 +253,15 @@ def _layer_models(ls: LayerSamples, overhead_ms: float, kinds: Mapping[str, Coun
             report[key]["mre"] = round(float(rep.get("mre", np.nan)), 4)
         else:  # few samples, or in-place (zero) ones among them: the mean rate keeps the total right
             put(key, _mean_rate(X, yy), f"fitted: total bytes / total time of {n} measured layers{where}", n)
+    fc = models.get("FullyConnected")
+    rate = _shave_conv_rate(ls, y, labels, shave)
+    if isinstance(fc, Roofline) and rate is not None and rate < fc.op_s:
+        # the measured fully connected layers (classifier heads) are weight-bound: their mean rate says nothing
+        # of compute; a layer over many tokens is bounded by the SHAVE stages' compute rate too
+        fc.op_s = rate
+        fc.origin += (f"; compute bounded at {rate:.3g} op/s, the measured rate of the "  # type: ignore[attr-defined]
+                      "convolutions that ran as SHAVE stages (assumed: the measured layers are weight-bound)")
+        report["FullyConnected"]["origin"] = fc.origin  # type: ignore[attr-defined]
     # SHAVE element-wise kernels: the fallback for every other type
     sw = shave & ~np.isin(labels, ("Conv", "FullyConnected")) & (y > 0)
     if sw.any():
@@ -259,8 +293,30 @@ def _layer_models(ls: LayerSamples, overhead_ms: float, kinds: Mapping[str, Coun
         like = like if like in models else "Base"
         src = models[like]
         m = type(src).from_dict(src.to_dict(), key)
-        put(key, m, f"assumed: {why} (model of {like})", 0)
+        how = f"model of {like}"
+        passes = ASSUMED_PASSES.get(key, 1.0)
+        if passes != 1.0 and isinstance(m, Roofline):
+            m.op_s, m.bandwidth = m.op_s / passes, m.bandwidth / passes
+            how = f"{passes:g} x the time of the {like} model"
+        if key == "MatMul" and isinstance(m, Roofline):
+            rate = _shave_conv_rate(ls, y, labels, shave)
+            if rate is not None:
+                m.op_s = rate
+                how += f", at most {rate:.3g} op/s (the SHAVE convolutions' measured rate)"
+        put(key, m, f"assumed: {why} ({how}){measured_note.get(key, '')}", 0)
+    if "Conv" in models:
+        models["Conv"].origin += f"; {DILATED_CONV}"  # type: ignore[attr-defined]
+        report["Conv"]["origin"] = models["Conv"].origin  # type: ignore[attr-defined]
     return models, report
+
+
+def _shave_conv_rate(ls: LayerSamples, y: np.ndarray, labels: np.ndarray, shave: np.ndarray) -> float | None:
+    """Operations per second of the convolutions that ran as SHAVE software stages (total ops / total time),
+    or None when none did."""
+    rows = np.flatnonzero((labels == "Conv") & shave & (y > 0))
+    if not rows.size:
+        return None
+    return float(ls.network.ops[rows].sum() / (y[rows].sum() * 1e-3))
 
 
 def _input_conversion(measured: list[Measured]) -> tuple[MappingCosts | None, dict[str, Any]]:

@@ -37,7 +37,7 @@ import math
 import os
 from collections import Counter
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 import onnx
@@ -146,7 +146,7 @@ def from_onnx(model: str | os.PathLike | onnx.ModelProto, input_shape: Sequence[
         if vi.name not in inits:
             try:
                 check_size(shapes[vi.name], "shape")
-                producer[vi.name] = b.input(vi.name, shapes[vi.name])
+                producer[vi.name] = b.add(T.INPUT, vi.name, [], shapes[vi.name], dims=_dims_attr(shapes[vi.name]))
             except IRError as e:
                 raise ModelLoadError(f"ONNX model {net_name!r}: input {vi.name!r}: {e}") from None
 
@@ -161,7 +161,8 @@ def from_onnx(model: str | os.PathLike | onnx.ModelProto, input_shape: Sequence[
         acts = [i for i in node.input if i and i not in consts]
         if id(node) in gelu_input:  # the last node of a written-out GELU: one GELU layer reading its input
             x = gelu_input[id(node)]
-            producer[outs[0]] = b.add(T.GELU, lname, [producer[x]], shapes[outs[0]], in_shape=shapes[x], op="Gelu")
+            producer[outs[0]] = b.add(T.GELU, lname, [producer[x]], shapes[outs[0]], in_shape=shapes[x], op="Gelu",
+                                      dims=_dims_attr(shapes[outs[0]]))
             continue
         for i in acts:
             if i not in producer:
@@ -197,6 +198,8 @@ def from_onnx(model: str | os.PathLike | onnx.ModelProto, input_shape: Sequence[
                                  f"inference gave {_show(out_shape)}")
         kw.setdefault("in_shape", in_shape)
         kw.setdefault("out_shape", out_shape)
+        if _static(out_shape) and (len(out_shape) != 4 or tuple(kw["out_shape"]) != tuple(out_shape)):
+            kw["dims"] = tuple(int(d) for d in out_shape)  # the tensor's own shape, for display
         try:
             check_size(kw["in_shape"] or kw["out_shape"], "input shape")
             check_size(kw["out_shape"], "output shape")
@@ -746,6 +749,12 @@ def _matmul_shapes(a: Sequence[int], b: Sequence[int], out: Sequence[int], trans
         batch = _numel(out) // max(m * n, 1)
         return (batch, k, m, 1), (batch, n, m, 1)
     return (m, k), (m, n)
+
+
+def _dims_attr(shape: Any) -> tuple[int, ...] | None:
+    """The ``dims`` attribute of a layer writing a tensor of ``shape``: its real shape where the NCHW columns
+    fold it (rank other than 4), for display; None otherwise."""
+    return tuple(int(d) for d in shape) if shape is not None and len(shape) != 4 else None
 
 
 def _convert(node, consts, values, shapes, in_shape, out_shape):

@@ -16,10 +16,12 @@ import numpy as np
 from ...errors import AnnetteError
 from ...ir import INT_COLUMNS, IRError, Network
 from . import anb, mbv2, nb101, nb201
+from .attention_spaces import HybridSpace, ViTSpace
 from .custom import ChoiceSpace, FunctionSpace, Sample, space_from
 
-__all__ = ["Space", "NB201Space", "NB101Space", "MBV2Space", "ANBSpace", "FunctionSpace", "ChoiceSpace", "Sample",
-           "SPACES", "SpaceLike", "get_space", "same_network", "split_space_spec", "space_network"]
+__all__ = ["Space", "NB201Space", "NB101Space", "MBV2Space", "ANBSpace", "ViTSpace", "HybridSpace", "FunctionSpace",
+           "ChoiceSpace", "Sample", "SPACES", "SpaceLike", "get_space", "same_network", "split_space_spec",
+           "space_network"]
 
 log = logging.getLogger(__name__)
 
@@ -294,7 +296,7 @@ def same_network(a: Network, b: Network) -> bool:
 
 #: search-space name -> adapter class
 SPACES: dict[str, type] = {"nb201": NB201Space, "nb101": NB101Space, "mbv2": MBV2Space, "anb": ANBSpace,
-                           "accel-nasbench": ANBSpace}
+                           "accel-nasbench": ANBSpace, "vit": ViTSpace, "hybrid": HybridSpace}
 
 #: what `get_space` and the searches take: a shipped space's name, a `Space`, a dict of choices (with
 #: ``build``) or a function ``trial -> model``
@@ -384,6 +386,8 @@ def space_network(text: str, input_shape: Sequence[int] | None = None) -> Networ
                 raise ValueError(f"nb101 networks take an image input (N, C, H, W), not {_dims(shape)}")
             net = nb101.build_network(spec.matrix, spec.ops, num_classes=classes or 10,
                                       input_shape=shape or nb101.INPUT_SHAPE)
+        elif hasattr(SPACES[space], "network_of"):  # vit, hybrid
+            net = SPACES[space].network_of(arch, classes, shape)
         else:
             if shape is not None and (len(shape) != 4 or shape[:2] != (1, 3) or shape[2] != shape[3]):
                 raise ValueError(f"mbv2 networks take a square image input (1, 3, R, R), not {_dims(shape)}")
@@ -409,4 +413,5 @@ def _example(space: str) -> str:
     return {"nb201": "nb201:|nor_conv_3x3~0|+|nor_conv_3x3~0|skip_connect~1|+|skip_connect~0|none~1|"
                      "nor_conv_1x1~2|:100",
             "nb101": "nb101:011/001/000|input;conv3x3-bn-relu;output",
-            "mbv2": "mbv2:" + "-".join(["mb3_e3"] * len(mbv2.BLOCKS))}[space]
+            "mbv2": "mbv2:" + "-".join(["mb3_e3"] * len(mbv2.BLOCKS)),
+            "vit": "vit:e240-" + "-".join(["h4r4"] * 6), "hybrid": "hybrid:c32_e4-c48_e4-a128_h4r2-a192_h4r4"}[space]

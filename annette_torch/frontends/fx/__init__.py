@@ -10,7 +10,9 @@ Nodes without an analytic rule are evaluated alone on the ``meta`` device (shape
 become ``Unknown`` layers carrying ``op=<name>``; one warning lists them. Modules whose ``forward`` cannot
 be traced symbolically (control flow on tensor values) are exported to ONNX and read by the ONNX front end;
 inputs larger than 256 per spatial dimension are exported at small probe sizes and scaled back by ONNX shape
-inference, so the fallback never needs the memory of a full-size forward pass when the probes carry over.
+inference, so the fallback never needs the memory of a full-size forward pass when the probes carry over
+(not when ``forward`` branches on tensors: a branch may test the input's shape, so the real shape is
+exported when its pass is of a reasonable size).
 
 Mapping to layer types follows what the ONNX front end produces for an ONNX export of the same model, with
 layers named after the module's qualified name (``layer1.0.conv1``, attribute ``module``; a module called
@@ -56,8 +58,9 @@ def trace(module: nn.Module, input_shape: Sequence[int] | Sequence[Sequence[int]
     ``input_shape`` is one shape (``(1, 3, 224, 224)``) or one shape per ``forward`` argument. Shapes are
     derived analytically; the model is never run. If ``torch.fx`` cannot trace ``forward`` (e.g. an ``if``
     on a tensor value) the module is exported to ONNX (which runs it once on zeros; large inputs are run at
-    a small probe size and scaled back by ONNX shape inference) and converted by `annette_torch.from_onnx`;
-    a warning says when ``forward`` branched on tensor values. Raises `ModelLoadError` for a bad shape, a
+    a small probe size and scaled back by ONNX shape inference, unless ``forward`` branches on tensors, which
+    may be its input's shape) and converted by `annette_torch.from_onnx`; a warning says where ``forward``
+    branched and at which shape the branches were decided. Raises `ModelLoadError` for a bad shape, a
     non-module, or a model that neither path can read.
     """
     if not isinstance(module, nn.Module):

@@ -171,6 +171,7 @@ def _splice(walker: Any, net: Network, inputs: list[int]) -> int | None:
         parents.setdefault(d, []).append(s)
     b, base = walker.b, walker.name
     ops = net.attrs.get("op")
+    dims = net.attrs.get("dims")
     for i in range(len(net)):
         if i in at:
             continue
@@ -183,6 +184,8 @@ def _splice(walker: Any, net: Network, inputs: list[int]) -> int | None:
         if ops is not None and net.types[i] == LayerType.UNKNOWN:
             kw["op"] = ops[i]
             walker.unknown[str(ops[i])] = walker.unknown.get(str(ops[i]), 0) + 1
+        if dims is not None and dims[i] is not None:
+            kw["dims"] = dims[i]
         at[i] = b.add(LayerType(int(net.types[i])), f"{base}.{net.names[i]}", [at[p] for p in parents.get(i, [])],
                       (c["n"], c["c_out"], c["h_out"], c["w_out"]), in_shape=(c["n"], c["c_in"], c["h_in"], c["w_in"]),
                       kernel=(c["kh"], c["kw"]), stride=(c["sh"], c["sw"]), padding=(c["ph"], c["pw"]),

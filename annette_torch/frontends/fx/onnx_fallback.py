@@ -28,6 +28,9 @@ _MEMORY_SHARE = 0.5
 #: Activation bytes of a forward pass per input byte, assumed where no probe export measured them (a CNN's
 #: feature maps add up to several times its input: 9x for a conv-relu-conv network).
 _ACTIVATIONS_PER_INPUT = 8.0
+#: When ``forward`` branches on tensors, the probes' network is replaced by a full-size export (a branch may
+#: test the input's shape) if that pass's activations stay below this many bytes (and fit in memory).
+_FULL_FOR_BRANCHES_MAX_BYTES = 4 * 2**30
 
 
 def _onnx_fallback(module: nn.Module, shapes: list[tuple[int, ...]], name: str, fx_error: str) -> Network:
@@ -36,11 +39,15 @@ def _onnx_fallback(module: nn.Module, shapes: list[tuple[int, ...]], name: str, 
     Inputs no larger than `_PROBE_ABOVE` after batch and channels are exported as they are. Larger ones are
     exported at two small probe sizes (congruent to the real size modulo 64) with those dimensions dynamic,
     and ONNX shape inference fixes the real size; when the two probes give different networks (shapes baked
-    into the trace) the full size is exported, unless its activations cannot fit in memory.
+    into the trace) the full size is exported, unless its activations cannot fit in memory. When ``forward``
+    branches on tensors at the probe sizes, the full size is exported too (a branch such as
+    ``if x.shape[-1] > 300`` goes another way at the real size than at the probes), unless that pass needs
+    more than `_FULL_FOR_BRANCHES_MAX_BYTES` or does not fit in memory; the warning then says so.
     """
     cls = type(module).__name__
     log.warning("trace(%s): torch.fx cannot trace forward() (%s); exporting to ONNX instead", cls, fx_error)
     branches: set[str] = set()
+    probed_at: list[tuple[int, ...]] | None = None  # the probe shapes whose branches the network kept
     try:
         probes = _probe_shapes(shapes)
         net = None
@@ -48,6 +55,14 @@ def _onnx_fallback(module: nn.Module, shapes: list[tuple[int, ...]], name: str, 
             net, need_bytes = _probed_network(module, shapes, probes, branches)
             if net is None:
                 _check_memory(cls, shapes, need_bytes)
+            elif branches:
+                act = float(net.out_elems.sum()) * 4.0  # the probes' network is at the full size
+                if act <= _FULL_FOR_BRANCHES_MAX_BYTES and _room_for(shapes, act):
+                    log.debug("forward() branches on tensors at the probe sizes; exporting at the full size")
+                    net = None
+                    branches.clear()
+                else:
+                    probed_at = probes[0]
         if net is None:
             net = _exported_network(module, shapes, shapes, (), branches)
     except _NoRoom:
@@ -59,9 +74,19 @@ def _onnx_fallback(module: nn.Module, shapes: list[tuple[int, ...]], name: str, 
             f"load the file with annette_torch.from_onnx, or make forward() traceable by torch.fx "
             f"(no Python control flow on tensor values)") from e
     if branches:
-        log.warning("trace(%s): forward() has Python control flow on tensors (%s); the ONNX export fixed each "
-                    "branch to the path all-zero inputs take, so other inputs may run other layers", cls,
-                    "; ".join(sorted(branches)))
+        where = "; ".join(sorted(branches))
+        real = " and ".join(_dims(s) for s in shapes)
+        if probed_at is None:
+            log.warning("trace(%s): forward() has Python control flow on tensors (%s); the ONNX export at the "
+                        "real input shape %s fixed each branch to the path all-zero inputs of that shape take: "
+                        "branches on the input's shape follow this shape, branches on tensor values may go "
+                        "another way for other inputs", cls, where, real)
+        else:
+            log.warning("trace(%s): forward() has Python control flow on tensors (%s); the ONNX export ran on "
+                        "all-zero inputs at the probe shape %s (a pass at the real shape %s is too large) and "
+                        "fixed each branch to their path: a branch on the input's shape may go another way at "
+                        "the real shape, one on tensor values for other inputs", cls, where,
+                        " and ".join(_dims(s) for s in probed_at), real)
     net.name = name
     return net
 
@@ -174,10 +199,26 @@ def _free_memory_bytes() -> float | None:
         return None
 
 
+def _dims(shape: Sequence[int]) -> str:
+    """``(1, 3, 512, 512)`` -> ``1x3x512x512``."""
+    return "x".join(str(int(d)) for d in shape)
+
+
+def _need_bytes(shapes: list[tuple[int, ...]], need_bytes: float | None) -> float:
+    """Bytes a full-size forward pass needs: its inputs plus the activations (estimated where unknown)."""
+    input_bytes = 4.0 * sum(_prod(s) for s in shapes)
+    return input_bytes + need_bytes if need_bytes else _ACTIVATIONS_PER_INPUT * input_bytes
+
+
+def _room_for(shapes: list[tuple[int, ...]], need_bytes: float | None) -> bool:
+    """Whether a full-size forward pass fits in `_MEMORY_SHARE` of the free memory (True where unknown)."""
+    free = _free_memory_bytes()
+    return free is None or _need_bytes(shapes, need_bytes) <= _MEMORY_SHARE * free
+
+
 def _check_memory(cls: str, shapes: list[tuple[int, ...]], need_bytes: float | None) -> None:
     """Refuse a full-size forward pass whose activations cannot fit in memory (one error line)."""
-    input_bytes = 4.0 * sum(_prod(s) for s in shapes)
-    need = input_bytes + need_bytes if need_bytes else _ACTIVATIONS_PER_INPUT * input_bytes
+    need = _need_bytes(shapes, need_bytes)
     free = _free_memory_bytes()
     if free is not None and need > _MEMORY_SHARE * free:
         shown = " and ".join(str(tuple(s)) for s in shapes)

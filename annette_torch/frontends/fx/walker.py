@@ -94,6 +94,8 @@ class _Walker:
             kw["module"] = self.module
         elif self.scope is not None:
             kw["scope"] = self.scope
+        if len(shape) != 4 or ir_out is not None:  # the tensor's own shape, for display (the columns fold it)
+            kw.setdefault("dims", tuple(int(d) for d in shape))
         idx = self.b.add(t, name or self.name, inputs, shape if ir_out is None else ir_out,
                          in_shape=in_shape, **kw)
         return _TV(idx, shape)
@@ -114,7 +116,9 @@ class _Walker:
                     raise ModelLoadError(f"{self.b.name}: forward() takes more inputs than the "
                                          f"{len(self.shapes)} shape(s) given (no shape for {node.target!r})")
                 n_placeholders += 1
-                env[node] = _TV(self.b.input(str(node.target).lstrip("*"), shape), shape)
+                dims = tuple(int(d) for d in shape) if len(shape) != 4 else None  # display: the real rank
+                env[node] = _TV(self.b.add(LayerType.INPUT, str(node.target).lstrip("*"), [], shape, dims=dims),
+                                shape)
                 continue
             if op == "output":
                 continue
