@@ -69,6 +69,19 @@ def test_nb101_and_mbv2_rows(tmp_path):
     assert len(got[1][1]) == len(nb101.build_network(spec.matrix, spec.ops))
 
 
+def test_anb_rows_build_the_accel_nasbench_candidate(tmp_path):
+    from annette_torch.search.spaces import anb
+    from annette_torch.search.spaces.registry import ANBSpace
+    arch = "e4k3l2+se-e4k3l2-e4k5l2+se-e4k5l2-e1k3l2+se-e6k5l2+se-e6k5l1+se"
+    rows = [(f"anb:{arch}", "", "4.2"), (f"anb:{arch}:10", "1,3,192,192", "3.1"), ("resnet18", "", "9")]
+    got = read_latencies(_write(tmp_path / "lat.csv", rows))
+    ref = ANBSpace().network(anb.decode(arch))
+    assert got[0][1].names == ref.names and np.array_equal(got[0][1].edges, ref.edges)
+    assert _classes(got[1][1]) == 10 and got[1][1].out_shape(0) == (1, 3, 192, 192)
+    with pytest.raises(AnnetteError, match="square image input"):
+        space_network(f"anb:{arch}", (1, 3, 32, 64))
+
+
 def test_a_board_is_adapted_from_nb201_cells_through_the_cli(tmp_path, capsys):
     """A board 1.6x slower than zcu102's end-to-end model, plus 0.2 ms: the adapted file predicts the rest."""
     archs = [nb201.index_to_arch(i) for i in range(12)]
@@ -101,7 +114,7 @@ def test_the_python_form_takes_networks_modules_and_names(tmp_path):
 
 
 @pytest.mark.parametrize("model, shape, needle", [
-    ("nb201:make", "", "not a nb201 candidate"),
+    ("nb201:make", "", "not a valid nb201 candidate"),
     ("nb201:make", "", "package.nb201:make"),
     ("nb201:|nor_conv_3x3~0|", "", "expected 3 node groups"),
     ("nb201:|conv~0|+|none~0|none~1|+|none~0|none~1|none~2|", "", "unknown op 'conv'"),
@@ -110,8 +123,8 @@ def test_the_python_form_takes_networks_modules_and_names(tmp_path):
     ("nb201::100", "", "no architecture after 'nb201'"),
     ("nb201:", "", "no architecture after 'nb201'"),
     (f"nb201:{CONV3}", "1,3,64,64", "CIFAR input 1x3x32x32"),
-    ("nb101:011/001|input;output", "", "not a nb101 candidate"),
-    ("mbv2:mb3_e3", "", "not a mbv2 candidate"),
+    ("nb101:011/001|input;output", "", "not a valid nb101 candidate"),
+    ("mbv2:mb3_e3", "", "not a valid mbv2 candidate"),
     ("mbv2:" + "-".join(["mb3_e3"] * len(mbv2.BLOCKS)), "1,3,160,128", "square image input"),
 ])
 def test_a_bad_space_row_is_one_error_line_naming_the_row(tmp_path, capsys, model, shape, needle):
@@ -134,7 +147,7 @@ def test_a_bad_space_row_is_one_error_line_naming_the_row(tmp_path, capsys, mode
     ((nb201.build_network(CONV3), 1.0, (1, 0, 32, 32)), "positive sizes"),
     ((nb201.build_module(CONV3), 1.0), "needs its input shape"),
     ((42, 1.0), "cannot estimate a int"),
-    (("nb201:make", 1.0), "not a nb201 candidate"),
+    (("nb201:make", 1.0), "not a valid nb201 candidate"),
 ])
 def test_a_bad_python_pair_is_one_error_line_naming_its_position(item, needle):
     good = (nb201.build_network(CONV3), 1.0)

@@ -123,7 +123,7 @@ def test_malformed_encodings_give_one_clear_error(name, bad, match):
     assert "\n" not in str(e.value)
     with pytest.raises(AnnetteError) as e:
         space_network(f"{name}:{bad}")
-    assert "\n" not in str(e.value) and f"is not a {name} candidate" in str(e.value)
+    assert "\n" not in str(e.value) and f"is not a valid {name} candidate" in str(e.value)
 
 
 def test_space_arch_strings_name_candidates():

@@ -388,6 +388,11 @@ def space_network(text: str, input_shape: Sequence[int] | None = None) -> Networ
                                       input_shape=shape or nb101.INPUT_SHAPE)
         elif hasattr(SPACES[space], "network_of"):  # vit, hybrid
             net = SPACES[space].network_of(arch, classes, shape)
+        elif space == "anb":
+            if shape is not None and (len(shape) != 4 or shape[:2] != (1, 3) or shape[2] != shape[3]):
+                raise ValueError(f"anb networks take a square image input (1, 3, R, R), not {_dims(shape)}")
+            net = ANBSpace(num_classes=classes or 1000,
+                           resolution=224 if shape is None else shape[2]).network(ANBSpace().decode(arch))
         else:
             if shape is not None and (len(shape) != 4 or shape[:2] != (1, 3) or shape[2] != shape[3]):
                 raise ValueError(f"mbv2 networks take a square image input (1, 3, R, R), not {_dims(shape)}")
@@ -398,7 +403,7 @@ def space_network(text: str, input_shape: Sequence[int] | None = None) -> Networ
         if arch.isidentifier() and classes is None and arch not in (*mbv2.CANDIDATES, mbv2.ZERO):
             hint = (f"; a module of your own named {space!r} is named by its package "
                     f"(package.{space}:{arch})")
-        raise AnnetteError(f"{text.strip()!r} is not a {space} candidate: {e}{hint}") from None
+        raise AnnetteError(f"{text.strip()!r} is not a valid {space} candidate: {e}{hint}") from None
     net.name = text.strip()
     return net
 
@@ -414,4 +419,5 @@ def _example(space: str) -> str:
                      "nor_conv_1x1~2|:100",
             "nb101": "nb101:011/001/000|input;conv3x3-bn-relu;output",
             "mbv2": "mbv2:" + "-".join(["mb3_e3"] * len(mbv2.BLOCKS)),
+            "anb": "anb:e4k3l2+se-e4k3l2-e4k5l2+se-e4k5l2-e1k3l2+se-e6k5l2+se-e6k5l1+se",
             "vit": "vit:e240-" + "-".join(["h4r4"] * 6), "hybrid": "hybrid:c32_e4-c48_e4-a128_h4r2-a192_h4r4"}[space]
