@@ -134,22 +134,28 @@ class Forest:
         got = [memo.get(k) for k in keys]
         miss = [i for i, v in enumerate(got) if v is None]
         if miss:
-            new = self._regress(X.take(np.array(miss)), member[miss]).tolist()
-            if len(memo) + len(miss) > _MEMO_SIZE:
+            first: dict[bytes, int] = {}  # each missing key once: the rows to walk
+            for i in miss:
+                first.setdefault(keys[i], i)
+            walk = list(first.values())
+            new = self._regress(X.take(np.array(walk)), member[walk], distinct=True).tolist()
+            if len(memo) + len(walk) > _MEMO_SIZE:
                 memo.clear()
-            for i, v in zip(miss, new):
-                got[i] = memo[keys[i]] = v
+            for i, v in zip(walk, new):
+                memo[keys[i]] = v
+            for i in miss:
+                got[i] = memo[keys[i]]
         return np.array(got, dtype=np.float64)
 
     def forget(self) -> None:
         """Drop the remembered outputs (what a first estimate in a fresh process meets)."""
         self._memo.clear()
 
-    def _regress(self, X: LayerFeatures, member: np.ndarray) -> np.ndarray:
-        """`regress` without the memory."""
+    def _regress(self, X: LayerFeatures, member: np.ndarray, distinct: bool = False) -> np.ndarray:
+        """`regress` without the memory (``distinct``: no two rows are equal in features and member)."""
         rank = self.rank[member]
         stacked = X.stacked()
-        rows, inverse = self._distinct(stacked, rank)
+        rows, inverse = (np.arange(len(rank)), None) if distinct else self._distinct(stacked, rank)
         order = np.argsort(rank[rows], kind="stable")  # the distinct rows grouped by member, walk order
         rows = rows[order]
         F = self.plan.matrix(X.take(rows), stacked[:, rows])

@@ -12,7 +12,7 @@ from typing import Mapping
 
 import numpy as np
 
-from ..ir import TYPE_FALLBACKS, LayerType, Network
+from ..ir import INT_COLUMNS, TYPE_FALLBACKS, LayerType, Network
 from ..models import LayerFeatures, LayerModel, Roofline
 from ..models.base import layer_bytes
 from ..models.forest import forest_of
@@ -20,6 +20,19 @@ from ..models.program import ModelProgram
 from ..models.refined import dimension_sizes
 
 __all__ = ["ModelTables"]
+
+
+#: rows of a network's integer matrix holding h_out, w_out, c_in, groups, c_out
+_SIZE_ROWS = np.array([INT_COLUMNS.index(c) for c in ("h_out", "w_out", "c_in", "groups", "c_out")])[:, None]
+
+
+def _dimension_sizes(net: Network, rows: np.ndarray) -> np.ndarray:
+    """`dimension_sizes` of ``rows`` of ``net`` as a (4, rows) array (h, w, c, f: `annette_torch.models.refined.DIMENSIONS`)."""
+    if net.matrix is None:
+        X = LayerFeatures.rows_of(net, rows)
+        return np.stack([np.asarray(v) for v in dimension_sizes(X).values()])
+    h, w, c, g, f = net.matrix[_SIZE_ROWS, rows]
+    return np.stack([h, w, c // np.maximum(g, 1), f])
 
 
 class ModelTables:
@@ -67,9 +80,9 @@ class ModelTables:
         walk = (member >= 0).nonzero()[0]
         if walk.size:
             assert self.forest is not None
-            raw[walk] = self.forest.regress(LayerFeatures.from_network(net, at[walk]), member[walk])
+            raw[walk] = self.forest.regress(LayerFeatures.stacked_of(net, at[walk]), member[walk])
         own = (prog.needs_raw[ms] & (member < 0)).nonzero()[0]  # regressors predicting on their own
-        for m in np.unique(ms[own]).tolist():
+        for m in np.unique(ms[own]).tolist() if own.size else ():
             r = own[ms[own] == m]
             st = prog.regressor[m]
             assert st is not None
@@ -80,8 +93,7 @@ class ModelTables:
             c = slice(None) if done is sel else covered
             sizes = None
             if prog.any_refined:
-                X = LayerFeatures.rows_of(net, at[c])
-                sizes = np.stack([np.asarray(v) for v in dimension_sizes(X).values()])
+                sizes = _dimension_sizes(net, at[c])
             t[done] = prog.times(ms[c], ops[done], byts[done], sizes, raw[c])
         if done is not sel:  # models the program does not know: each predicts its own rows
             rest = (~covered).nonzero()[0]
