@@ -27,7 +27,7 @@ __all__ = ["FOLDS", "Folded", "apply_folds", "swish_diamonds", "hardswish_groups
 FOLDS = ("swish", "hardswish")
 
 T = LayerType
-_SIGMOID, _MUL = int(T.SIGMOID), int(T.MUL)  # (comparing with a plain int is faster than with the enum member)
+_SIGMOID, _MUL, _RELU6 = int(T.SIGMOID), int(T.MUL), int(T.RELU6)  # (comparing with a plain int is faster than with the enum member)
 #: the one-input (constant operand) layers that scale a written-out hard-swish
 _SCALE = (T.DIV, T.MUL)
 
@@ -74,7 +74,7 @@ def hardswish_groups(net: Network) -> HardSwishGroups:
     cost does not depend on their values."""
     none = np.zeros(0, np.int64)
     types = net.types
-    if not net.edges.size or not (types == T.RELU6).any():
+    if not net.edges.size or not (types == _RELU6).any():
         return HardSwishGroups(none, none, none, none)
     n_in, n_out = net.n_inputs, net.n_outputs
     src, dst = net.edges[:, 0], net.edges[:, 1]

@@ -393,11 +393,11 @@ class MappingModel:
         root = f.absorber  # resolve chains of absorption to the surviving layer
         while True:
             nxt = f.absorber[root]
-            if np.array_equal(nxt, root):
+            if (nxt == root).all():
                 break
             root = nxt
         alive = root == np.arange(n)
-        kept = np.flatnonzero(alive)
+        kept = alive.nonzero()[0]
         new_index = np.full(n, -1, dtype=np.int64)
         new_index[kept] = np.arange(kept.size)
         if light:
@@ -415,7 +415,7 @@ class MappingModel:
             out.set_derived(derived)
         fused = np.zeros(kept.size)
         if self.costs is not None:
-            gone = np.flatnonzero(~alive & ~f.folded)
+            gone = (~alive & ~f.folded).nonzero()[0]
             fused = self.costs.fused_ms(f.layer_types[gone], net.out_elems[gone], new_index[root[gone]], kept.size)
         return MappedNetwork(out, kept, root, f.rule_of, f.layer_types, f.folded, net, fused)
 

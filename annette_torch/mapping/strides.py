@@ -24,6 +24,9 @@ from ..ir import LayerType, Network, topological_order
 __all__ = ["propagate_strides"]
 
 
+_CONV = int(LayerType.CONV)  # (comparing an array with a plain int is faster than with the enum member)
+
+
 def _shrink(v: np.ndarray | int, s: int) -> int:
     return (int(v) - 1) // s + 1
 
@@ -33,7 +36,7 @@ def propagate_strides(net: Network, through: Iterable[LayerType]) -> Network:
     changes (no seed, or every producer refuses). ``through``: the pass-through layer types."""
     cols = net.cols
     # plain 1x1 convolutions without padding pass a stride on; the strided ones start a walk
-    pointwise = (net.types == LayerType.CONV) & (cols["kh"] == 1) & (cols["kw"] == 1) & (cols["ph"] == 0) \
+    pointwise = (net.types == _CONV) & (cols["kh"] == 1) & (cols["kw"] == 1) & (cols["ph"] == 0) \
         & (cols["pw"] == 0)
     is_seed = pointwise & ((cols["sh"] > 1) | (cols["sw"] > 1))
     if not is_seed.any() or not net.edges.size:

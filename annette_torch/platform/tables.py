@@ -31,8 +31,9 @@ def _dimension_sizes(net: Network, rows: np.ndarray) -> np.ndarray:
     if net.matrix is None:
         X = LayerFeatures.rows_of(net, rows)
         return np.stack([np.asarray(v) for v in dimension_sizes(X).values()])
-    h, w, c, g, f = net.matrix[_SIZE_ROWS, rows]
-    return np.stack([h, w, c // np.maximum(g, 1), f])
+    m = net.matrix[_SIZE_ROWS, rows]  # h, w, c_in, groups, f
+    np.floor_divide(m[2], np.maximum(m[3], 1), out=m[2])
+    return m[[0, 1, 2, 4]]
 
 
 class ModelTables:

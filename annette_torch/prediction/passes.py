@@ -118,7 +118,7 @@ def host_layers(r: Run) -> None:
     if not r.moves:
         return
     assert r.placement is not None and r.time_ms is not None and r.model is not None
-    rows = np.flatnonzero(r.placement.on_host)
+    rows = r.placement.on_host.nonzero()[0]
     if not rows.size:
         return
     host = r.platform.host

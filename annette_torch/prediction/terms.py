@@ -66,7 +66,7 @@ def tail_elems(net: Network) -> np.ndarray:
         tail = light & (consumers == 0)
         while True:
             grown = light & (np.bincount(src, weights=tail[dst], minlength=n) == consumers)
-            if np.array_equal(grown, tail):
+            if (grown == tail).all():
                 break
             tail = grown
     return np.where(tail, np.asarray(net.in_elems, np.float64), 0.0)
