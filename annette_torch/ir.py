@@ -267,10 +267,17 @@ class Network:
 
     @classmethod
     def from_matrix(cls, name: str, names: list[str], types: np.ndarray, matrix: np.ndarray, edges: np.ndarray,
-                    attrs: dict[str, list] | None = None, derived: dict[str, np.ndarray] | None = None) -> "Network":
+                    attrs: dict[str, list] | None = None, derived: dict[str, np.ndarray] | None = None,
+                    check: bool = True) -> "Network":
         """A network whose integer columns are the rows of ``matrix`` (shape (len(INT_COLUMNS), L)); ``derived``:
-        see `set_derived`."""
-        net = cls(name, names, types, dict(zip(INT_COLUMNS, matrix)), edges, attrs or {}, matrix=matrix)
+        see `set_derived`. Without ``check`` the shapes and edges are not validated (for a network derived from a
+        validated one, e.g. the mapping's executed network)."""
+        if check:
+            net = cls(name, names, types, dict(zip(INT_COLUMNS, matrix)), edges, attrs or {}, matrix=matrix)
+        else:
+            net = cls.__new__(cls)
+            net.__dict__.update(name=name, names=names, types=types, cols=dict(zip(INT_COLUMNS, matrix)), edges=edges,
+                                attrs=attrs or {}, _cache={}, matrix=matrix)
         if derived:
             net.set_derived(derived)
         return net

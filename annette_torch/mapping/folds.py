@@ -21,7 +21,7 @@ import numpy as np
 
 from ..ir import LayerType, Network
 
-__all__ = ["FOLDS", "Folded", "apply_folds", "swish_diamonds", "hardswish_groups"]
+__all__ = ["FOLDS", "Folded", "apply_folds", "may_fold", "swish_diamonds", "hardswish_groups"]
 
 #: Pattern folds a mapping model may apply before its rules, in the order they apply.
 FOLDS = ("swish", "hardswish")
@@ -135,6 +135,17 @@ class Folded:
     @property
     def any(self) -> bool:
         return bool(self.folded.any())
+
+
+#: per fold, the layer type every one of its patterns contains (no such layer: nothing to fold)
+_KEY_TYPE = {"swish": _SIGMOID, "hardswish": _RELU6}
+
+
+def may_fold(net: Network, folds: Sequence[str]) -> bool:
+    """Whether ``net`` has a layer of a type some pattern of ``folds`` needs (else `apply_folds` folds
+    nothing); one comparison per fold."""
+    types = net.types
+    return bool(net.edges.size) and any((types == _KEY_TYPE[f]).any() for f in folds)
 
 
 def apply_folds(net: Network, folds: Sequence[str]) -> Folded:

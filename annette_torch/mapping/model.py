@@ -28,7 +28,7 @@ import numpy as np
 from ..errors import PlatformError
 from ..ir import INT_COLUMNS, LayerType, Network
 from .costs import MappingCosts
-from .folds import FOLDS, apply_folds, hardswish_groups, swish_diamonds
+from .folds import FOLDS, apply_folds, hardswish_groups, may_fold, swish_diamonds
 from .strides import propagate_strides
 
 __all__ = ["FusionRule", "Condition", "MappingModel", "MappedNetwork", "expand_types", "FOLDS", "swish_diamonds",
@@ -409,7 +409,8 @@ class MappingModel:
         derived = {"ops": net.ops[kept], "weights": net.weights[kept],
                    "in_elems": net.in_elems[kept] + f.extra_in[kept], "out_elems": net.out_elems[f.tail[kept]]}
         if net.matrix is not None:
-            out = Network.from_matrix(net.name, names, f.types[kept], net.matrix[:, kept], edges, attrs, derived)
+            out = Network.from_matrix(net.name, names, f.types[kept], net.matrix[:, kept], edges, attrs, derived,
+                                      check=False)
         else:
             out = Network(net.name, names, f.types[kept], {c: v[kept] for c, v in net.cols.items()}, edges, attrs)
             out.set_derived(derived)
@@ -451,7 +452,7 @@ class _Fusion:
         n = len(net)
         f = cls(net.types.copy(), np.arange(n), np.arange(n), np.full(n, -1, dtype=np.int64), np.zeros(n),
                 net.edges[:, 0], net.edges[:, 1], net.types, np.zeros(n, dtype=bool), None)
-        if folds:
+        if folds and may_fold(net, folds):
             fo = apply_folds(net, folds)
             if fo.any:  # (apply_folds' arrays are this call's own; only the types stay as the folds left them)
                 f.layer_types, f.folded, f.types = fo.types, fo.folded, fo.types.copy()
