@@ -285,9 +285,10 @@ class MappingModel:
         return d
 
     def _match(self, net: Network, s_: np.ndarray, d_: np.ndarray, types: np.ndarray, out_deg: np.ndarray,
-               in_deg: np.ndarray, pinned: np.ndarray | None) -> np.ndarray:
-        """Per edge ``s_ -> d_``: the index of the first rule that fuses it now, -1 if none."""
-        r = np.full(s_.size, -1, dtype=np.int64)
+               in_deg: np.ndarray, pinned: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+        """The edges ``s_ -> d_`` that fuse now (positions, in no particular order: each fuses once, and what
+        follows depends on the set alone) and the index of the first rule that fuses each."""
+        found: list[tuple[np.ndarray, np.ndarray]] = []
         pending = (out_deg[s_] == 1).nonzero()[0]
         if pinned is not None:
             pending = pending[~pinned[d_[pending]]]
@@ -307,9 +308,13 @@ class MappingModel:
                     ps, ds = s_[pending[sel]], d_[pending[sel]]
                     for c in self.rules[ri].when:
                         ok[sel] &= c.holds(net, ps if c.layer == "primary" else ds)
-            r[pending[ok]] = rk[ok]
+            found.append((pending[ok], rk[ok]))
             pending = pending[~ok]
-        return r
+        if len(found) == 1:
+            return found[0]
+        if not found:
+            return pending[:0], pending[:0]
+        return np.concatenate([e for e, _ in found]), np.concatenate([r for _, r in found])
 
     def apply(self, net: Network, light: bool = False) -> MappedNetwork:
         """Fuse ``net`` as the toolchain would; the input network is not modified.
@@ -338,11 +343,10 @@ class MappingModel:
         act = None  # edges to examine this round (None: all)
         for _ in range(MAX_FUSION_ROUNDS):
             s_, d_ = (src, dst) if act is None else (src[act], dst[act])
-            r = self._match(net, s_, d_, types, out_deg, in_deg, f.pinned)
-            cand = (r >= 0).nonzero()[0]
+            cand, rr = self._match(net, s_, d_, types, out_deg, in_deg, f.pinned)
             if not cand.size:
                 break
-            p, sec, rr = s_[cand], d_[cand], r[cand]
+            p, sec = s_[cand], d_[cand]
             if self._any_multi and self._multi[rr].any():
                 # a multi-input secondary joins one producer: the last one in layer order (only a multi-input
                 # secondary can have several: the others have one input)
