@@ -52,8 +52,8 @@ def _regressor_model(model: LayerModel) -> Statistical | None:
 
 def forest_of(models: Sequence[LayerModel]) -> tuple["Forest | None", np.ndarray]:
     """The forest of those ``models`` whose regressor is a tree ensemble it can walk (`Statistical.shared_trees`),
-    and each model's member number in it (-1: not a member; it predicts on its own). None for fewer than two such
-    models: one ensemble predicts as fast on its own."""
+    and each model's member number in it (-1: not a member; it predicts on its own). None without such models;
+    a single ensemble is a forest too: the forest remembers the outputs of the layer configurations it met."""
     member = np.full(len(models), -1, dtype=np.int64)
     trees: list[TreeEnsemble] = []
     specs = []
@@ -64,8 +64,8 @@ def forest_of(models: Sequence[LayerModel]) -> tuple["Forest | None", np.ndarray
             member[i] = len(trees)
             trees.append(ens)
             specs.append((st.unroll_, st.grouped_))
-    if len(trees) < 2:
-        return None, np.full(len(models), -1, dtype=np.int64)
+    if not trees:
+        return None, member
     return Forest(trees, specs), member
 
 

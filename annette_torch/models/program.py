@@ -82,6 +82,8 @@ class ModelProgram:
         #: (`_N_PARAMS`, models) parameters, a column per model
         self.params = p
         self.needs_raw = np.array([r is not None for r in self.regressor], dtype=bool)
+        #: per model: whether its time has a factor (a regressor's or a zero correction's; else it is its base's)
+        self.factor = self.needs_raw | (p[_LO2] != 0) | (p[_HI2] != 0)
 
     def times(self, mi: np.ndarray, ops: np.ndarray, byts: np.ndarray, sizes: np.ndarray | None,
               raw: np.ndarray) -> np.ndarray:
@@ -106,6 +108,8 @@ class ModelProgram:
         stat = P[_STAT] > 0
         if stat.any():
             t = np.where(stat, 1.0, t)
+        if not self.factor[mi].any():  # (exp(0.0) = 1.0: the factor of every row, t times it is t)
+            return t
         # the clips as maximum then minimum (np.clip's wrapper costs more than both): the same values, at most a
         # zero's sign apart, which exp() does not see
         z = np.minimum(np.maximum(raw, P[_LO1]), P[_HI1])
