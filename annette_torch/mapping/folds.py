@@ -27,7 +27,8 @@ __all__ = ["FOLDS", "Folded", "apply_folds", "may_fold", "swish_diamonds", "hard
 FOLDS = ("swish", "hardswish")
 
 T = LayerType
-_SIGMOID, _MUL, _RELU6 = int(T.SIGMOID), int(T.MUL), int(T.RELU6)  # (comparing with a plain int is faster than with the enum member)
+# (comparing with a plain int is faster than with the enum member)
+_SIGMOID, _MUL, _RELU6 = int(T.SIGMOID), int(T.MUL), int(T.RELU6)
 #: the one-input (constant operand) layers that scale a written-out hard-swish
 _SCALE = (T.DIV, T.MUL)
 

@@ -51,39 +51,56 @@ class ModelProgram:
         self.regressor: list[Statistical | None] = [None] * n
         self.any_refined = False
         for i, m in enumerate(models):
-            base, st = m, None
-            if type(m) is Mixed and type(m.base) in (Roofline, RefinedRoofline):
-                base = m.base
-                if m.clip_min_ == m.clip_max_:  # a zero correction: its constant factor
-                    p[[_LO2, _HI2], i] = m.clip_min_
-                else:
-                    st = m.correction_
-                    p[[_LO2, _HI2], i] = m.clip_min_, m.clip_max_
-            elif type(m) is Statistical:
-                base, st = None, m
-                p[_STAT, i] = 1.0
-                p[[_LO2, _HI2], i] = -700.0, 700.0
-            elif type(m) is not RefinedRoofline:  # plain rooflines are the tables' own; others predict alone
+            try:
+                col = self._column(m)
+            except (AttributeError, KeyError, TypeError, ValueError):  # unfitted or malformed: it predicts alone
                 continue
-            if st is not None:
-                lo, hi = getattr(st, "z_range_", (-np.inf, np.inf))
-                p[[_LO1, _HI1], i] = lo - Z_MARGIN, hi + Z_MARGIN
-                self.regressor[i] = st
-            if base is not None:
-                p[[_OP_S, _BW, _C_OP, _C_BW], i] = base.op_s, base.bandwidth, 1e3 / base.op_s, 1e3 / base.bandwidth
-                if type(base) is RefinedRoofline:
-                    p[_REFINED, i] = 1.0
-                    self.any_refined = True
-                    for k, (d, u) in enumerate(base.unroll.items()):  # the model's own order: its product's
-                        p[[_S + k, _A + k, _REP + k, _DIM + k], i] = (u["s"], u.get("alpha", 1.0),
-                                                                      float(bool(u.get("replicate", False))),
-                                                                      DIMENSIONS.index(d))
+            if col is None:
+                continue
+            p[:, i], self.regressor[i] = col
+            self.any_refined |= bool(col[0][_REFINED])
             self.covers[i] = True
         #: (`_N_PARAMS`, models) parameters, a column per model
         self.params = p
         self.needs_raw = np.array([r is not None for r in self.regressor], dtype=bool)
         #: per model: whether its time has a factor (a regressor's or a zero correction's; else it is its base's)
         self.factor = self.needs_raw | (p[_LO2] != 0) | (p[_HI2] != 0)
+
+    @staticmethod
+    def _column(m: LayerModel) -> tuple[np.ndarray, Statistical | None] | None:
+        """Model ``m``'s parameter column and the statistical model whose regressor gives its ``raw``; None for
+        a kind the program does not cost (plain rooflines are the tables' own; other kinds predict alone)."""
+        c = np.zeros(_N_PARAMS)
+        c[[_OP_S, _BW, _C_OP, _C_BW]] = 1.0
+        c[_S: _S + _SLOTS] = 1.0
+        c[_DIM: _DIM + _SLOTS] = _SLOTS  # the row of ones: an absent dimension
+        base: LayerModel | None = m
+        st = None
+        if type(m) is Mixed and type(m.base) in (Roofline, RefinedRoofline):
+            base = m.base
+            if m.clip_min_ == m.clip_max_:  # a zero correction: its constant factor
+                c[[_LO2, _HI2]] = m.clip_min_
+            else:
+                st = m.correction_
+                c[[_LO2, _HI2]] = m.clip_min_, m.clip_max_
+        elif type(m) is Statistical:
+            base, st = None, m
+            c[_STAT] = 1.0
+            c[[_LO2, _HI2]] = -700.0, 700.0
+        elif type(m) is not RefinedRoofline:
+            return None
+        if st is not None:
+            lo, hi = getattr(st, "z_range_", (-np.inf, np.inf))
+            c[[_LO1, _HI1]] = lo - Z_MARGIN, hi + Z_MARGIN
+        if isinstance(base, Roofline):
+            c[[_OP_S, _BW, _C_OP, _C_BW]] = base.op_s, base.bandwidth, 1e3 / base.op_s, 1e3 / base.bandwidth
+            if type(base) is RefinedRoofline:
+                c[_REFINED] = 1.0
+                for k, (d, u) in enumerate(base.unroll.items()):  # the model's own order: its product's
+                    c[[_S + k, _A + k, _REP + k, _DIM + k]] = (u["s"], u.get("alpha", 1.0),
+                                                               float(bool(u.get("replicate", False))),
+                                                               DIMENSIONS.index(d))
+        return c, st
 
     def times(self, mi: np.ndarray, ops: np.ndarray, byts: np.ndarray, sizes: np.ndarray | None,
               raw: np.ndarray) -> np.ndarray:

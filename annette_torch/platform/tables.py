@@ -27,7 +27,7 @@ _SIZE_ROWS = np.array([INT_COLUMNS.index(c) for c in ("h_out", "w_out", "c_in", 
 
 
 def _dimension_sizes(net: Network, rows: np.ndarray) -> np.ndarray:
-    """`dimension_sizes` of ``rows`` of ``net`` as a (4, rows) array (h, w, c, f: `annette_torch.models.refined.DIMENSIONS`)."""
+    """`dimension_sizes` of ``rows`` of ``net``: a (4, rows) array, h, w, c, f (`refined.DIMENSIONS`)."""
     if net.matrix is None:
         X = LayerFeatures.rows_of(net, rows)
         return np.stack([np.asarray(v) for v in dimension_sizes(X).values()])
@@ -102,7 +102,8 @@ class ModelTables:
                 r = rest[ms[rest] == m]
                 X = LayerFeatures.rows_of(net, at[r])
                 model = self.models[m]
-                t[sel[r]] = model.predict(X) if member[r[0]] < 0 else model.predict(X, raw=raw[r])  # type: ignore[call-arg]
+                t[sel[r]] = (model.predict(X) if member[r[0]] < 0
+                             else model.predict(X, raw=raw[r]))  # type: ignore[call-arg]
         return t
 
     def layer_bytes(self, net: Network) -> np.ndarray:
