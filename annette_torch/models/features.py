@@ -29,7 +29,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from .base import LayerFeatures
-from .refined import DIMENSIONS, dimension_sizes
+from .refined import DIMENSIONS
 
 __all__ = ["FeaturePlan", "feature_names", "layer_features", "normalize_unroll", "GROUP_FEATURES"]
 
@@ -111,6 +111,7 @@ class FeaturePlan:
                 j += 1
             self.columns.append(np.array(cols, dtype=np.intp))
         self._s = np.array([s for _, s in self.steps], dtype=np.float64)[:, None]
+        self._step_dim = np.array([DIMENSIONS.index(d) for d, _ in self.steps], dtype=np.intp)
 
     def matrix(self, X: LayerFeatures, stacked: np.ndarray | None = None) -> np.ndarray:
         """All columns of the plan for every row of ``X``: shape (rows, `n_columns`), float64 (``stacked``:
@@ -126,8 +127,9 @@ class FeaturePlan:
         # vector-width alignment of the channel counts (log2 of the largest power of two dividing them, <= 64):
         # blocked layouts (e.g. ONNX Runtime's NCHWc, 8 or 16 channels) apply only to aligned counts
         groups = np.maximum(X.groups, 1)
+        c_per_group = X.c_in // groups  # (also the unrolled dimension c: `dimension_sizes`)
         counts = np.empty((3 if self.grouped else 2, k), dtype=np.int64)  # cpg, c_out [, fpg]
-        counts[0] = np.maximum(X.c_in // groups, 1)
+        counts[0] = np.maximum(c_per_group, 1)
         counts[1] = np.maximum(X.c_out, 1)
         if self.grouped:
             counts[2] = np.maximum(X.c_out // groups, 1)
@@ -140,12 +142,10 @@ class FeaturePlan:
             out[c + 2] = align[2]
             c += len(GROUP_FEATURES)
         if self.steps:
-            sizes = dimension_sizes(X)
             p = len(self.steps)
-            n = np.empty((p, k))
-            for j, (d, _) in enumerate(self.steps):
-                n[j] = sizes[d]
-            np.maximum(n, 1.0, out=n)
+            sizes = np.empty((len(DIMENSIONS), k))  # `dimension_sizes`, in `DIMENSIONS` order
+            sizes[0], sizes[1], sizes[2], sizes[3] = X.h_out, X.w_out, c_per_group, X.c_out
+            n = np.maximum(sizes[self._step_dim], 1.0)
             steps = np.ceil(n / self._s)
             logutil = out[c + 2 * p: c + 3 * p]
             np.log(n / (steps * self._s), out=logutil)
