@@ -267,10 +267,17 @@ class Network:
 
     @classmethod
     def from_matrix(cls, name: str, names: list[str], types: np.ndarray, matrix: np.ndarray, edges: np.ndarray,
-                    attrs: dict[str, list] | None = None, derived: dict[str, np.ndarray] | None = None) -> "Network":
+                    attrs: dict[str, list] | None = None, derived: dict[str, np.ndarray] | None = None,
+                    check: bool = True) -> "Network":
         """A network whose integer columns are the rows of ``matrix`` (shape (len(INT_COLUMNS), L)); ``derived``:
-        see `set_derived`."""
-        net = cls(name, names, types, dict(zip(INT_COLUMNS, matrix)), edges, attrs or {}, matrix=matrix)
+        see `set_derived`. Without ``check`` the shapes and edges are not validated (for a network derived from a
+        validated one, e.g. the mapping's executed network)."""
+        if check:
+            net = cls(name, names, types, dict(zip(INT_COLUMNS, matrix)), edges, attrs or {}, matrix=matrix)
+        else:
+            net = cls.__new__(cls)
+            net.__dict__.update(name=name, names=names, types=types, cols=dict(zip(INT_COLUMNS, matrix)), edges=edges,
+                                attrs=attrs or {}, _cache={}, matrix=matrix)
         if derived:
             net.set_derived(derived)
         return net
@@ -490,14 +497,16 @@ def layer_ops(types: np.ndarray, cols: dict[str, np.ndarray], out_elems: np.ndar
     c_in = cols["c_in"].astype(np.float64)
     k = cols["kh"].astype(np.float64) * cols["kw"]
     kg = k / np.maximum(cols["groups"], 1)
-    bases = np.stack([out_elems * c_in * kg,
-                      cols["n"] * cols["h_in"] * cols["w_in"] * c_in * cols["c_out"] * kg,
-                      out_elems * c_in,
-                      out_elems * k,
-                      in_elems,
-                      out_elems,
-                      np.maximum(n_inputs - 1, 1) * out_elems])
-    return _OPS_COEF[types] * bases[_OPS_BASIS[types], np.arange(len(types))]
+    n = len(types)
+    bases = np.empty((len(_OPS_TERMS), n))  # (filled row by row: np.stack costs several calls more)
+    np.multiply(out_elems * c_in, kg, out=bases[0])
+    np.multiply(cols["n"] * cols["h_in"] * cols["w_in"] * c_in * cols["c_out"], kg, out=bases[1])
+    np.multiply(out_elems, c_in, out=bases[2])
+    np.multiply(out_elems, k, out=bases[3])
+    bases[4] = in_elems
+    bases[5] = out_elems
+    np.multiply(np.maximum(n_inputs - 1, 1), out_elems, out=bases[6])
+    return _OPS_COEF[types] * bases.take(_OPS_BASIS[types] * n + np.arange(n))
 
 
 class NetworkBuilder:

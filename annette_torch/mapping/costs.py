@@ -87,18 +87,24 @@ class MappingCosts:
     def inserted_ms(self, net: Network, inputs: bool = True, outputs: bool = True) -> np.ndarray:
         """Per layer of a mapped network: ms of the reorders at graph inputs (on the Input layer) and outputs."""
         types = net.types
-        t = np.zeros(len(net))
+        rows, coefs = [], []  # the Input layers feeding an edge (once per edge), then the output layers
         if inputs and net.edges.size:
             src, dst = net.edges[:, 0], net.edges[:, 1]
             sel = (types[src] == _INPUT).nonzero()[0]
             if sel.size:
-                s, d = src[sel], dst[sel]
-                # (bincount adds in edge order from 0, as np.add.at into zeros would)
-                t = np.bincount(s, weights=self._cost(self._in[types[d]], net, s), minlength=len(net))
+                rows.append(src[sel])
+                coefs.append(self._in[types[dst[sel]]])
         if outputs:
             out = ((net.n_outputs == 0) & (types != _INPUT)).nonzero()[0]
-            t[out] += self._cost(self._out[types[out]], net, out)
-        return t
+            rows.append(out)
+            coefs.append(self._out[types[out]])
+        if not rows:
+            return np.zeros(len(net))
+        r = rows[0] if len(rows) == 1 else np.concatenate(rows)
+        coef = coefs[0] if len(coefs) == 1 else np.concatenate(coefs)
+        # one cost call for both kinds; bincount adds in this order from 0, as np.add.at into zeros would (the
+        # two kinds' rows are apart: an output layer is no Input layer)
+        return np.bincount(r, weights=self._cost(coef, net, r), minlength=len(net))
 
     @staticmethod
     def _cost(coef: np.ndarray, net: Network, rows: np.ndarray) -> np.ndarray:

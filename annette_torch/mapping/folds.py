@@ -21,13 +21,14 @@ import numpy as np
 
 from ..ir import LayerType, Network
 
-__all__ = ["FOLDS", "Folded", "apply_folds", "swish_diamonds", "hardswish_groups"]
+__all__ = ["FOLDS", "Folded", "apply_folds", "may_fold", "swish_diamonds", "hardswish_groups"]
 
 #: Pattern folds a mapping model may apply before its rules, in the order they apply.
 FOLDS = ("swish", "hardswish")
 
 T = LayerType
-_SIGMOID, _MUL = int(T.SIGMOID), int(T.MUL)  # (comparing with a plain int is faster than with the enum member)
+# (comparing with a plain int is faster than with the enum member)
+_SIGMOID, _MUL, _RELU6 = int(T.SIGMOID), int(T.MUL), int(T.RELU6)
 #: the one-input (constant operand) layers that scale a written-out hard-swish
 _SCALE = (T.DIV, T.MUL)
 
@@ -74,7 +75,7 @@ def hardswish_groups(net: Network) -> HardSwishGroups:
     cost does not depend on their values."""
     none = np.zeros(0, np.int64)
     types = net.types
-    if not net.edges.size or not (types == T.RELU6).any():
+    if not net.edges.size or not (types == _RELU6).any():
         return HardSwishGroups(none, none, none, none)
     n_in, n_out = net.n_inputs, net.n_outputs
     src, dst = net.edges[:, 0], net.edges[:, 1]
@@ -135,6 +136,17 @@ class Folded:
     @property
     def any(self) -> bool:
         return bool(self.folded.any())
+
+
+#: per fold, the layer type every one of its patterns contains (no such layer: nothing to fold)
+_KEY_TYPE = {"swish": _SIGMOID, "hardswish": _RELU6}
+
+
+def may_fold(net: Network, folds: Sequence[str]) -> bool:
+    """Whether ``net`` has a layer of a type some pattern of ``folds`` needs (else `apply_folds` folds
+    nothing); one comparison per fold."""
+    types = net.types
+    return bool(net.edges.size) and any((types == _KEY_TYPE[f]).any() for f in folds)
 
 
 def apply_folds(net: Network, folds: Sequence[str]) -> Folded:

@@ -28,7 +28,7 @@ import numpy as np
 from ..errors import PlatformError
 from ..ir import INT_COLUMNS, LayerType, Network
 from .costs import MappingCosts
-from .folds import FOLDS, apply_folds, hardswish_groups, swish_diamonds
+from .folds import FOLDS, apply_folds, hardswish_groups, may_fold, swish_diamonds
 from .strides import propagate_strides
 
 __all__ = ["FusionRule", "Condition", "MappingModel", "MappedNetwork", "expand_types", "FOLDS", "swish_diamonds",
@@ -285,9 +285,10 @@ class MappingModel:
         return d
 
     def _match(self, net: Network, s_: np.ndarray, d_: np.ndarray, types: np.ndarray, out_deg: np.ndarray,
-               in_deg: np.ndarray, pinned: np.ndarray | None) -> np.ndarray:
-        """Per edge ``s_ -> d_``: the index of the first rule that fuses it now, -1 if none."""
-        r = np.full(s_.size, -1, dtype=np.int64)
+               in_deg: np.ndarray, pinned: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+        """The edges ``s_ -> d_`` that fuse now (positions, in no particular order: each fuses once, and what
+        follows depends on the set alone) and the index of the first rule that fuses each."""
+        found: list[tuple[np.ndarray, np.ndarray]] = []
         pending = (out_deg[s_] == 1).nonzero()[0]
         if pinned is not None:
             pending = pending[~pinned[d_[pending]]]
@@ -307,9 +308,13 @@ class MappingModel:
                     ps, ds = s_[pending[sel]], d_[pending[sel]]
                     for c in self.rules[ri].when:
                         ok[sel] &= c.holds(net, ps if c.layer == "primary" else ds)
-            r[pending[ok]] = rk[ok]
+            found.append((pending[ok], rk[ok]))
             pending = pending[~ok]
-        return r
+        if len(found) == 1:
+            return found[0]
+        if not found:
+            return pending[:0], pending[:0]
+        return np.concatenate([e for e, _ in found]), np.concatenate([r for _, r in found])
 
     def apply(self, net: Network, light: bool = False) -> MappedNetwork:
         """Fuse ``net`` as the toolchain would; the input network is not modified.
@@ -338,11 +343,10 @@ class MappingModel:
         act = None  # edges to examine this round (None: all)
         for _ in range(MAX_FUSION_ROUNDS):
             s_, d_ = (src, dst) if act is None else (src[act], dst[act])
-            r = self._match(net, s_, d_, types, out_deg, in_deg, f.pinned)
-            cand = (r >= 0).nonzero()[0]
+            cand, rr = self._match(net, s_, d_, types, out_deg, in_deg, f.pinned)
             if not cand.size:
                 break
-            p, sec, rr = s_[cand], d_[cand], r[cand]
+            p, sec = s_[cand], d_[cand]
             if self._any_multi and self._multi[rr].any():
                 # a multi-input secondary joins one producer: the last one in layer order (only a multi-input
                 # secondary can have several: the others have one input)
@@ -393,11 +397,11 @@ class MappingModel:
         root = f.absorber  # resolve chains of absorption to the surviving layer
         while True:
             nxt = f.absorber[root]
-            if np.array_equal(nxt, root):
+            if (nxt == root).all():
                 break
             root = nxt
         alive = root == np.arange(n)
-        kept = np.flatnonzero(alive)
+        kept = alive.nonzero()[0]
         new_index = np.full(n, -1, dtype=np.int64)
         new_index[kept] = np.arange(kept.size)
         if light:
@@ -409,13 +413,14 @@ class MappingModel:
         derived = {"ops": net.ops[kept], "weights": net.weights[kept],
                    "in_elems": net.in_elems[kept] + f.extra_in[kept], "out_elems": net.out_elems[f.tail[kept]]}
         if net.matrix is not None:
-            out = Network.from_matrix(net.name, names, f.types[kept], net.matrix[:, kept], edges, attrs, derived)
+            out = Network.from_matrix(net.name, names, f.types[kept], net.matrix[:, kept], edges, attrs, derived,
+                                      check=False)
         else:
             out = Network(net.name, names, f.types[kept], {c: v[kept] for c, v in net.cols.items()}, edges, attrs)
             out.set_derived(derived)
         fused = np.zeros(kept.size)
         if self.costs is not None:
-            gone = np.flatnonzero(~alive & ~f.folded)
+            gone = (~alive & ~f.folded).nonzero()[0]
             fused = self.costs.fused_ms(f.layer_types[gone], net.out_elems[gone], new_index[root[gone]], kept.size)
         return MappedNetwork(out, kept, root, f.rule_of, f.layer_types, f.folded, net, fused)
 
@@ -451,7 +456,7 @@ class _Fusion:
         n = len(net)
         f = cls(net.types.copy(), np.arange(n), np.arange(n), np.full(n, -1, dtype=np.int64), np.zeros(n),
                 net.edges[:, 0], net.edges[:, 1], net.types, np.zeros(n, dtype=bool), None)
-        if folds:
+        if folds and may_fold(net, folds):
             fo = apply_folds(net, folds)
             if fo.any:  # (apply_folds' arrays are this call's own; only the types stay as the folds left them)
                 f.layer_types, f.folded, f.types = fo.types, fo.folded, fo.types.copy()

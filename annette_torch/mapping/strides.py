@@ -24,6 +24,23 @@ from ..ir import LayerType, Network, topological_order
 __all__ = ["propagate_strides"]
 
 
+_CONV = int(LayerType.CONV)  # (comparing with a plain int is much faster than with the enum member)
+_N_TYPES = max(LayerType) + 1
+#: pass-through type masks, per tuple of types (a platform asks with the same one every time)
+_MASKS: dict[tuple[int, ...], np.ndarray] = {}
+
+
+def _through_mask(through: Iterable[LayerType]) -> np.ndarray:
+    """Per layer type: whether it is among ``through``."""
+    key = tuple(int(t) for t in through)
+    mask = _MASKS.get(key)
+    if mask is None:
+        mask = np.zeros(_N_TYPES, dtype=bool)
+        mask[list(key)] = True
+        _MASKS[key] = mask
+    return mask
+
+
 def _shrink(v: np.ndarray | int, s: int) -> int:
     return (int(v) - 1) // s + 1
 
@@ -33,13 +50,12 @@ def propagate_strides(net: Network, through: Iterable[LayerType]) -> Network:
     changes (no seed, or every producer refuses). ``through``: the pass-through layer types."""
     cols = net.cols
     # plain 1x1 convolutions without padding pass a stride on; the strided ones start a walk
-    pointwise = (net.types == LayerType.CONV) & (cols["kh"] == 1) & (cols["kw"] == 1) & (cols["ph"] == 0) \
+    pointwise = (net.types == _CONV) & (cols["kh"] == 1) & (cols["kw"] == 1) & (cols["ph"] == 0) \
         & (cols["pw"] == 0)
     is_seed = pointwise & ((cols["sh"] > 1) | (cols["sw"] > 1))
     if not is_seed.any() or not net.edges.size:
         return net
-    through_mask = np.zeros(max(LayerType) + 1, dtype=bool)
-    through_mask[list(through)] = True
+    through_mask = _through_mask(through)
     n = len(net)
     src, dst = net.edges[:, 0], net.edges[:, 1]
     if (src < dst).all():
@@ -88,8 +104,8 @@ def propagate_strides(net: Network, through: Iterable[LayerType]) -> Network:
         cons = consumers(i)
         wants = {asked.get((i, j)) for j in cons}
         p = wants.pop() if len(wants) == 1 and None not in wants else None
-        t = types[i]
-        if t == LayerType.CONV and (p is not None or is_seed[i]):
+        t = int(types[i])
+        if t == _CONV and (p is not None or is_seed[i]):
             ph, pw = p if p is not None else (1, 1)
             s = (int(cols["sh"][i]) * ph, int(cols["sw"][i]) * pw)
             if p is not None:
@@ -111,10 +127,10 @@ def propagate_strides(net: Network, through: Iterable[LayerType]) -> Network:
     for i, (sh, sw) in conv_s.items():
         c["sh"][i], c["sw"][i] = sh, sw
     for i, (sh, sw) in req.items():
-        if types[i] == LayerType.CONV and i in refused:
+        if types[i] == _CONV and i in refused:
             c["sh"][i], c["sw"][i] = sh, sw  # strides the full input itself
             continue
         c["h_in"][i], c["w_in"][i] = _shrink(c["h_in"][i], sh), _shrink(c["w_in"][i], sw)
-        if types[i] == LayerType.CONV:
+        if types[i] == _CONV:
             c["sh"][i] = c["sw"][i] = 1
     return Network(net.name, net.names, net.types, c, net.edges, net.attrs)

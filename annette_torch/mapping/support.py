@@ -195,6 +195,9 @@ class OperatorSupport:
                     self._lo[t, cols.index(c)], self._hi[t, cols.index(c)] = lo, hi
         self._neutral = np.zeros(_N_TYPES, dtype=bool)
         self._neutral[list(NEUTRAL_TYPES)] = True
+        # (per bounded column, per type: gathered by type as (columns, layers), contiguous)
+        self._lo_t, self._hi_t = np.ascontiguousarray(self._lo.T), np.ascontiguousarray(self._hi.T)
+        self._row_index = np.array(self._rows, dtype=np.intp)
 
     # ------------------------------------------------------------------------------------------------
     def supported(self, net: Network) -> np.ndarray:
@@ -203,12 +206,17 @@ class OperatorSupport:
         ok = self._declared[types]
         if self._lo.shape[1]:
             if net.matrix is not None:  # the bounded IR columns are rows of the network's matrix: one take
-                v = net.matrix[self._rows]
+                v = net.matrix[self._row_index]
             else:
                 v = np.array([net.cols[INT_COLUMNS[i]] for i in self._rows]).reshape(len(self._rows), len(net))
-            if self._derived:
-                v = np.vstack([v, *(_column(net, c) for c in self._derived)])
-            ok &= ((v >= self._lo[types].T) & (v <= self._hi[types].T)).all(axis=0)
+            if self._derived:  # float rows below the integer ones (as a stack of both would make them)
+                k = len(self._rows)
+                w = np.empty((k + len(self._derived), len(net)))
+                w[:k] = v
+                for j, c in enumerate(self._derived):
+                    w[k + j] = _column(net, c)
+                v = w
+            ok &= ((v >= self._lo_t[:, types]) & (v <= self._hi_t[:, types])).all(axis=0)
         sq = self._square[types]
         if sq.any():
             ok &= ~sq | (net.kh == net.kw)

@@ -12,7 +12,11 @@ from typing import Any, ClassVar, Mapping
 import numpy as np
 
 from ..errors import PlatformError
-from ..ir import Network
+from ..ir import INT_COLUMNS, Network
+
+#: rows of a network's integer matrix holding the first 12 `LayerFeatures` columns (n .. sw, groups)
+_MATRIX_ROWS = np.array([INT_COLUMNS.index(c) for c in ("n", "c_in", "h_in", "w_in", "c_out", "h_out", "w_out", "kh",
+                                                         "kw", "sh", "sw", "groups")])[:, None]
 
 __all__ = ["LayerFeatures", "LayerModel", "MODEL_KINDS", "register", "model_from_dict", "check_number", "layer_bytes"]
 
@@ -67,6 +71,20 @@ class LayerFeatures:
         columns (a roofline; a mixed model whose correction was already evaluated) pays for those only."""
         return _RowFeatures(net, rows)
 
+    @classmethod
+    def stacked_of(cls, net: Network, rows: np.ndarray) -> "LayerFeatures":
+        """`from_network` of ``rows`` held as one (16, rows) float64 array (`stacked`), the integer columns taken
+        in one call from the network's matrix where it has one: the tree ensembles read it whole."""
+        s = np.empty((len(cls.NAMES), len(rows)))
+        if net.matrix is not None:
+            s[:12] = net.matrix[_MATRIX_ROWS, rows]
+        else:
+            for i, c in enumerate(cls.NAMES[:12]):
+                s[i] = net.cols[c][rows]
+        for i, v in enumerate((net.ops, net.in_elems, net.out_elems, net.weights)):
+            v.take(rows, out=s[12 + i])
+        return _Stacked(s)
+
     def __len__(self) -> int:
         return len(self.ops)
 
@@ -105,6 +123,32 @@ class _RowFeatures(LayerFeatures):
 
     def __len__(self) -> int:
         return len(self.__dict__["_rows"])
+
+
+class _Stacked(LayerFeatures):
+    """`LayerFeatures` whose columns are the rows of one float64 array (`LayerFeatures.stacked_of`): `stacked`
+    costs nothing, `take` one call. The integer columns hold their values as floats (exact: < 2^53)."""
+
+    def __init__(self, stacked: np.ndarray) -> None:  # (no dataclass init: the columns are views)
+        object.__setattr__(self, "_s", stacked)
+
+    def __getattr__(self, name: str) -> np.ndarray:
+        try:
+            return self.__dict__["_s"][_NAME_ROW[name]]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def __len__(self) -> int:
+        return self.__dict__["_s"].shape[1]
+
+    def stacked(self) -> np.ndarray:
+        return self.__dict__["_s"]
+
+    def take(self, rows: np.ndarray) -> "LayerFeatures":
+        return _Stacked(self.__dict__["_s"][:, rows])
+
+
+_NAME_ROW = {c: i for i, c in enumerate(LayerFeatures.NAMES)}
 
 
 class LayerModel:

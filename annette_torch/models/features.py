@@ -29,7 +29,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from .base import LayerFeatures
-from .refined import DIMENSIONS, dimension_sizes
+from .refined import DIMENSIONS
 
 __all__ = ["FeaturePlan", "feature_names", "layer_features", "normalize_unroll", "GROUP_FEATURES"]
 
@@ -111,40 +111,53 @@ class FeaturePlan:
                 j += 1
             self.columns.append(np.array(cols, dtype=np.intp))
         self._s = np.array([s for _, s in self.steps], dtype=np.float64)[:, None]
+        self._step_dim = np.array([DIMENSIONS.index(d) for d, _ in self.steps], dtype=np.intp)
 
     def matrix(self, X: LayerFeatures, stacked: np.ndarray | None = None) -> np.ndarray:
         """All columns of the plan for every row of ``X``: shape (rows, `n_columns`), float64 (``stacked``:
         ``X.stacked()`` when the caller has it)."""
-        if not len(X):
+        k = len(X)
+        if not k:
             return np.zeros((0, self.n_columns))
-        base = np.log1p(np.maximum(X.stacked() if stacked is None else stacked, 0.0))  # (16, rows)
+        out = np.empty((self.n_columns, k))  # the columns as rows, written in place (no stacking)
+        base = out[: len(_BASE)]
+        np.log1p(np.maximum(X.stacked() if stacked is None else stacked, 0.0), out=base)
         moved = X.in_elems.astype(np.float64) + X.out_elems + X.weights
-        parts = [base, (base[_BASE.index("ops")] - np.log1p(np.maximum(moved, 0.0)))[None]]
+        np.subtract(base[_BASE.index("ops")], np.log1p(np.maximum(moved, 0.0)), out=out[len(_BASE)])
         # vector-width alignment of the channel counts (log2 of the largest power of two dividing them, <= 64):
         # blocked layouts (e.g. ONNX Runtime's NCHWc, 8 or 16 channels) apply only to aligned counts
         groups = np.maximum(X.groups, 1)
-        cpg = np.maximum(X.c_in // groups, 1).astype(np.int64)
-        counts = [cpg, np.maximum(X.c_out, 1).astype(np.int64)]
+        c_per_group = X.c_in // groups  # (also the unrolled dimension c: `dimension_sizes`)
+        counts = np.empty((3 if self.grouped else 2, k), dtype=np.int64)  # cpg, c_out [, fpg]
+        counts[0] = np.maximum(c_per_group, 1)
+        counts[1] = np.maximum(X.c_out, 1)
         if self.grouped:
-            fpg = np.maximum(X.c_out // groups, 1).astype(np.int64)
-            counts.append(fpg)
-        align = np.log2(np.gcd(np.stack(counts), 64)).astype(np.float64)
-        parts.append(align[:2])
+            counts[2] = np.maximum(X.c_out // groups, 1)
+        align = np.log2(np.gcd(counts, 64))
+        c = len(_BASE) + 1
+        out[c: c + 2] = align[:2]
+        c += 2
         if self.grouped:
-            parts += [np.log1p(np.stack([cpg, fpg]).astype(np.float64)), align[2:]]
+            np.log1p(counts[[0, 2]].astype(np.float64), out=out[c: c + 2])
+            out[c + 2] = align[2]
+            c += len(GROUP_FEATURES)
         if self.steps:
-            sizes = dimension_sizes(X)
-            n = np.maximum(np.stack([sizes[d] for d, _ in self.steps]).astype(np.float64), 1.0)
+            p = len(self.steps)
+            sizes = np.empty((len(DIMENSIONS), k))  # `dimension_sizes`, in `DIMENSIONS` order
+            sizes[0], sizes[1], sizes[2], sizes[3] = X.h_out, X.w_out, c_per_group, X.c_out
+            n = np.maximum(sizes[self._step_dim], 1.0)
             steps = np.ceil(n / self._s)
-            logutil = np.log(n / (steps * self._s))
-            parts += [np.mod(n, self._s) / self._s, np.log(steps), logutil]
+            logutil = out[c + 2 * p: c + 3 * p]
+            np.log(n / (steps * self._s), out=logutil)
+            np.divide(np.mod(n, self._s), self._s, out=out[c: c + p])
+            np.log(steps, out=out[c + p: c + 2 * p])
             # each transform's joint utilisation: the sum of its dimensions' log utilisations, in its order
-            padded = np.concatenate([logutil, np.zeros((1, len(X)))])
-            total = padded[self.joint[:, 0]]
-            for k in range(1, self.joint.shape[1]):
-                total += padded[self.joint[:, k]]
-            parts.append(total)
-        return np.concatenate(parts).T
+            padded = np.concatenate([logutil, np.zeros((1, k))])
+            total = out[c + 3 * p:]
+            np.take(padded, self.joint[:, 0], axis=0, out=total)
+            for j in range(1, self.joint.shape[1]):
+                total += padded[self.joint[:, j]]
+        return out.T
 
     def features(self, X: LayerFeatures, i: int) -> np.ndarray:
         """Transform ``i``'s feature matrix (rows = layers, its `feature_names` order), float64, C-ordered."""

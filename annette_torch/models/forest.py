@@ -52,8 +52,8 @@ def _regressor_model(model: LayerModel) -> Statistical | None:
 
 def forest_of(models: Sequence[LayerModel]) -> tuple["Forest | None", np.ndarray]:
     """The forest of those ``models`` whose regressor is a tree ensemble it can walk (`Statistical.shared_trees`),
-    and each model's member number in it (-1: not a member; it predicts on its own). None for fewer than two such
-    models: one ensemble predicts as fast on its own."""
+    and each model's member number in it (-1: not a member; it predicts on its own). None without such models;
+    a single ensemble is a forest too: the forest remembers the outputs of the layer configurations it met."""
     member = np.full(len(models), -1, dtype=np.int64)
     trees: list[TreeEnsemble] = []
     specs = []
@@ -64,8 +64,8 @@ def forest_of(models: Sequence[LayerModel]) -> tuple["Forest | None", np.ndarray
             member[i] = len(trees)
             trees.append(ens)
             specs.append((st.unroll_, st.grouped_))
-    if len(trees) < 2:
-        return None, np.full(len(models), -1, dtype=np.int64)
+    if not trees:
+        return None, member
     return Forest(trees, specs), member
 
 
@@ -91,8 +91,6 @@ class Forest:
         n_trees = np.array([ensembles[i].n_trees for i in order], dtype=np.int64)
         depth = [ensembles[i].max_depth for i in order]
         self._n_trees = n_trees
-        self._tree_rank = np.repeat(np.arange(len(order)), n_trees)
-        self._trees = np.arange(int(n_trees.sum()), dtype=np.intp)
         #: per level: how many ranks (a prefix) have trees that reach it
         self._reaching = [sum(d > level for d in depth) for level in range(max(depth))]
         self._levels = [self._level_table(level, order) for level in range(max(depth))]
@@ -101,12 +99,12 @@ class Forest:
         sizes = np.array([len(t.value) for t in tables], dtype=np.int64)
         first_tree = np.cumsum(n_trees) - n_trees
         shift = (np.cumsum(sizes) - sizes) - first_tree * (1 << np.array(depth, dtype=np.int64))
-        self._leaf_shift = np.repeat(shift, n_trees).astype(np.intp)
         self._values = np.concatenate([t.value for t in tables])
-        # per rank: where a row's sum starts, and what it is divided by at the end (a random forest's mean)
-        mean = np.array([ensembles[i].aggregate == "mean" for i in order])
-        self._init = np.where(mean, 0.0, [ensembles[i].init for i in order])
-        self._divisor = np.where(mean, n_trees, 1.0)
+        # per rank (as Python numbers: read one member at a time): its trees, first tree, leaf shift, where a
+        # row's sum starts, and what it is divided by at the end (a random forest's mean; None: nothing)
+        mean = [ensembles[i].aggregate == "mean" for i in order]
+        self._member = [(int(t), int(f), int(sh), 0.0 if m else ensembles[i].init, float(t) if m else None)
+                        for t, f, sh, m, i in zip(n_trees, first_tree, shift, mean, order)]
 
     def _level_table(self, level: int, order: list[int]) -> np.ndarray:
         """Level ``level``'s packed nodes of the members that reach it, features renumbered to plan columns."""
@@ -134,28 +132,34 @@ class Forest:
         got = [memo.get(k) for k in keys]
         miss = [i for i, v in enumerate(got) if v is None]
         if miss:
-            new = self._regress(X.take(np.array(miss)), member[miss]).tolist()
-            if len(memo) + len(miss) > _MEMO_SIZE:
+            first: dict[bytes, int] = {}  # each missing key once: the rows to walk
+            for i in miss:
+                first.setdefault(keys[i], i)
+            walk = list(first.values())
+            new = self._regress(X.take(np.array(walk)), member[walk], distinct=True).tolist()
+            if len(memo) + len(walk) > _MEMO_SIZE:
                 memo.clear()
-            for i, v in zip(miss, new):
-                got[i] = memo[keys[i]] = v
+            for i, v in zip(walk, new):
+                memo[keys[i]] = v
+            for i in miss:
+                got[i] = memo[keys[i]]
         return np.array(got, dtype=np.float64)
 
     def forget(self) -> None:
         """Drop the remembered outputs (what a first estimate in a fresh process meets)."""
         self._memo.clear()
 
-    def _regress(self, X: LayerFeatures, member: np.ndarray) -> np.ndarray:
-        """`regress` without the memory."""
+    def _regress(self, X: LayerFeatures, member: np.ndarray, distinct: bool = False) -> np.ndarray:
+        """`regress` without the memory (``distinct``: no two rows are equal in features and member)."""
         rank = self.rank[member]
         stacked = X.stacked()
-        rows, inverse = self._distinct(stacked, rank)
+        rows, inverse = (np.arange(len(rank)), None) if distinct else self._distinct(stacked, rank)
         order = np.argsort(rank[rows], kind="stable")  # the distinct rows grouped by member, walk order
         rows = rows[order]
         F = self.plan.matrix(X.take(rows), stacked[:, rows])
         keys = keys32(F) | self._high
         counts = np.bincount(rank[rows], minlength=len(self._order))
-        out = self._sum(self._walk(keys, counts), counts)
+        out = self._walk(keys, counts)
         at = np.empty(len(rows), dtype=np.intp)  # where each distinct row's output is
         at[order] = np.arange(len(rows))
         return out[at if inverse is None else at[inverse]]
@@ -182,34 +186,46 @@ class Forest:
             inverse = inverse.ravel()
         return first, inverse
 
-    def _sum(self, leaves: np.ndarray, counts: np.ndarray) -> np.ndarray:
-        """Each row's prediction from the leaf values its member's trees gave it (`_walk`), accumulated tree by tree
-        as `TreeEnsemble.sum_leaves` does: all rows at once, as the columns of a (trees + 1, rows) table that
-        starts with each member's init and continues below a member's last tree with +0.0 (which changes no sum
-        but a -0.0 to +0.0, and no estimate: exp(-0.0) = exp(+0.0))."""
-        present = np.flatnonzero(counts)
-        rows = counts[present]
-        table = np.zeros((int(self._n_trees[present].max()) + 1, int(rows.sum())))
-        table[0] = np.repeat(self._init[present], rows)
-        start, row = 0, 0
-        for r, u in zip(present.tolist(), rows.tolist()):
-            t = int(self._n_trees[r])
-            table[1: t + 1, row: row + u] = leaves[start: start + t * u].reshape(t, u)
-            start, row = start + t * u, row + u
-        # down the trees axis, the non-contiguous one, numpy adds row after row: sklearn's order (a single column
-        # would be summed pairwise; cumsum is sequential)
-        out = np.add.reduce(table, axis=0) if row > 1 else np.cumsum(table[:, 0])[-1:]
-        return out / np.repeat(self._divisor[present], rows) if (self._divisor[present] != 1.0).any() else out
-
     def _walk(self, keys: np.ndarray, counts: np.ndarray) -> np.ndarray:
-        """Leaf value reached per (tree, row) entry: entries grouped by member rank, tree-major within one."""
-        rows_of_tree = counts[self._tree_rank]  # each tree is walked by all rows of its member
-        node = np.repeat(self._trees, rows_of_tree)
-        run = np.cumsum(rows_of_tree) - rows_of_tree  # where each tree's entries start
-        first_row = (np.cumsum(counts) - counts)[self._tree_rank]  # its member's first row
-        base = (np.arange(node.size, dtype=np.intp) - np.repeat(run - first_row, rows_of_tree)) * self.width
+        """Each row's prediction (rows grouped by member rank, ``counts`` per rank): all trees of all members walked
+        together (entries grouped by member rank, tree-major within one), then each member's leaf values summed
+        tree by tree as `TreeEnsemble.sum_leaves` does.
+
+        A member's first tree's leaf takes its init (``leaf + init`` is ``init + leaf``: the same first sum), and
+        its (trees, rows) leaf table is summed down the trees axis, which numpy adds row after row: sklearn's
+        order (a single column would be summed pairwise, so one row is summed by ``cumsum``, sequential)."""
+        present = counts.nonzero()[0].tolist()
+        width = self.width
+        blocks, nodes, bases = [], [], []
+        row = 0
+        for r in present:
+            u = int(counts[r])
+            t, first, _, _, _ = self._member[r]
+            trees = np.arange(first, first + t, dtype=np.intp)
+            if u == 1:
+                nodes.append(trees)
+                bases.append(np.full(t, row * width, dtype=np.intp))
+            else:
+                nodes.append(trees.repeat(u))
+                bases.append(np.broadcast_to(np.arange(row * width, (row + u) * width, width, dtype=np.intp),
+                                             (t, u)).ravel())
+            blocks.append((r, u))
+            row += u
+        node = np.concatenate(nodes) if len(nodes) > 1 else nodes[0]
+        base = np.concatenate(bases) if len(bases) > 1 else bases[0]
         ends = np.cumsum(counts * self._n_trees)
         active = [int(ends[k - 1]) if k else 0 for k in self._reaching]
         deepest = sum(a > 0 for a in active)  # (levels below it have no entries left)
         walk_packed(self._levels[:deepest], keys.ravel(), node, base, active)
-        return self._values.take(node + np.repeat(self._leaf_shift, rows_of_tree))
+        out = np.empty(row)
+        start = row = 0
+        for r, u in blocks:
+            t, _, shift, init, divisor = self._member[r]
+            block = node[start: start + t * u]
+            block += shift
+            leaves = self._values.take(block).reshape(t, u)
+            leaves[0] += init
+            total = np.add.reduce(leaves, axis=0) if u > 1 else np.cumsum(leaves[:, 0])[-1:]
+            out[row: row + u] = total if divisor is None else total / divisor
+            start, row = start + t * u, row + u
+        return out

@@ -12,12 +12,28 @@ from typing import Mapping
 
 import numpy as np
 
-from ..ir import TYPE_FALLBACKS, LayerType, Network
+from ..ir import INT_COLUMNS, TYPE_FALLBACKS, LayerType, Network
 from ..models import LayerFeatures, LayerModel, Roofline
 from ..models.base import layer_bytes
 from ..models.forest import forest_of
+from ..models.program import ModelProgram
+from ..models.refined import dimension_sizes
 
 __all__ = ["ModelTables"]
+
+
+#: rows of a network's integer matrix holding h_out, w_out, c_in, groups, c_out
+_SIZE_ROWS = np.array([INT_COLUMNS.index(c) for c in ("h_out", "w_out", "c_in", "groups", "c_out")])[:, None]
+
+
+def _dimension_sizes(net: Network, rows: np.ndarray) -> np.ndarray:
+    """`dimension_sizes` of ``rows`` of ``net``: a (4, rows) array, h, w, c, f (`refined.DIMENSIONS`)."""
+    if net.matrix is None:
+        X = LayerFeatures.rows_of(net, rows)
+        return np.stack([np.asarray(v) for v in dimension_sizes(X).values()])
+    m = net.matrix[_SIZE_ROWS, rows]  # h, w, c_in, groups, f
+    np.floor_divide(m[2], np.maximum(m[3], 1), out=m[2])
+    return m[[0, 1, 2, 4]]
 
 
 class ModelTables:
@@ -36,6 +52,8 @@ class ModelTables:
         #: models costed on their own rows (anything but a plain roofline)
         self.special = np.array([type(m) is not Roofline for m in self.models])
         self.forest, self.member = forest_of(self.models)
+        #: the refined-roofline, mixed and statistical models as one program over all their rows
+        self.program = ModelProgram(self.models)
         fallback = layers["Base"]
 
         def bits(m: LayerModel, attr: str) -> float:
@@ -47,25 +65,46 @@ class ModelTables:
         self.act_bytes = np.array([bits(m, "bit_act") / 8 for m in self.models])
         self.weight_bytes = np.array([bits(m, "bit_weights") / 8 for m in self.models])
 
-    def special_rows(self, mi: np.ndarray) -> list[tuple[int, np.ndarray]]:
-        """(model index, its positions in ``mi`` in ascending order) for each model other than a plain roofline
-        that ``mi`` (the model index of every row) uses."""
-        used = (np.bincount(mi, minlength=len(self.keys)) > 0) & self.special
-        return [(m, (mi == m).nonzero()[0]) for m in used.nonzero()[0].tolist()]
-
-    def regress(self, net: Network, groups: list[tuple[int, np.ndarray]], rows: np.ndarray | None = None
-                ) -> dict[int, np.ndarray]:
-        """The raw regressor output of every forest member among ``groups`` (`special_rows` over ``rows`` of
-        ``net``, or all its layers) for its rows, in one walk: model index -> array."""
-        groups = [(m, sel) for m, sel in groups if self.member[m] >= 0]
-        if not groups:
-            return {}
-        assert self.forest is not None
-        sel = np.concatenate([s for _, s in groups])
-        member = np.repeat(self.member[[m for m, _ in groups]], [len(s) for _, s in groups])
-        raw = self.forest.regress(LayerFeatures.from_network(net, sel if rows is None else rows[sel]), member)
-        ends = np.cumsum([len(s) for _, s in groups]).tolist()
-        return {m: raw[e - len(s): e] for (m, s), e in zip(groups, ends)}
+    def special_times(self, net: Network, rows: np.ndarray | None, mi: np.ndarray, ops: np.ndarray,
+                      byts: np.ndarray, t: np.ndarray) -> np.ndarray:
+        """``t`` (per row of ``net``, or of its ``rows``: the plain roofline times), its rows of every other model
+        (``mi``: each row's model) costed by that model, in place: the forest's members in one walk, the models
+        the program covers in one pass (`ModelProgram`), any others one by one."""
+        sel = self.special[mi].nonzero()[0]
+        if not sel.size:
+            return t
+        ms = mi[sel]
+        at = sel if rows is None else rows[sel]  # the rows of ``net``
+        prog = self.program
+        member = self.member[ms]
+        raw = np.zeros(sel.size)
+        walk = (member >= 0).nonzero()[0]
+        if walk.size:
+            assert self.forest is not None
+            raw[walk] = self.forest.regress(LayerFeatures.stacked_of(net, at[walk]), member[walk])
+        own = (prog.needs_raw[ms] & (member < 0)).nonzero()[0]  # regressors predicting on their own
+        for m in np.unique(ms[own]).tolist() if own.size else ():
+            r = own[ms[own] == m]
+            st = prog.regressor[m]
+            assert st is not None
+            raw[r] = st.regressor_.predict(st.features(LayerFeatures.rows_of(net, at[r])))
+        covered = prog.covers[ms]
+        done = sel if covered.all() else sel[covered]
+        if done.size:
+            c = slice(None) if done is sel else covered
+            sizes = None
+            if prog.any_refined:
+                sizes = _dimension_sizes(net, at[c])
+            t[done] = prog.times(ms[c], ops[done], byts[done], sizes, raw[c])
+        if done is not sel:  # models the program does not know: each predicts its own rows
+            rest = (~covered).nonzero()[0]
+            for m in np.unique(ms[rest]).tolist():
+                r = rest[ms[rest] == m]
+                X = LayerFeatures.rows_of(net, at[r])
+                model = self.models[m]
+                t[sel[r]] = (model.predict(X) if member[r[0]] < 0
+                             else model.predict(X, raw=raw[r]))  # type: ignore[call-arg]
+        return t
 
     def layer_bytes(self, net: Network) -> np.ndarray:
         """Bytes each layer of ``net`` moves (activations in and out, weights) at its model's bit widths."""

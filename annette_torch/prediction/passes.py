@@ -16,7 +16,6 @@ import numpy as np
 
 from ..ir import LayerType, Network
 from ..mapping import MappedNetwork
-from ..models import LayerFeatures
 from ..models.base import layer_bytes
 from ..models.roofline import roofline_ms
 from ..platform import Platform
@@ -47,8 +46,8 @@ def model_times(tables: ModelTables, net: Network, rows: np.ndarray | None = Non
     """Per layer (all, or ``rows``): its time under its type's layer model, that model's index, the bytes it
     moves and its weights' bytes.
 
-    Plain rooflines are costed for all layers at once; each other model (refined, statistical, mixed) on its
-    own rows, the tree ensembles of all of them in one walk (`annette_torch.models.forest`).
+    Plain rooflines are costed for all layers at once, then the other models' rows (`ModelTables.special_times`:
+    the tree ensembles of all of them in one walk, refined, statistical and mixed models in one program).
     """
     types = net.types if rows is None else net.types[rows]
     mi = tables.model_of_type[types]
@@ -57,14 +56,7 @@ def model_times(tables: ModelTables, net: Network, rows: np.ndarray | None = Non
     wbytes = weights * tables.weight_bytes[mi]
     byts = layer_bytes(elems, wbytes, tables.act_bytes[mi])
     t = roofline_ms(ops, byts, tables.op_s[mi], tables.bandwidth[mi])
-    groups = tables.special_rows(mi)
-    if groups:
-        raw = tables.regress(net, groups, rows)
-        for m, sel in groups:
-            X = LayerFeatures.rows_of(net, sel if rows is None else rows[sel])
-            model = tables.models[m]
-            t[sel] = model.predict(X) if m not in raw else model.predict(X, raw=raw[m])  # type: ignore[call-arg]
-    return t, mi, byts, wbytes
+    return tables.special_times(net, rows, mi, ops, byts, t), mi, byts, wbytes
 
 
 def layer_models(r: Run) -> None:
@@ -126,7 +118,7 @@ def host_layers(r: Run) -> None:
     if not r.moves:
         return
     assert r.placement is not None and r.time_ms is not None and r.model is not None
-    rows = np.flatnonzero(r.placement.on_host)
+    rows = r.placement.on_host.nonzero()[0]
     if not rows.size:
         return
     host = r.platform.host

@@ -69,9 +69,9 @@ def tail_elems(net: Network) -> np.ndarray:
         src, dst = net.edges[:, 0], net.edges[:, 1]
         consumers = np.bincount(src, minlength=n)
         tail = light & (consumers == 0)
-        while True:
+        while tail.any():  # (an empty tail cannot grow: no layer has all its consumers in it)
             grown = light & (np.bincount(src, weights=tail[dst], minlength=n) == consumers)
-            if np.array_equal(grown, tail):
+            if (grown == tail).all():
                 break
             tail = grown
     return np.where(tail, np.asarray(net.in_elems, np.float64), 0.0)
