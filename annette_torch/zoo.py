@@ -277,6 +277,7 @@ def mobilenet_v3_small(num_classes: int = 1000) -> nn.Module:
 _VGG_CFG = {
     "A": (64, "M", 128, "M", 256, 256, "M", 512, 512, "M", 512, 512, "M"),
     "D": (64, 64, "M", 128, 128, "M", 256, 256, 256, "M", 512, 512, 512, "M", 512, 512, 512, "M"),
+    "E": (64, 64, "M", 128, 128, "M", 256, 256, 256, 256, "M", 512, 512, 512, 512, "M", 512, 512, 512, 512, "M"),
 }
 
 
@@ -308,6 +309,10 @@ def vgg11(num_classes: int = 1000) -> nn.Module:
 
 def vgg16(num_classes: int = 1000) -> nn.Module:
     return _finish(VGG(_VGG_CFG["D"], num_classes))
+
+
+def vgg19(num_classes: int = 1000) -> nn.Module:
+    return _finish(VGG(_VGG_CFG["E"], num_classes))
 
 
 # ------------------------------------------------------------------------------------------------ AlexNet
@@ -1028,6 +1033,7 @@ ZOO: dict[str, Callable[..., nn.Module]] = {
     "mobilenet_v3_small": mobilenet_v3_small,
     "vgg11": vgg11,
     "vgg16": vgg16,
+    "vgg19": vgg19,
     "squeezenet1_1": squeezenet1_1,
     "densenet121": densenet121,
     "efficientnet_b0": efficientnet_b0,

@@ -24,6 +24,7 @@ PARAMS = {
     "mobilenet_v3_small": 2.54e6,
     "vgg11": 132.86e6,
     "vgg16": 138.36e6,
+    "vgg19": 143.67e6,
     "squeezenet1_1": 1.24e6,
     "densenet121": 7.98e6,
     "efficientnet_b0": 5.29e6,
