@@ -518,9 +518,9 @@ def adapt(platform: PlatformLike, networks: int = DEFAULT_NETWORKS,
     kind_scales, semantics = None, None
     if kinds is not None:
         loo, kfit, kdata, semantics, nets = kinds
-        scale, per_layer, per_net, dw = base.overhead  # type: ignore[misc]
-        entry: dict[str, Any] = {"scale": kfit.g * scale, "per_layer_ms": kfit.g * per_layer,
-                                 "per_network_ms": kfit.g * per_net}
+        scale, _, _, dw = base.overhead  # type: ignore[misc]
+        entry: dict[str, Any] = {"scale": kfit.g * scale, "per_layer_ms": kfit.g * kfit.per_layer,
+                                 "per_network_ms": kfit.g * kfit.per_network}
         if dw != scale:
             entry["depthwise_scale"] = kfit.g * dw
         entry["kind_scales"] = kfit.kind_scales(kdata)

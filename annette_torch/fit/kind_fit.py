@@ -33,7 +33,7 @@ _KERNEL_KINDS = frozenset({"Conv", "DepthwiseConv", "GroupConv", "ConvTranspose"
 #: a kind below this share of the networks' time is not fitted apart (it cannot be pinned down)
 MIN_SHARE = 0.03
 #: ridge weights tried by leave-one-out (large: the base file's proportions, small: the latencies' own)
-LAMBDAS = (0.3, 3.0, 30.0)
+LAMBDAS = (0.01, 0.1, 1.0, 10.0)
 #: robust loss of the fit (a few odd latencies do not set the factors), on log errors beyond 0.1
 LOSS = "soft_l1"
 
