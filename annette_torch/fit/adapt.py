@@ -355,10 +355,21 @@ def _nb201_cells(names: Sequence[str]) -> list[tuple[str, int]] | None:
     return out
 
 
+#: the cell semantics assumed of a device until its latencies show another (`nb201.SEMANTICS`): of the
+#: benchmark's networks, a runtime computes at least what reaches the output (on a phone's TensorFlow Lite
+#: and an eager CPU alike, it ranks the cells better than the pruned networks do)
+DEFAULT_SEMANTICS = "reach"
+#: another semantics replaces the default only when its leave-one-out errors are lower by this many standard
+#: errors of the paired difference (ten latencies tell semantics apart only through the few cells they differ
+#: on; a wrong switch to one that computes more can cost far more than it gains)
+SWITCH_SE = 0.5
+
+
 def _fit_kind_scales(base: Platform, raw: Platform, names: Sequence[str], nets: Sequence[Network],
                      y: np.ndarray) -> tuple[float, Any, Any, str | None, list[Network]]:
     """The best per-kind refit by leave-one-out: (LOO MAPE, `KindFit`, `KindData`, semantics, networks).
-    NAS-Bench-201 rows are rebuilt under each cell semantics; the networks of the winner are returned."""
+    NAS-Bench-201 rows are rebuilt under each cell semantics (`DEFAULT_SEMANTICS` unless another is clearly
+    better, `SWITCH_SE`); the networks of the winner are returned."""
     from ..estimator import estimate
     from . import kind_fit
 
@@ -368,18 +379,21 @@ def _fit_kind_scales(base: Platform, raw: Platform, names: Sequence[str], nets: 
     cells = _nb201_cells(names)
     if cells is not None:
         from ..search.spaces import nb201
-        variants = {sem: [nb201.build_network(a, num_classes=c, semantics=sem) for a, c in cells]
-                    for sem in nb201.SEMANTICS}
-    best: tuple[float, Any, Any, str | None, list[Network]] | None = None
+        order = [DEFAULT_SEMANTICS] + [s for s in nb201.SEMANTICS if s != DEFAULT_SEMANTICS]
+        variants = {sem: [nb201.build_network(a, num_classes=c, semantics=sem) for a, c in cells] for sem in order}
+    fits: dict[str | None, tuple[np.ndarray, float, Any]] = {}
     for sem, vnets in variants.items():
         data = kind_fit.kind_data([estimate(n, raw) for n in vnets], scale, dw)
-        for lam in kind_fit.LAMBDAS:
-            err = float(np.mean(kind_fit.loo_kinds(data, y, per_layer, per_net, lam)))
-            if best is None or err < best[0] - 1e-12:
-                best = (err, lam, data, sem, vnets)
-    assert best is not None
-    err, lam, data, sem, vnets = best
-    return err, kind_fit.fit_kinds(data, y, per_layer, per_net, lam), data, sem, vnets
+        errs = {lam: kind_fit.loo_kinds(data, y, per_layer, per_net, lam) for lam in kind_fit.LAMBDAS}
+        lam = min(errs, key=lambda v: float(np.mean(errs[v])))
+        fits[sem] = (errs[lam], lam, data)
+    sem = next(iter(variants))
+    for other in list(variants)[1:]:
+        diff = fits[other][0] - fits[sem][0]
+        if np.mean(diff) < -SWITCH_SE * np.std(diff, ddof=1) / np.sqrt(len(diff)) - 1e-12:
+            sem = other
+    err, lam, data = fits[sem]
+    return float(np.mean(err)), kind_fit.fit_kinds(data, y, per_layer, per_net, lam), data, sem, variants[sem]
 
 
 def measure_until_stable(nets: Sequence[Any], once: Callable[[Any], float], rounds: int = ROUNDS,
@@ -492,6 +506,12 @@ def adapt(platform: PlatformLike, networks: int = DEFAULT_NETWORKS,
     if not np.all(np.isfinite(y) & (y > 0)):
         raise AdaptError("adapt: a measured latency is not a positive number")
     before = np.array([estimate(n, base).latency_ms for n in nets])
+    semantics = None
+    cells = _nb201_cells(names) if latencies is not None and base.overhead is not None else None
+    if cells is not None:  # a device's NAS-Bench-201 cells: as its runtime computes them (`DEFAULT_SEMANTICS`)
+        from ..search.spaces import nb201
+        semantics = DEFAULT_SEMANTICS
+        nets = [nb201.build_network(a, num_classes=c, semantics=semantics) for a, c in cells]
 
     # a CPU file carries its network-level terms as an `overhead` folded into the layer times; a board file as
     # an `end_to_end` model on top of them (the whole-application latency)
@@ -515,7 +535,7 @@ def adapt(platform: PlatformLike, networks: int = DEFAULT_NETWORKS,
             kinds = None
     d = raw.to_dict()
     origin = f"adapted with annette adapt from {base_file} on {source}"
-    kind_scales, semantics = None, None
+    kind_scales = None
     if kinds is not None:
         loo, kfit, kdata, semantics, nets = kinds
         scale, _, _, dw = base.overhead  # type: ignore[misc]
