@@ -384,7 +384,10 @@ def _fit_kind_scales(base: Platform, raw: Platform, names: Sequence[str], nets: 
     fits: dict[str | None, tuple[np.ndarray, float, Any]] = {}
     for sem, vnets in variants.items():
         data = kind_fit.kind_data([estimate(n, raw) for n in vnets], scale, dw)
-        errs = {lam: kind_fit.loo_kinds(data, y, per_layer, per_net, lam) for lam in kind_fit.LAMBDAS}
+        # a per-inference cost only where no network is a constant: it would be all of a constant's latency,
+        # which few latencies show (a phone runs one in microseconds)
+        const = sem in (None, "all")
+        errs = {lam: kind_fit.loo_kinds(data, y, per_layer, per_net, lam, const) for lam in kind_fit.LAMBDAS}
         lam = min(errs, key=lambda v: float(np.mean(errs[v])))
         fits[sem] = (errs[lam], lam, data)
     sem = next(iter(variants))
@@ -393,7 +396,8 @@ def _fit_kind_scales(base: Platform, raw: Platform, names: Sequence[str], nets: 
         if np.mean(diff) < -SWITCH_SE * np.std(diff, ddof=1) / np.sqrt(len(diff)) - 1e-12:
             sem = other
     err, lam, data = fits[sem]
-    return float(np.mean(err)), kind_fit.fit_kinds(data, y, per_layer, per_net, lam), data, sem, variants[sem]
+    fit = kind_fit.fit_kinds(data, y, per_layer, per_net, lam, sem in (None, "all"))
+    return float(np.mean(err)), fit, data, sem, variants[sem]
 
 
 def measure_until_stable(nets: Sequence[Any], once: Callable[[Any], float], rounds: int = ROUNDS,

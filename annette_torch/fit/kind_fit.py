@@ -6,13 +6,15 @@ a device whose runtime differs (a phone running TensorFlow Lite against ONNX Run
 the kinds differently, and only a factor per kind changes the ranking. The model, on the base file's layer
 times ``X[k]`` of each kind ``k`` (its own scale applied) and its per-layer and per-inference costs:
 
-    latency = g * (sum_k f_k * X[k] + X[rest] + (per_layer + d) * executed_layers + per_network)
+    latency = g * (sum_k f_k * X[k] + X[rest] + (per_layer + d) * executed_layers + per_network + c)
 
 ``g`` is free, each ``log f_k`` is pulled toward 0 (the base file's own proportions) by a ridge penalty of
-weight ``lam`` times the kind's share of the time, and ``d`` (a runtime's own cost per executed layer: eager
-frameworks dispatch each layer from Python) toward 0 by ``lam`` times its share; the fit minimises squared log
-errors (relative errors of fast and slow networks weigh alike). Kinds below `MIN_SHARE` of the time stay
-under ``g`` alone. A network with no executed layer (a constant) costs ``g * per_network`` only.
+weight ``lam`` times the kind's share of the time, ``d`` (a runtime's own cost per executed layer: eager
+frameworks dispatch each layer from Python) toward 0 by ``lam`` times its share, and ``c >= 0`` (a
+per-inference cost, fitted on request) by ``lam`` in units of the mean network time. The fit minimises log
+errors (relative errors of fast and slow networks weigh alike) under a robust loss (`LOSS`). Kinds below
+`MIN_SHARE` of the time stay under ``g`` alone. A network with no executed layer (a constant) costs
+``g * (per_network + c)`` only.
 """
 
 from __future__ import annotations
@@ -109,8 +111,10 @@ class KindFit:
         return {key: round(self.factors[k], 6) for k in data.kinds for key in data.keys[k]}
 
 
-def fit_kinds(data: KindData, y: np.ndarray, per_layer: float, per_network: float, lam: float) -> KindFit:
-    """Fit ``g`` and the per-kind factors to latencies ``y`` (ms); see the module docstring."""
+def fit_kinds(data: KindData, y: np.ndarray, per_layer: float, per_network: float, lam: float,
+              constant: bool = False) -> KindFit:
+    """Fit ``g`` and the per-kind factors to latencies ``y`` (ms); see the module docstring. ``constant``:
+    fit a per-inference cost too (pulled toward the base's by ``lam`` in units of the mean network time)."""
     K = len(data.kinds)
     total = np.maximum(data.X.sum(axis=1) + data.rest, 1e-12)
     share = np.mean(data.X / total[:, None], axis=0) if K else np.zeros(0)
@@ -118,27 +122,36 @@ def fit_kinds(data: KindData, y: np.ndarray, per_layer: float, per_network: floa
     fixed = per_layer * data.n_exec + per_network
     # d in units of the mean layer time: d = u * unit, its penalty is its share of the time
     unit = float(np.mean(total) / max(np.mean(data.n_exec), 1.0))
+    net_unit = float(np.mean(total))
 
     def pred(th: np.ndarray) -> np.ndarray:
-        return np.exp(th[0]) * (data.X @ np.exp(th[1:K + 1]) + data.rest + fixed + th[-1] * unit * data.n_exec)
+        c = th[K + 2] * net_unit if constant else 0.0
+        return np.exp(th[0]) * (data.X @ np.exp(th[1:K + 1]) + data.rest + fixed + th[K + 1] * unit * data.n_exec + c)
 
     def residuals(th: np.ndarray) -> np.ndarray:
         return np.concatenate([np.log(np.maximum(pred(th), 1e-12)) - ly,
-                               np.sqrt(lam * share) * th[1:K + 1], [np.sqrt(lam) * th[-1]]])
+                               np.sqrt(lam * share) * th[1:K + 1], np.sqrt(lam) * th[K + 1:]])
 
     base = np.maximum(data.X.sum(axis=1) + data.rest + fixed, 1e-12)
-    th0 = np.concatenate([[float(np.median(ly - np.log(base)))], np.zeros(K + 1)])
-    th = least_squares(residuals, th0, method="trf", x_scale=1.0, loss=LOSS, f_scale=0.1).x
+    P = K + 3 if constant else K + 2
+    th0 = np.concatenate([[float(np.median(ly - np.log(base)))], np.zeros(P - 1)])
+    lo = np.full(P, -np.inf)
+    if constant:
+        lo[-1] = 0.0  # a per-inference cost is never negative
+    th = least_squares(residuals, th0, method="trf", x_scale=1.0, loss=LOSS, f_scale=0.1,
+                       bounds=(lo, np.full(P, np.inf))).x
+    extra = float(th[K + 2]) * net_unit if constant else 0.0
     return KindFit(float(np.exp(th[0])), {k: float(np.exp(v)) for k, v in zip(data.kinds, th[1:K + 1])},
-                   per_layer + float(th[-1]) * unit, per_network)
+                   per_layer + float(th[K + 1]) * unit, per_network + extra)
 
 
-def loo_kinds(data: KindData, y: np.ndarray, per_layer: float, per_network: float, lam: float) -> np.ndarray:
+def loo_kinds(data: KindData, y: np.ndarray, per_layer: float, per_network: float, lam: float,
+              constant: bool = False) -> np.ndarray:
     """Absolute relative error of each network predicted by `fit_kinds` on all the others."""
     n = len(y)
     err = np.empty(n)
     for i in range(n):
         keep = np.arange(n) != i
-        fit = fit_kinds(data.rows(keep), y[keep], per_layer, per_network, lam)
+        fit = fit_kinds(data.rows(keep), y[keep], per_layer, per_network, lam, constant)
         err[i] = abs(fit.predict(data.rows([i]))[0] / y[i] - 1)
     return err
