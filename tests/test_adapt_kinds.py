@@ -109,3 +109,16 @@ def test_networks_that_are_no_space_candidates_keep_their_own_semantics():
     res = adapt("ort-cpu", latencies=list(zip(nets, y)), save=False)
     assert res.semantics is None
     assert np.mean(np.abs(res.after_ms / y - 1)) < 0.05
+
+
+def test_few_cells_of_a_device_are_built_as_the_default_semantics_with_one_factor():
+    """Below KIND_MIN_ROWS rows no per-kind scale is fitted, and the cells are built as DEFAULT_SEMANTICS."""
+    from annette_torch.fit.adapt import DEFAULT_SEMANTICS, KIND_MIN_ROWS
+
+    archs = [nb201.index_to_arch(i) for i in (5, 77, 901, 4000)][:KIND_MIN_ROWS - 1]
+    fake = _with("ort-cpu", 3.0, {})
+    y = at.estimate_many(nb201.build_networks(archs, semantics=DEFAULT_SEMANTICS), fake)
+    res = adapt("ort-cpu", latencies=[(f"nb201:{a}", float(v)) for a, v in zip(archs, y)], save=False)
+    assert res.kind_scales is None and res.semantics == DEFAULT_SEMANTICS
+    assert nb201.platform_semantics(res.platform) == DEFAULT_SEMANTICS
+    assert np.allclose(res.after_ms, y, rtol=0.02)

@@ -535,7 +535,8 @@ def adapt(platform: PlatformLike, networks: int = DEFAULT_NETWORKS,
     kinds = None
     if cpu and latencies is not None and base.overhead is not None and len(y) >= KIND_MIN_ROWS:
         kinds = _fit_kind_scales(base, raw, names, nets, y_fit)
-        if not kinds[0] < loo:  # the per-kind refit must predict left-out networks better
+        # the per-kind refit must predict left-out networks better, with a per-layer cost a file can hold
+        if not kinds[0] < loo or kinds[1].g * kinds[1].per_layer < -1.0:
             kinds = None
     d = raw.to_dict()
     origin = f"adapted with annette adapt from {base_file} on {source}"
