@@ -17,6 +17,11 @@ a constant. The network is then its input alone -- no layer computes anything --
 constants runs it, and as the front ends (``trace``, ``from_onnx``) fold any layer that depends on constants
 only. The benchmark's ``Zero`` op (``x * 0``) would instead keep the whole network computing.
 
+Runtimes differ in what they compute of a cell; ``semantics`` (`SEMANTICS`, `cell_edges`) builds the IR of
+the others: ``reach`` keeps every edge whose result reaches the output, also on a zero node (TensorFlow Lite
+on a phone), ``all`` every non-``none`` edge (eager PyTorch). ``annette adapt`` chooses one from a device's
+latencies and records it in the adapted platform (`platform_semantics`, which `estimate_all` follows).
+
 `build_network` builds the IR directly from cached per-stage layer rows (no torch); `build_networks` does
 many at once (all 15,625 in ~0.25-0.6 s on 2 cores) and `estimate_all` scores the whole space on a platform.
 `build_module` builds the ``nn.Module`` for training or measuring.
