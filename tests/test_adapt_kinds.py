@@ -122,3 +122,20 @@ def test_few_cells_of_a_device_are_built_as_the_default_semantics_with_one_facto
     assert res.kind_scales is None and res.semantics == DEFAULT_SEMANTICS
     assert nb201.platform_semantics(res.platform) == DEFAULT_SEMANTICS
     assert np.allclose(res.after_ms, y, rtol=0.02)
+
+
+def test_fit_kinds_recovers_a_per_inference_cost_on_request_and_never_a_negative_one():
+    base = at.load_platform("ort-cpu")
+    scale, per_layer, per_net, dw = base.overhead
+    rng = np.random.default_rng(8)
+    archs = [nb201.index_to_arch(int(i)) for i in rng.choice(nb201.NUM_ARCHS, 20, replace=False)]
+    raw = without_overhead(base)
+    data = kind_data([at.estimate(n, raw) for n in nb201.build_networks(archs, semantics="all")], scale, dw)
+    plain = data.X.sum(axis=1) + data.rest + per_layer * data.n_exec + per_net
+    y = 3.0 * (plain + 2.0)  # an eager runtime: 6 ms per inference on top
+    fit = fit_kinds(data, y, per_layer, per_net, lam=1e-6, constant=True)
+    assert fit.g * fit.per_network == pytest.approx(6.0, rel=0.05)
+    assert np.allclose(fit.predict(data), y, rtol=0.01)
+    assert fit_kinds(data, y, per_layer, per_net, lam=1e-6).per_network == per_net  # not on request: the base's
+    faster = fit_kinds(data, 3.0 * plain - 0.5, per_layer, per_net, lam=1e-6, constant=True)
+    assert faster.per_network >= per_net
