@@ -44,13 +44,14 @@ def _per_cell(arch: str, semantics: str) -> tuple[int, int, int, int]:
     (DEAD, "pruned", (1, 0, 0, 1)),
     (DEAD, "reach", (1, 0, 0, 1)),
     (DEAD, "all", (1, 1, 0, 1)),  # eager execution computes the dead 1x1 conv too
-    (DEAD_AND_ZERO, "all", (1, 1, 0, 0)),
+    (DEAD, "eager", (1, 1, 0, 1)),
+    (DEAD_AND_ZERO, "eager", (1, 1, 0, 0)),  # never a constant: the dead and the zero-fed conv both run
 ])
 def test_each_semantics_builds_the_layers_its_runtime_computes(arch, semantics, expect):
     assert _per_cell(arch, semantics) == expect
 
 
-@pytest.mark.parametrize("semantics", ["pruned", "reach"])
+@pytest.mark.parametrize("semantics", ["pruned", "reach", "all"])
 def test_a_cell_whose_output_cannot_depend_on_the_input_is_a_constant_network(semantics):
     for arch in (DEAD_AND_ZERO, nb201.arch_string(["none"] * 6)):
         edges, constant = nb201.cell_edges(arch, semantics)
@@ -58,7 +59,7 @@ def test_a_cell_whose_output_cannot_depend_on_the_input_is_a_constant_network(se
         assert constant and edges == () and len(net) == 1 and net.types[0] == int(T.INPUT)
 
 
-def test_no_semantics_makes_a_none_edge_a_layer_and_all_is_never_constant():
+def test_no_semantics_makes_a_none_edge_a_layer_and_eager_is_never_constant():
     rng = np.random.default_rng(3)
     archs = [nb201.index_to_arch(int(i)) for i in rng.choice(nb201.NUM_ARCHS, 40, replace=False)]
     archs.append(nb201.arch_string(["none"] * 6))
@@ -67,10 +68,10 @@ def test_no_semantics_makes_a_none_edge_a_layer_and_all_is_never_constant():
             assert not np.any(net.types == int(T.MUL)), (sem, arch)
             edges, constant = nb201.cell_edges(arch, sem)
             assert all(op != "none" for op, _, _ in edges)
-            if sem == "all":
+            if sem == "eager":
                 assert not constant and len(edges) == sum(op != "none" for op, _, _ in nb201.parse(arch))
     # the all-none cell computes the skeleton alone when everything is computed
-    net = nb201.build_network(nb201.arch_string(["none"] * 6), semantics="all")
+    net = nb201.build_network(nb201.arch_string(["none"] * 6), semantics="eager")
     assert _convs(net, 3) == SKELETON_CONV3 and _convs(net, 1) == SKELETON_CONV1
 
 
@@ -81,15 +82,16 @@ def test_semantics_only_add_edges_and_pruned_is_the_default():
         reach, c1 = nb201.cell_edges(arch, "reach")
         assert pruned == nb201.live_edges(arch) == nb201.cell_edges(arch)[0] and c0 == (not pruned)
         assert c1 == c0  # the output depends on the input alike
-        assert set(pruned) <= set(reach) <= set(nb201.cell_edges(arch, "all")[0])
+        every, c2 = nb201.cell_edges(arch, "all")
+        assert set(pruned) <= set(reach) <= set(every) <= set(nb201.cell_edges(arch, "eager")[0]) and c2 == c0
     a = nb201.build_network(DEAD)
     b = nb201.build_network(DEAD, semantics="pruned")
     assert a.names == b.names and np.array_equal(a.edges, b.edges)
 
 
 def test_an_unknown_semantics_is_one_clear_error():
-    with pytest.raises(ValueError, match="pruned, reach, all"):
-        nb201.build_network(DEAD, semantics="eager")
+    with pytest.raises(ValueError, match="pruned, reach, all, eager"):
+        nb201.build_network(DEAD, semantics="lazy")
     with pytest.raises(ValueError, match="pruned, reach, all"):
         nb201.cell_edges(DEAD, "folded")
 

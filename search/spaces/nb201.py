@@ -19,7 +19,8 @@ only. The benchmark's ``Zero`` op (``x * 0``) would instead keep the whole netwo
 
 Runtimes differ in what they compute of a cell; ``semantics`` (`SEMANTICS`, `cell_edges`) builds the IR of
 the others: ``reach`` keeps every edge whose result reaches the output, also on a zero node (TensorFlow Lite
-on a phone), ``all`` every non-``none`` edge (eager PyTorch). ``annette adapt`` chooses one from a device's
+on a phone), ``all`` every non-``none`` edge, ``eager`` those too and never a constant network (eager
+PyTorch). ``annette adapt`` chooses one from a device's
 latencies and records it in the adapted platform (`platform_semantics`, which `estimate_all` follows).
 
 `build_network` builds the IR directly from cached per-stage layer rows (no torch); `build_networks` does
@@ -69,10 +70,10 @@ INPUT_SHAPE: tuple[int, int, int, int] = (1, 3, 32, 32)
 
 #: How a runtime treats the parts of a cell that cannot change its output (see `cell_edges`): ``pruned``
 #: (folds zeros and drops dead code: the default), ``reach`` (computes every edge whose result reaches the
-#: output, zero inputs included; a network whose output does not depend on its input is a constant, as
-#: TensorFlow Lite runs the benchmark's networks), ``all`` (computes every non-``none`` edge, as eager PyTorch
-#: runs them).
-SEMANTICS: tuple[str, ...] = ("pruned", "reach", "all")
+#: output, zero inputs included: TensorFlow Lite), ``all`` (every non-``none`` edge, dead code included);
+#: with these a network whose output cannot depend on its input is a constant. ``eager`` computes what
+#: ``all`` does and never folds a network to a constant (eager PyTorch).
+SEMANTICS: tuple[str, ...] = ("pruned", "reach", "all", "eager")
 
 _OP_INDEX = {op: i for i, op in enumerate(OPS)}
 _EDGE_INDEX = {e: i for i, e in enumerate(EDGES)}
@@ -239,7 +240,8 @@ def _kept_of(ops: tuple[str, ...], semantics: str) -> tuple[tuple[tuple[str, int
     if semantics == "reach":
         keep = tuple((o, s, d) for (s, d), o in zip(EDGES, ops) if o != "none" and reach[d])
         return (keep, False) if nonzero[3] else ((), True)
-    return tuple((o, s, d) for (s, d), o in zip(EDGES, ops) if o != "none"), False
+    every = tuple((o, s, d) for (s, d), o in zip(EDGES, ops) if o != "none")
+    return (every, False) if semantics == "eager" or nonzero[3] else ((), True)
 
 
 def _check_semantics(semantics: str) -> str:
@@ -254,7 +256,8 @@ def cell_edges(arch: str, semantics: str = "pruned") -> tuple[tuple[tuple[str, i
 
     ``pruned``: `live_edges` (the network is a constant when none is left). ``reach``: every non-``none``
     edge whose result reaches node 3, also where its source node is zero (no non-``none`` path from the
-    input); a constant when node 3 has no such path. ``all``: every non-``none`` edge; never a constant.
+    input). ``all``: every non-``none`` edge. With these three the network is a constant when node 3 has no
+    non-``none`` path from the input; ``eager``: the edges of ``all``, never a constant.
     A zero node read by a computed edge stands for a zero tensor of the cell's shape.
     """
     return _kept(arch_code(arch), _check_semantics(semantics))
