@@ -2,6 +2,12 @@
 shipped (or given) platform file are kept; only its network-level terms are refitted, from a few end-to-end
 latencies: measured here on calibration networks (CPU runtimes), or given by the user (boards).
 
+From given latencies of a device whose runtime differs from the base platform's (a phone against a server
+CPU), per-kind scales compete as well (`kind_fit`: one factor per kind of layer, which can change a ranking);
+and where the latencies are of NAS-Bench-201 cells, which cell semantics the device's runtime follows
+(`nb201.SEMANTICS`: what it computes of edges fed by zeros or not reaching the output). Every candidate is
+judged by its leave-one-out error on the latencies alone; the lowest wins.
+
 Why this works: across CPUs the layer and mapping models rank networks alike (Spearman >= 0.99 on a foreign
 CPU) while the machine's speed does not transfer; a scale, a per-layer and a per-inference cost absorb most of
 the difference. Two refits compete: the base file's own network-level model times one factor (the machine is
@@ -46,6 +52,8 @@ STABLE = 0.03
 MEASURE_BUDGET_S = 60.0
 #: a median spread above this is reported: the machine's speed moved while measuring
 NOISY = 0.10
+#: fewest given latencies from which per-kind scales compete
+KIND_MIN_ROWS = 5
 
 
 class AdaptError(AnnetteError):
@@ -70,6 +78,10 @@ class AdaptResult:
     source: str = field(default="measured")
     #: measured here: per network, how much slower its second-fastest round was than its fastest (None: given)
     spread: np.ndarray | None = None
+    #: per-kind factors on the scale, where they won (`kind_fit`); None: not fitted
+    kind_scales: dict[str, float] | None = None
+    #: NAS-Bench-201 cells: the cell semantics the device's runtime follows (`nb201.SEMANTICS`); None: not chosen
+    semantics: str | None = None
 
     @property
     def median_spread(self) -> float | None:
@@ -90,6 +102,19 @@ class AdaptResult:
     def mape_after(self) -> float:
         """MAPE of the adapted file on the same networks (in sample)."""
         return float(np.mean(np.abs(self.after_ms / self.measured_ms - 1)))
+
+    def fitted(self) -> str:
+        """What the refit changed, in words."""
+        if self.kind_scales:
+            text = "one factor and per-kind scales (" + ", ".join(
+                f"{k} x{v:.2f}" for k, v in self.kind_scales.items()) + ")"
+        elif self.terms == ("scale",):
+            text = "the base file's network-level model times one factor"
+        else:
+            text = ", ".join(self.terms)
+        if self.semantics is not None:
+            text += f"; NAS-Bench-201 cells as a runtime of semantics {self.semantics!r} computes them"
+        return text
 
     def table(self) -> str:
         """Measured against predicted, before and after, one line per network."""
@@ -315,6 +340,81 @@ def _fit(terms: list[dict[str, float]], y: np.ndarray, use: tuple[str, ...], nam
     return fresh, fresh.loo_mape, tuple(use)
 
 
+def _nb201_cells(names: Sequence[str]) -> list[tuple[str, int]] | None:
+    """(arch, classes) of each row when all are NAS-Bench-201 candidates (named ``nb201#INDEX[:CLASSES]`` by
+    `space_network`), else None."""
+    from ..search.spaces import nb201
+
+    out = []
+    for name in names:
+        head, sep, rest = name.partition("#")
+        index, _, classes = rest.partition(":")
+        if head != "nb201" or not sep or not index.isdigit() or (classes and not classes.isdigit()):
+            return None
+        out.append((nb201.index_to_arch(int(index)), int(classes) if classes else 10))
+    return out
+
+
+#: the cell semantics assumed of a device until its latencies show another (`nb201.SEMANTICS`): of the
+#: benchmark's networks, a runtime computes at least what reaches the output (on a phone's TensorFlow Lite
+#: and an eager CPU alike, it ranks the cells better than the pruned networks do)
+DEFAULT_SEMANTICS = "reach"
+#: another semantics replaces the default only when its leave-one-out errors are lower by this many standard
+#: errors of the paired difference (ten latencies tell semantics apart only through the few cells they differ
+#: on; a wrong switch to one that computes more can cost far more than it gains)
+SWITCH_SE = 0.5
+
+
+def _fit_kind_scales(base: Platform, raw: Platform, names: Sequence[str], nets: Sequence[Network],
+                     y: np.ndarray) -> tuple[float, Any, Any, str | None, list[Network]]:
+    """The best per-kind refit by leave-one-out: (LOO MAPE, `KindFit`, `KindData`, semantics, networks).
+    NAS-Bench-201 rows are rebuilt under each cell semantics (`DEFAULT_SEMANTICS` unless another is clearly
+    better, `SWITCH_SE`); the networks of the winner are returned."""
+    from ..estimator import estimate
+    from . import kind_fit
+
+    assert base.overhead is not None
+    scale, per_layer, per_net, dw = base.overhead
+    variants: dict[str | None, list[Network]] = {None: list(nets)}
+    cells = _nb201_cells(names)
+    if cells is not None:
+        from ..search.spaces import nb201
+        order = [DEFAULT_SEMANTICS] + [s for s in nb201.SEMANTICS if s != DEFAULT_SEMANTICS]
+        if not any(nb201.cell_edges(a, "all")[1] for a, _ in cells):
+            # no constant network among the rows: nothing shows whether the device folds one, and a folded
+            # constant predicted as computed misses by a thousandfold where the reverse misses by 100%
+            order.remove("eager")
+        variants = {sem: [nb201.build_network(a, num_classes=c, semantics=sem) for a, c in cells] for sem in order}
+    fits: dict[str | None, tuple[np.ndarray, float, Any]] = {}
+    for sem, vnets in variants.items():
+        data = kind_fit.kind_data([estimate(n, raw) for n in vnets], scale, dw)
+        fits[sem] = _best_lambda(data, y, per_layer, per_net, False)
+    sem = next(iter(variants))
+    for other in list(variants)[1:]:  # semantics compared with one model (the same number of terms)
+        diff = fits[other][0] - fits[sem][0]
+        if np.mean(diff) < -SWITCH_SE * np.std(diff, ddof=1) / np.sqrt(len(diff)) - 1e-12:
+            sem = other
+    err, lam, data = fits[sem]
+    const = False
+    if sem in (None, "eager"):  # a per-inference cost where no network is a constant (it would be all of a
+        # constant's latency, which few latencies show: a phone runs one in microseconds)
+        err_c, lam_c, _ = _best_lambda(data, y, per_layer, per_net, True)
+        if np.mean(err_c) < np.mean(err):
+            err, lam, const = err_c, lam_c, True
+    fit = kind_fit.fit_kinds(data, y, per_layer, per_net, lam, const)
+    return float(np.mean(err)), fit, data, sem, variants[sem]
+
+
+def _best_lambda(data: Any, y: np.ndarray, per_layer: float, per_net: float,
+                 constant: bool) -> tuple[np.ndarray, float, Any]:
+    """(leave-one-out errors, ridge weight, data) of the `kind_fit.LAMBDAS` weight with the lowest mean."""
+    from . import kind_fit
+
+    errs = {lam: kind_fit.loo_kinds(data, y, per_layer, per_net, lam, constant) for lam in kind_fit.LAMBDAS}
+    lam = min(errs, key=lambda v: float(np.mean(errs[v])))
+    return errs[lam], lam, data
+
+
 def measure_until_stable(nets: Sequence[Any], once: Callable[[Any], float], rounds: int = ROUNDS,
                          max_rounds: int = MAX_ROUNDS, budget_s: float = MEASURE_BUDGET_S,
                          clock: Callable[[], float] = time.perf_counter,
@@ -425,6 +525,12 @@ def adapt(platform: PlatformLike, networks: int = DEFAULT_NETWORKS,
     if not np.all(np.isfinite(y) & (y > 0)):
         raise AdaptError("adapt: a measured latency is not a positive number")
     before = np.array([estimate(n, base).latency_ms for n in nets])
+    semantics = None
+    cells = _nb201_cells(names) if latencies is not None and base.overhead is not None else None
+    if cells is not None:  # a device's NAS-Bench-201 cells: as its runtime computes them (`DEFAULT_SEMANTICS`)
+        from ..search.spaces import nb201
+        semantics = DEFAULT_SEMANTICS
+        nets = [nb201.build_network(a, num_classes=c, semantics=semantics) for a, c in cells]
 
     # a CPU file carries its network-level terms as an `overhead` folded into the layer times; a board file as
     # an `end_to_end` model on top of them (the whole-application latency)
@@ -441,9 +547,29 @@ def adapt(platform: PlatformLike, networks: int = DEFAULT_NETWORKS,
                          "host-run layers and switches alone")
     use = _cpu_terms(len(y)) if cpu else _board_terms(len(y))
     cal, loo, use = _fit(terms, y_fit, use, names, cpu, _prior(base, cpu))
+    kinds = None
+    if cpu and latencies is not None and base.overhead is not None and len(y) >= KIND_MIN_ROWS:
+        kinds = _fit_kind_scales(base, raw, names, nets, y_fit)
+        # the per-kind refit must predict left-out networks better, with a per-layer cost a file can hold
+        if not kinds[0] < loo or kinds[1].g * kinds[1].per_layer < -1.0:
+            kinds = None
     d = raw.to_dict()
     origin = f"adapted with annette adapt from {base_file} on {source}"
-    if cpu:
+    kind_scales = None
+    if kinds is not None:
+        loo, kfit, kdata, semantics, nets = kinds
+        scale, _, _, dw = base.overhead  # type: ignore[misc]
+        entry: dict[str, Any] = {"scale": kfit.g * scale, "per_layer_ms": kfit.g * kfit.per_layer,
+                                 "per_network_ms": kfit.g * kfit.per_network}
+        if dw != scale:
+            entry["depthwise_scale"] = kfit.g * dw
+        entry["kind_scales"] = kfit.kind_scales(kdata)
+        d["overhead"] = {**entry, "origin": origin + " (per-kind scales)", "fitted_on": list(names)}
+        kind_scales = {k: round(v, 4) for k, v in kfit.factors.items()}
+        d["description"] = (f"{base.name} adapted from {base_file} on {source}: one factor and per-kind scales"
+                            + (f"; NAS-Bench-201 cells of semantics {semantics!r}" if semantics else ""))
+        use = ("scale", *kdata.kinds)
+    elif cpu:
         d["overhead"] = overhead_entry(cal, origin)
         if latencies is None:
             d["fingerprint"] = machine_fingerprint(1)
@@ -457,6 +583,8 @@ def adapt(platform: PlatformLike, networks: int = DEFAULT_NETWORKS,
         d["description"] = f"{base.description.split(chr(10))[0]}; end-to-end model refitted on {source}"
     d["adapted"] = {"from": base_file, "networks": names, "measured_ms": [float(v) for v in y],
                     "loo_mape": None if math.isnan(loo) else loo, "terms": list(use)}
+    if semantics is not None:
+        d["adapted"]["nb201_semantics"] = semantics
     if spread is not None:
         d["adapted"]["round_spread"] = [round(float(v), 4) for v in spread]
     path = None if not save else os.fspath(out) if out is not None else user_platform_file(base.name)
@@ -466,7 +594,8 @@ def adapt(platform: PlatformLike, networks: int = DEFAULT_NETWORKS,
         adapted.source = os.path.abspath(path)
     after = np.array([estimate(n, adapted).latency_ms for n in nets])
     res = AdaptResult(adapted, path, base_file, names, y, before, after, loo, tuple(use),
-                      time.perf_counter() - t0, "measured" if latencies is None else "given", spread)
+                      time.perf_counter() - t0, "measured" if latencies is None else "given", spread, kind_scales,
+                      semantics)
     if res.noisy:
         log.warning("adapt: this machine's speed moved while measuring (a network's two fastest rounds differ by "
                     "%.0f%% at the median); the adapted file may be off by as much: run 'annette adapt' again "

@@ -55,6 +55,8 @@ class Platform:
         self.mapping = mapping or MappingModel()
         self.meta = dict(meta or {})
         self.overhead = _read_overhead(self.meta.get("overhead"), name)
+        #: per layer kind: (type, kernel (kh, kw) or None, factor on the overhead's scale) (`_read_kind_scales`)
+        self.kind_scales = _read_kind_scales(self.meta.get("overhead"), name)
         self.cache = None
         if self.meta.get("cache") is not None:  # in-context weight residency (see models.cache)
             self.cache = CacheModel.from_dict(self.meta["cache"], f"platform {name!r}: cache")
@@ -236,3 +238,29 @@ def _read_overhead(d: Any, name: str) -> tuple[float, float, float, float] | Non
                                                                                      minimum=0), dw)
 
 
+
+
+def _read_kind_scales(d: Any, name: str) -> tuple[tuple[int, tuple[int, int] | None, float], ...]:
+    """Optional ``overhead.kind_scales``: {kind: factor}, a kind being a layer type (``"AvgPool"``) or a type
+    with its kernel (``"Conv 3x3"``, which wins over the type alone). An executed layer of that kind runs
+    ``factor`` times the overhead's scale: a runtime's relative speed per layer kind (``annette adapt`` fits
+    them where a device's runtime differs from the file's)."""
+    if not isinstance(d, Mapping) or d.get("kind_scales") is None:
+        return ()
+    where = f"platform {name!r}: overhead.kind_scales"
+    ks = d["kind_scales"]
+    if not isinstance(ks, Mapping):
+        raise PlatformError(f"{where}: expected an object {{kind: factor}}")
+    out = []
+    for kind, _ in ks.items():
+        label, _, kernel = str(kind).partition(" ")
+        try:
+            t = int(LayerType.from_label(label))
+            k = tuple(int(x) for x in kernel.split("x")) if kernel else None
+        except (ValueError, KeyError):
+            raise PlatformError(f"{where}: {kind!r} is not a layer type, or a type and kernel like 'Conv 3x3'") \
+                from None
+        if k is not None and len(k) != 2:
+            raise PlatformError(f"{where}: {kind!r}: the kernel is written like 3x3")
+        out.append((t, k, check_number(ks, kind, where, positive=True)))
+    return tuple(sorted(out, key=lambda e: e[1] is not None))  # kernel-specific entries last: they win

@@ -107,6 +107,15 @@ def runtime_overhead(r: Run) -> None:
     types = r.executed.types
     is_input = types == _INPUT
     scales = np.where(types == _DEPTHWISE, dw_scale, scale)
+    if r.platform.kind_scales:  # per layer kind, a factor on the scale (kernel-specific entries last)
+        factor = np.ones(len(types))
+        cols = r.executed.cols
+        for t, k, f in r.platform.kind_scales:
+            m = types == t
+            if k is not None:
+                m &= (cols["kh"] == k[0]) & (cols["kw"] == k[1])
+            factor[m] = f
+        scales = scales * factor
     t = np.maximum(r.time_ms * scales + np.where(is_input, 0.0, per_layer), 0.0)
     t[is_input & (r.executed.n_inputs == 0)] += per_net
     r.time_ms = t

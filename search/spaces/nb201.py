@@ -17,6 +17,12 @@ a constant. The network is then its input alone -- no layer computes anything --
 constants runs it, and as the front ends (``trace``, ``from_onnx``) fold any layer that depends on constants
 only. The benchmark's ``Zero`` op (``x * 0``) would instead keep the whole network computing.
 
+Runtimes differ in what they compute of a cell; ``semantics`` (`SEMANTICS`, `cell_edges`) builds the IR of
+the others: ``reach`` keeps every edge whose result reaches the output, also on a zero node (TensorFlow Lite
+on a phone), ``all`` every non-``none`` edge, ``eager`` those too and never a constant network (eager
+PyTorch). ``annette adapt`` chooses one from a device's
+latencies and records it in the adapted platform (`platform_semantics`, which `estimate_all` follows).
+
 `build_network` builds the IR directly from cached per-stage layer rows (no torch); `build_networks` does
 many at once (all 15,625 in ~0.25-0.6 s on 2 cores) and `estimate_all` scores the whole space on a platform.
 `build_module` builds the ``nn.Module`` for training or measuring.
@@ -46,8 +52,8 @@ from ...types import PlatformLike
 
 __all__ = [
     "OPS", "EDGES", "NUM_ARCHS", "INPUT_SHAPE", "parse", "arch_string", "arch_to_index", "index_to_arch",
-    "all_arch_strings", "arch_code", "live_edges", "build_network", "build_networks", "build_module",
-    "estimate_all",
+    "all_arch_strings", "arch_code", "live_edges", "SEMANTICS", "cell_edges", "platform_semantics", "build_network", "build_networks",
+    "build_module", "estimate_all",
 ]
 
 log = logging.getLogger(__name__)
@@ -61,6 +67,13 @@ EDGES: tuple[tuple[int, int], ...] = ((0, 1), (0, 2), (1, 2), (0, 3), (1, 3), (2
 NUM_ARCHS: int = len(OPS) ** len(EDGES)
 #: Input shape of the benchmark's CIFAR networks.
 INPUT_SHAPE: tuple[int, int, int, int] = (1, 3, 32, 32)
+
+#: How a runtime treats the parts of a cell that cannot change its output (see `cell_edges`): ``pruned``
+#: (folds zeros and drops dead code: the default), ``reach`` (computes every edge whose result reaches the
+#: output, zero inputs included: TensorFlow Lite), ``all`` (every non-``none`` edge, dead code included);
+#: with these a network whose output cannot depend on its input is a constant. ``eager`` computes what
+#: ``all`` does and never folds a network to a constant (eager PyTorch).
+SEMANTICS: tuple[str, ...] = ("pruned", "reach", "all", "eager")
 
 _OP_INDEX = {op: i for i, op in enumerate(OPS)}
 _EDGE_INDEX = {e: i for i, e in enumerate(EDGES)}
@@ -209,6 +222,11 @@ def _live(code: int) -> tuple[tuple[str, int, int], ...]:
 
 
 def _live_of(ops: tuple[str, ...]) -> tuple[tuple[str, int, int], ...]:
+    return _kept_of(ops, "pruned")[0]
+
+
+def _kept_of(ops: tuple[str, ...], semantics: str) -> tuple[tuple[tuple[str, int, int], ...], bool]:
+    """The edges a runtime of ``semantics`` computes, and whether the cell output is zero (a constant)."""
     op = dict(zip(EDGES, ops))
     nonzero = [True, False, False, False]
     for j in (1, 2, 3):
@@ -216,7 +234,38 @@ def _live_of(ops: tuple[str, ...]) -> tuple[tuple[str, int, int], ...]:
     reach = [False, False, False, True]
     for i in (2, 1, 0):
         reach[i] = any(op[(i, j)] != "none" and reach[j] for j in range(i + 1, 4))
-    return tuple((o, s, d) for (s, d), o in zip(EDGES, ops) if o != "none" and nonzero[s] and reach[d])
+    if semantics == "pruned":
+        keep = tuple((o, s, d) for (s, d), o in zip(EDGES, ops) if o != "none" and nonzero[s] and reach[d])
+        return keep, not keep
+    if semantics == "reach":
+        keep = tuple((o, s, d) for (s, d), o in zip(EDGES, ops) if o != "none" and reach[d])
+        return (keep, False) if nonzero[3] else ((), True)
+    every = tuple((o, s, d) for (s, d), o in zip(EDGES, ops) if o != "none")
+    return (every, False) if semantics == "eager" or nonzero[3] else ((), True)
+
+
+def _check_semantics(semantics: str) -> str:
+    if semantics not in SEMANTICS:
+        raise ValueError(f"NB201 cell semantics must be one of {', '.join(SEMANTICS)}, got {semantics!r}")
+    return semantics
+
+
+def cell_edges(arch: str, semantics: str = "pruned") -> tuple[tuple[tuple[str, int, int], ...], bool]:
+    """The edges of ``arch`` that a runtime of ``semantics`` (`SEMANTICS`) computes, as ``(op, src, dst)`` in
+    `EDGES` order, and whether the network is a constant (its output does not depend on its input).
+
+    ``pruned``: `live_edges` (the network is a constant when none is left). ``reach``: every non-``none``
+    edge whose result reaches node 3, also where its source node is zero (no non-``none`` path from the
+    input). ``all``: every non-``none`` edge. With these three the network is a constant when node 3 has no
+    non-``none`` path from the input; ``eager``: the edges of ``all``, never a constant.
+    A zero node read by a computed edge stands for a zero tensor of the cell's shape.
+    """
+    return _kept(arch_code(arch), _check_semantics(semantics))
+
+
+@functools.lru_cache(maxsize=None)  # at most NUM_ARCHS entries per semantics
+def _kept(code: int, semantics: str) -> tuple[tuple[tuple[str, int, int], ...], bool]:
+    return _kept_of(_code_ops(code), semantics)
 
 
 # ------------------------------------------------------------------------------------------------------
@@ -259,8 +308,11 @@ class _Cell:
         return np.concatenate([self.kinds, self.slots, self.edges.ravel()])
 
 
-@functools.lru_cache(maxsize=16384)
-def _cell(live: tuple[tuple[str, int, int], ...]) -> _Cell:
+@functools.lru_cache(maxsize=32768)
+def _cell(live: tuple[tuple[str, int, int], ...], zero_out: bool | None = None) -> _Cell:
+    """The cell template of the computed edges ``live``; ``zero_out`` (default: no edge left) makes the
+    network a constant. An edge leaving a node that no computed edge feeds reads the cell input in its place
+    (a zero tensor of the same shape: the same work)."""
     kinds: list[int] = []
     slots: list[int] = []
     edges: list[tuple[int, int]] = []
@@ -272,7 +324,9 @@ def _cell(live: tuple[tuple[str, int, int], ...]) -> _Cell:
         edges.extend((i, idx) for i in inputs)
         return idx
 
-    if not live:  # zero output: no layer; the network is a constant (see the module docstring)
+    if zero_out is None:
+        zero_out = not live
+    if zero_out:  # zero output: no layer; the network is a constant (see the module docstring)
         return _Cell(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros((0, 2), np.int64), _ZERO_OUT, 0)
     ref = {0: -1}
     adds = 0
@@ -281,7 +335,7 @@ def _cell(live: tuple[tuple[str, int, int], ...]) -> _Cell:
         for op, i, d in live:
             if d != j:
                 continue
-            x = ref[i]
+            x = ref.get(i, -1)
             base = 7 * _EDGE_INDEX[(i, j)] + _OP_SLOT.get(op, 0)
             if op == "skip_connect":
                 y = x
@@ -298,7 +352,7 @@ def _cell(live: tuple[tuple[str, int, int], ...]) -> _Cell:
                 adds += 1
         if acc is not None:
             ref[j] = acc
-    out = ref[3]
+    out = ref.get(3, -1)
     return _Cell(np.array(kinds, np.int64), np.array(slots, np.int64),
                  np.array(edges, np.int64).reshape(-1, 2), out, adds)
 
@@ -469,26 +523,32 @@ def _plan(C: int, N: int, num_classes: int) -> _Plan:
     return plan
 
 
-@functools.lru_cache(maxsize=None)  # at most NUM_ARCHS entries, a few hundred bytes each
-def _cell_of(code: int) -> _Cell:
-    return _cell(_live(code))
+@functools.lru_cache(maxsize=None)  # at most NUM_ARCHS entries per semantics, a few hundred bytes each
+def _cell_of(code: int, semantics: str = "pruned") -> _Cell:
+    if semantics == "pruned":
+        return _cell(_live(code))
+    return _cell(*_kept(code, semantics))
 
 
-def build_network(arch: str, C: int = 16, N: int = 5, num_classes: int = 10) -> Network:
+def build_network(arch: str, C: int = 16, N: int = 5, num_classes: int = 10, semantics: str = "pruned") -> Network:
     """The IR of the NB201 network for ``arch`` (input 1x3x32x32), built without torch.
 
-    Identical (names, types, shapes, edges) to ``annette_torch.trace(build_module(arch, ...), INPUT_SHAPE)``.
+    Identical (names, types, shapes, edges) to ``annette_torch.trace(build_module(arch, ...), INPUT_SHAPE)``
+    with the default ``semantics``; the others (`SEMANTICS`, `cell_edges`) build what a runtime that keeps
+    more of the cell computes.
     """
-    return build_networks([arch], C, N, num_classes)[0]
+    return build_networks([arch], C, N, num_classes, semantics)[0]
 
 
-def build_networks(archs: Sequence[str], C: int = 16, N: int = 5, num_classes: int = 10) -> list[Network]:
+def build_networks(archs: Sequence[str], C: int = 16, N: int = 5, num_classes: int = 10,
+                   semantics: str = "pruned") -> list[Network]:
     """`build_network` for many archs at once: cells with the same layout are built in one array pass.
 
     All 15,625 networks take a fraction of a second (see ``benchmarks/nb201_speed.py``).
     """
     plan = _plan(int(C), int(N), int(num_classes))
-    cells = [_cell_of(arch_code(a)) for a in archs]
+    _check_semantics(semantics)
+    cells = [_cell_of(arch_code(a), semantics) for a in archs]
     groups: dict[tuple[int, int, int], list[int]] = {}
     for m, cell in enumerate(cells):
         groups.setdefault(cell.key, []).append(m)
@@ -522,20 +582,34 @@ def build_networks(archs: Sequence[str], C: int = 16, N: int = 5, num_classes: i
     return out
 
 
-def estimate_all(platform: PlatformLike = "zcu102", C: int = 16, N: int = 5, num_classes: int = 10) -> np.ndarray:
+def platform_semantics(platform: PlatformLike) -> str:
+    """The cell semantics ``annette adapt`` chose for ``platform`` from NAS-Bench-201 latencies (the file's
+    ``adapted.nb201_semantics``); ``pruned`` for any other platform."""
+    from ...platform import load_platform
+
+    sem = (load_platform(platform).meta.get("adapted") or {}).get("nb201_semantics", "pruned")
+    return _check_semantics(sem)
+
+
+def estimate_all(platform: PlatformLike = "zcu102", C: int = 16, N: int = 5, num_classes: int = 10,
+                 semantics: str | None = None) -> np.ndarray:
     """Predicted latency (ms) of every cell on ``platform`` (default ``zcu102``), indexed by the benchmark's
     index (`arch_to_index`; shape ``(NUM_ARCHS,)``).
 
-    Cells with equal `live_edges` have identical networks, so only the distinct ones (9,445) are estimated.
+    ``semantics`` (`SEMANTICS`) defaults to the platform's (`platform_semantics`). Cells with equal computed
+    edges (`cell_edges`) have identical networks, so only the distinct ones (9,445 pruned) are estimated.
     """
     from ...estimator import estimate_many
+    from ...platform import load_platform
 
-    first: dict[tuple[tuple[str, int, int], ...], int] = {}
+    platform = load_platform(platform)
+    semantics = platform_semantics(platform) if semantics is None else _check_semantics(semantics)
+    first: dict[Any, int] = {}
     which = np.empty(NUM_ARCHS, np.int64)
     for i, code in enumerate(_official()[0].tolist()):
-        which[i] = first.setdefault(_live(code), len(first))
+        which[i] = first.setdefault(_live(code) if semantics == "pruned" else _kept(code, semantics), len(first))
     reps = [index_to_arch(i) for i in np.unique(which, return_index=True)[1]]
-    times = estimate_many(build_networks(reps, C, N, num_classes), platform)
+    times = estimate_many(build_networks(reps, C, N, num_classes, semantics), platform)
     return times[which]
 
 

@@ -1,0 +1,145 @@
+"""Per-kind scales in ``annette adapt``: the platform file's ``overhead.kind_scales``, and their fit from the
+latencies of a fake device whose runtime weighs layer kinds unlike the base platform and follows a cell
+semantics of its own."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import annette_torch as at
+from annette_torch.errors import PlatformError
+from annette_torch.fit.adapt import adapt
+from annette_torch.fit.calibrate import without_overhead
+from annette_torch.fit.kind_fit import fit_kinds, kind_data, kind_of
+from annette_torch.ir import LayerType
+from annette_torch.platform import Platform
+from annette_torch.search.spaces import nb201
+
+
+def _with(base: str, scale: float, kinds: dict[str, float]) -> Platform:
+    d = at.load_platform(base).to_dict()
+    d["overhead"] = {**d["overhead"], "scale": d["overhead"]["scale"] * scale, "kind_scales": kinds}
+    return Platform.from_dict(d, "fake-device")
+
+
+def test_kind_scales_multiply_the_layers_of_their_kind_and_a_kernel_wins_over_its_type():
+    net = nb201.build_network("|nor_conv_3x3~0|+|nor_conv_1x1~0|avg_pool_3x3~1|+|skip_connect~0|none~1|none~2|")
+    plain = at.estimate(net, _with("ort-cpu", 1.0, {}))
+    scaled = at.estimate(net, _with("ort-cpu", 1.0, {"Conv": 3.0, "Conv 3x3": 2.0, "AvgPool": 0.5}))
+    ex = plain.mapped.network
+    t0, t1 = plain.mapped_time_ms, scaled.mapped_time_ms
+    conv, pool = ex.types == int(LayerType.CONV), ex.types == int(LayerType.AVG_POOL)
+    k3 = ex.cols["kh"] == 3
+    # per_layer_ms is added after the scale: compare the scaled parts
+    per_layer = at.load_platform("ort-cpu").overhead[1]
+    for mask, f in ((conv & k3, 2.0), (conv & ~k3, 3.0), (pool, 0.5)):
+        assert mask.any()
+        assert np.allclose(np.maximum((t0[mask] - per_layer) * f + per_layer, 0), t1[mask])
+    other = ~(conv | pool)
+    assert np.allclose(t0[other], t1[other])
+
+
+@pytest.mark.parametrize("kinds, needle", [
+    ({"Conv 3": 2.0}, "written like 3x3"),
+    ({"Blorp": 2.0}, "not a layer type"),
+    ({"Conv 3x3": -1.0}, "Conv 3x3"),
+    ([1, 2], "expected an object"),
+])
+def test_a_bad_kind_scale_is_one_platform_error(kinds, needle):
+    with pytest.raises(PlatformError, match=needle) as e:
+        _with("ort-cpu", 1.0, kinds)
+    assert "\n" not in str(e.value)
+
+
+def test_kinds_are_convolutions_by_kernel_elementwise_layers_together_and_other_types_alone():
+    assert kind_of("Conv", 3, 3) == "Conv 3x3" and kind_of("DepthwiseConv", 5, 5) == "DepthwiseConv 5x5"
+    assert kind_of("Relu", 0, 0) == kind_of("Add", 0, 0) == kind_of("BatchNorm", 0, 0) == "elementwise"
+    assert kind_of("AvgPool", 3, 3) == "AvgPool"
+
+
+def test_fit_kinds_recovers_known_factors_from_exact_latencies():
+    base = at.load_platform("ort-cpu")
+    scale, per_layer, per_net, dw = base.overhead
+    rng = np.random.default_rng(5)
+    archs = [nb201.index_to_arch(int(i)) for i in rng.choice(nb201.NUM_ARCHS, 24, replace=False)]
+    raw = without_overhead(base)
+    data = kind_data([at.estimate(n, raw) for n in nb201.build_networks(archs)], scale, dw)
+    truth = {"Conv 3x3": 1.8, "Conv 1x1": 0.6, "AvgPool": 2.5, "elementwise": 1.0}
+    assert set(data.kinds) <= set(truth)
+    f = np.array([truth[k] for k in data.kinds])
+    y = 1.4 * (data.X @ f + data.rest + per_layer * data.n_exec + per_net)
+    fit = fit_kinds(data, y, per_layer, per_net, lam=1e-6)
+    # g and the factors are known up to their product (the ridge sets the split): each kind's speed is exact
+    for k in data.kinds:
+        assert fit.g * fit.factors[k] == pytest.approx(1.4 * truth[k], rel=0.05), k
+    assert np.allclose(fit.predict(data), y, rtol=0.01)
+
+
+@pytest.mark.parametrize("semantics", ["reach", "all", "eager"])
+def test_adapt_finds_a_fake_devices_semantics_and_kind_scales_from_its_cells(semantics):
+    """A device 2.5x slower than ort-cpu whose 3x3 convolutions run 1.6x and pools 0.5x its own proportions,
+    computing the cells as a runtime of ``semantics`` does: adapt from 16 cells predicts the others."""
+    fake = _with("ort-cpu", 2.5, {"Conv 3x3": 1.6, "AvgPool": 0.5})
+    rng = np.random.default_rng(11)
+    idx = rng.choice(nb201.NUM_ARCHS, 40, replace=False)
+    archs = [nb201.index_to_arch(int(i)) for i in idx]
+    if semantics == "eager":  # a constant network among the rows shows that the device computes one
+        archs[0] = "|nor_conv_3x3~0|+|none~0|none~1|+|none~0|none~1|nor_conv_1x1~2|"
+        assert nb201.cell_edges(archs[0], "all")[1]
+    y = at.estimate_many(nb201.build_networks(archs, semantics=semantics), fake)
+    if semantics != "eager":  # constant networks (a few microseconds) say little about the kinds
+        keep = y > 0.05
+        archs, y = [a for a, k in zip(archs, keep) if k], y[keep]
+    res = adapt("ort-cpu", latencies=[(f"nb201:{a}", float(v)) for a, v in zip(archs[:16], y[:16])], save=False)
+    assert res.semantics == semantics and res.kind_scales is not None
+    # 3x3 convolutions relative to pooling as the device runs them (1.6 / 0.5 = 3.2; the ridge toward the base
+    # file's proportions, 1.0, keeps it lower), whatever the overall factor
+    assert res.kind_scales["Conv 3x3"] / res.kind_scales["AvgPool"] > 1.5
+    assert nb201.platform_semantics(res.platform) == semantics
+    assert "per-kind scales" in res.fitted() and repr(semantics) in res.fitted()
+    pred = at.estimate_many(nb201.build_networks(archs[16:], semantics=semantics), res.platform)
+    assert np.mean(np.abs(pred / y[16:] - 1)) < 0.05
+    assert res.loo_mape < 0.05
+
+
+def test_networks_that_are_no_space_candidates_keep_their_own_semantics():
+    """Per-kind scales need no search space: zoo-style networks given as Network objects are fitted as given."""
+    fake = _with("ort-cpu", 2.0, {"Conv 3x3": 1.5})
+    rng = np.random.default_rng(2)
+    archs = [nb201.index_to_arch(int(i)) for i in rng.choice(nb201.NUM_ARCHS, 12, replace=False)]
+    nets = [n for n in nb201.build_networks(archs) if len(n) > 1][:10]
+    y = at.estimate_many(nets, fake)
+    res = adapt("ort-cpu", latencies=list(zip(nets, y)), save=False)
+    assert res.semantics is None
+    assert np.mean(np.abs(res.after_ms / y - 1)) < 0.05
+
+
+def test_few_cells_of_a_device_are_built_as_the_default_semantics_with_one_factor():
+    """Below KIND_MIN_ROWS rows no per-kind scale is fitted, and the cells are built as DEFAULT_SEMANTICS."""
+    from annette_torch.fit.adapt import DEFAULT_SEMANTICS, KIND_MIN_ROWS
+
+    archs = [nb201.index_to_arch(i) for i in (5, 77, 901, 4000)][:KIND_MIN_ROWS - 1]
+    fake = _with("ort-cpu", 3.0, {})
+    y = at.estimate_many(nb201.build_networks(archs, semantics=DEFAULT_SEMANTICS), fake)
+    res = adapt("ort-cpu", latencies=[(f"nb201:{a}", float(v)) for a, v in zip(archs, y)], save=False)
+    assert res.kind_scales is None and res.semantics == DEFAULT_SEMANTICS
+    assert nb201.platform_semantics(res.platform) == DEFAULT_SEMANTICS
+    assert np.allclose(res.after_ms, y, rtol=0.02)
+
+
+def test_fit_kinds_recovers_a_per_inference_cost_on_request_and_never_a_negative_one():
+    base = at.load_platform("ort-cpu")
+    scale, per_layer, per_net, dw = base.overhead
+    rng = np.random.default_rng(8)
+    archs = [nb201.index_to_arch(int(i)) for i in rng.choice(nb201.NUM_ARCHS, 20, replace=False)]
+    raw = without_overhead(base)
+    data = kind_data([at.estimate(n, raw) for n in nb201.build_networks(archs, semantics="eager")], scale, dw)
+    plain = data.X.sum(axis=1) + data.rest + per_layer * data.n_exec + per_net
+    y = 3.0 * (plain + 2.0)  # an eager runtime: 6 ms per inference on top
+    fit = fit_kinds(data, y, per_layer, per_net, lam=1e-6, constant=True)
+    assert fit.g * fit.per_network == pytest.approx(6.0, rel=0.05)
+    assert np.allclose(fit.predict(data), y, rtol=0.01)
+    assert fit_kinds(data, y, per_layer, per_net, lam=1e-6).per_network == per_net  # not on request: the base's
+    faster = fit_kinds(data, 3.0 * plain - 0.5, per_layer, per_net, lam=1e-6, constant=True)
+    assert faster.per_network >= per_net
