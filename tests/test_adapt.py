@@ -169,3 +169,39 @@ def test_a_noisy_measurement_is_reported(tmp_path, monkeypatch, capsys):
     assert "two fastest rounds differ by 20.0% at the median (noisy" in out
     assert "annette: warning: adapt: this machine's speed moved while measuring" in err
     assert json.loads((tmp_path / "a.json").read_text())["adapted"]["round_spread"] == [0.2] * 3
+
+
+def _two_families():
+    """Terms of two families of five networks: small ones with many cheap layers (NAS cells) and larger ones."""
+    rng = np.random.default_rng(11)  # (a fixed draw)
+
+    def fam(lo: float, hi: float) -> list[dict[str, float]]:
+        layers = rng.uniform(lo, hi, 5)
+        return [{"layers": float(v), "executed_layers": float(10 * v * rng.uniform(0.8, 1.2)), "constant": 1.0,
+                 "depthwise": 0.0} for v in layers]
+    return fam(0.5, 5) + fam(2, 20), ["plain"] * 5 + ["mobile"] * 5
+
+
+def test_out_of_family_selection_rejects_terms_that_fit_each_family_its_own_way():
+    """A fake runner with a per-family bias (one family pays 0.02 ms per executed layer, the other 0.5 ms per
+    inference): fresh terms fit both families at once, so leave-one-out approves them; fitted on one family,
+    they mispredict the other, so leave-one-family-out keeps the base file's terms times one factor, and says
+    what that choice can expect."""
+    from annette_torch.fit.adapt import CHECKS, _fit
+    terms, groups = _two_families()
+    prior = {"layers": 1.0, "executed_layers": 0.002, "constant": 0.05}
+    y = np.array([1.3 * (t["layers"] + 0.002 * t["executed_layers"] + 0.05)
+                  + (0.02 * t["executed_layers"] if g == "plain" else 0.5) for t, g in zip(terms, groups)])
+    use, names = ("layers", "executed_layers", "constant"), [f"n{i}" for i in range(10)]
+    _, loo, fitted, check = _fit(terms, y, use, names, True, prior)
+    assert fitted == use and check == CHECKS[0]
+    _, lofo, fitted, check = _fit(terms, y, use, names, True, prior, groups)
+    assert fitted == ("scale",) and check == CHECKS[1] and lofo > loo
+
+
+def test_families_come_from_the_layer_types():
+    from annette_torch.fit.adapt import family
+    from annette_torch import zoo
+    assert family(at.trace(zoo.get("resnet18"), (1, 3, 64, 64))) == "plain"
+    assert family(at.trace(zoo.get("mobilenet_v2"), (1, 3, 64, 64))) == "mobile"
+    assert family(at.trace(zoo.get("vit_ti16"), (1, 3, 224, 224))) == "attention"

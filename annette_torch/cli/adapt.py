@@ -27,11 +27,12 @@ def add_parser(sub: Any) -> None:
         "adapt", help="fit a platform to this machine or a board from a few end-to-end latencies (seconds)",
         description="Keep a platform's layer and mapping models and refit its network-level terms (the base "
                     "file's terms times one factor, or scale, per-layer and per-inference cost fitted afresh, "
-                    "where their leave-one-out error is clearly lower): for ort-cpu / openvino-cpu by measuring calibration "
-                    "networks on this machine; for a board (zcu102, ncs2, or a platform file) from latencies "
-                    "you measured, given as a CSV with columns model,input_shape,latency_ms; a model is a zoo "
-                    "name, an .onnx / ANNETTE .json file, package.module:callable, or a search-space candidate "
-                    "SPACE:ARCH[:CLASSES] (nb201, nb101, mbv2; e.g. nb201:|nor_conv_3x3~0|+...|:100).")
+                    "where their out-of-sample error is clearly lower; leave-one-family-out where the networks span "
+                    "families): for ort-cpu / openvino-cpu by measuring calibration networks on this machine; "
+                    "for a board (zcu102, ncs2, or a platform file) from latencies you measured, given as a CSV "
+                    "with columns model,input_shape,latency_ms; a model is a zoo name, an .onnx / ANNETTE .json file, package.module:callable, or a search-space candidate "
+                    "SPACE:ARCH[:CLASSES] (nb201, nb101, mbv2, anb, vit, hybrid; e.g. "
+                    "nb201:|nor_conv_3x3~0|+...|:100).")
     a.add_argument("-p", "--platform", required=True, metavar="P", help="platform name or platform .json file")
     a.add_argument("-n", "--networks", type=_networks, default=None, metavar="N",
                    help="calibration networks to measure here (default 10; never the validation networks)")
@@ -56,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
     print(res.table())
     loo = "n/a (too few networks)" if math.isnan(res.loo_mape) else f"{res.loo_mape:.1%}"
     print(f"\n{len(res.names)} networks: MAPE {res.mape_before:.1%} with {res.base}, {res.mape_after:.1%} adapted; "
-          f"leave-one-out {loo} (what other networks can expect); refitted: {res.fitted()}")
+          f"{res.check} {loo} (what other networks can expect); refitted: {res.fitted()}")
     if res.median_spread is not None:
         print(f"measured: fastest of {ROUNDS} to {MAX_ROUNDS} rounds per network; its two fastest rounds differ "
               f"by {res.median_spread:.1%} at the median" + (" (noisy: see the warning above)" if res.noisy else ""))

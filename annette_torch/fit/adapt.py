@@ -30,7 +30,7 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 
 from ..errors import AnnetteError, check_writable
-from ..ir import Network
+from ..ir import LayerType, Network
 from ..platform import Platform
 from ..types import PlatformLike
 
@@ -54,6 +54,8 @@ MEASURE_BUDGET_S = 60.0
 NOISY = 0.10
 #: fewest given latencies from which per-kind scales compete
 KIND_MIN_ROWS = 5
+#: how the printed expected error was measured: networks left out one at a time, or a family at a time
+CHECKS = ("leave-one-out", "leave-one-family-out")
 
 
 class AdaptError(AnnetteError):
@@ -71,7 +73,8 @@ class AdaptResult:
     measured_ms: np.ndarray
     before_ms: np.ndarray
     after_ms: np.ndarray
-    #: leave-one-out MAPE of the refit (what a network outside the adaptation set can expect); nan below 3
+    #: out-of-sample MAPE of the refit (`check`: what a network outside the adaptation set can expect); nan
+    #: below 3
     loo_mape: float
     terms: tuple[str, ...]
     seconds: float
@@ -82,6 +85,8 @@ class AdaptResult:
     kind_scales: dict[str, float] | None = None
     #: NAS-Bench-201 cells: the cell semantics the device's runtime follows (`nb201.SEMANTICS`); None: not chosen
     semantics: str | None = None
+    #: how `loo_mape` was measured (`CHECKS`): each network predicted without itself, or without its family
+    check: str = "leave-one-out"
 
     @property
     def median_spread(self) -> float | None:
@@ -126,7 +131,7 @@ class AdaptResult:
 
     def __repr__(self) -> str:
         return (f"AdaptResult({self.platform.name!r} from {self.base}: {len(self.names)} networks, MAPE "
-                f"{self.mape_before:.1%} -> {self.mape_after:.1%}, leave-one-out {self.loo_mape:.1%})")
+                f"{self.mape_before:.1%} -> {self.mape_after:.1%}, {self.check} {self.loo_mape:.1%})")
 
 
 # ------------------------------------------------------------------------------------------------------
@@ -302,42 +307,74 @@ def _fit_scaled(terms: list[dict[str, float]], y: np.ndarray, prior: dict[str, f
     return Calibration({t: k * c for t, c in prior.items()}, None, tuple(names))
 
 
+def family(net: Network) -> str:
+    """The architecture family of a network, from its layer types: ``attention`` (MatMul of activations or
+    LayerNorm), ``mobile`` (depthwise convolutions: inverted residuals, squeeze-excitation), ``grouped``
+    (grouped convolutions) or ``plain`` (plain and residual CNNs, fully connected heads, NAS cells)."""
+    present = set(np.unique(np.asarray(net.types)).tolist())
+    if present & {int(LayerType.MATMUL), int(LayerType.LAYER_NORM)}:
+        return "attention"
+    if int(LayerType.DEPTHWISE_CONV) in present:
+        return "mobile"
+    if int(LayerType.GROUP_CONV) in present:
+        return "grouped"
+    return "plain"
+
+
 def _loo(fit: Callable[[list[dict[str, float]], np.ndarray], Any], terms: list[dict[str, float]],
-         y: np.ndarray) -> np.ndarray:
-    """Absolute relative error of each network predicted by ``fit`` on all the others."""
-    return np.abs([fit([t for j, t in enumerate(terms) if j != i], np.delete(y, i)).predict(terms[i]) / y[i] - 1
-                   for i in range(len(y))])
+         y: np.ndarray, groups: Sequence[str] | None = None) -> np.ndarray:
+    """Absolute relative error of each network predicted by ``fit`` on all the others (with ``groups``: on the
+    networks of the other families only, leave-one-family-out)."""
+    out = []
+    for i in range(len(y)):
+        keep = [j for j in range(len(y)) if j != i and (groups is None or groups[j] != groups[i])]
+        out.append(fit([terms[j] for j in keep], y[keep]).predict(terms[i]) / y[i] - 1)
+    return np.abs(out)
+
+
+def _family_groups(groups: Sequence[str] | None, n: int, need: int) -> Sequence[str] | None:
+    """``groups`` when a leave-one-family-out check is possible (two families or more, and every family's
+    complement holds ``need`` networks), else None (leave-one-out)."""
+    if groups is None or len(set(groups)) < 2:
+        return None
+    sizes = {g: sum(1 for h in groups if h == g) for g in set(groups)}
+    return groups if all(n - k >= need for k in sizes.values()) else None
 
 
 def _fit(terms: list[dict[str, float]], y: np.ndarray, use: tuple[str, ...], names: Sequence[str],
-         cpu: bool, prior: dict[str, float]) -> tuple[Any, float, tuple[str, ...]]:
+         cpu: bool, prior: dict[str, float], groups: Sequence[str] | None = None
+         ) -> tuple[Any, float, tuple[str, ...], str]:
     """The refit: the base model scaled by one factor, or the terms ``use`` fitted afresh. The fresh fit wins
-    only when its leave-one-out error is lower by more than its own standard error (the one-standard-error
-    rule: more parameters need clear evidence; the calibration networks are of two families, and terms
-    fitted on a few of them extrapolate to other architectures worse than their leave-one-out error within
-    the families shows). Below 3 networks: the scaled base model. Returns the `Calibration`, its
-    leave-one-out MAPE (nan below 3 networks) and what was fitted (``("scale",)`` or the terms)."""
+    only when its out-of-sample error is lower by more than its own standard error (the one-standard-error
+    rule: more parameters need clear evidence). With the networks' ``groups`` (`family`) the out-of-sample
+    error is leave-one-family-out: each network predicted by a fit on the other families, so that a term
+    which fits one family and no other loses (within a family, leave-one-out approves it). Below 3 networks:
+    the scaled base model. Returns the `Calibration`, its out-of-sample MAPE (nan below 3 networks), what
+    was fitted (``("scale",)`` or the terms) and which check measured the error (`CHECKS`)."""
     from .calibrate_network import CPU_LOSS, CPU_SIGNED_TERMS, SIGNED_TERMS, fit_calibration, fit_cpu_calibration
 
     scaled = _fit_scaled(terms, y, prior, names, cpu)
     if len(y) < 3 or len(y) < len(use) + 2:  # too few networks to judge a fresh fit
-        scaled.loo_mape = float(np.mean(_loo(lambda t, m: _fit_scaled(t, m, prior, (), cpu), terms, y))) \
-            if len(y) >= 3 else float("nan")
-        return scaled, scaled.loo_mape, ("scale",)
+        groups = _family_groups(groups, len(y), 1)
+        scaled.loo_mape = float(np.mean(_loo(lambda t, m: _fit_scaled(t, m, prior, (), cpu), terms, y,
+                                             groups))) if len(y) >= 3 else float("nan")
+        return scaled, scaled.loo_mape, ("scale",), CHECKS[groups is not None]
+    groups = _family_groups(groups, len(y), len(use) + 2)  # (a fit takes two networks more than terms)
+    check = CHECKS[groups is not None]
     if cpu and use == _cpu_terms(10**6):
         refit: Callable[..., Any] = lambda t, m, n=(): fit_cpu_calibration(t, m, n)  # noqa: E731
     else:
         loss, signed = (CPU_LOSS, CPU_SIGNED_TERMS) if cpu else (None, SIGNED_TERMS)
         refit = lambda t, m, n=(): fit_calibration(t, m, use, n, loss=loss, signed=signed)  # noqa: E731
-    err_scaled = _loo(lambda t, m: _fit_scaled(t, m, prior, (), cpu), terms, y)
-    err_fresh = _loo(refit, terms, y)
+    err_scaled = _loo(lambda t, m: _fit_scaled(t, m, prior, (), cpu), terms, y, groups)
+    err_fresh = _loo(refit, terms, y, groups)
     scaled.loo_mape = float(np.mean(err_scaled))
     se_fresh = float(np.std(err_fresh, ddof=1) / np.sqrt(len(y)))
     if np.mean(err_fresh) + se_fresh >= scaled.loo_mape - 1e-9:  # within one standard error (or a tie)
-        return scaled, scaled.loo_mape, ("scale",)
+        return scaled, scaled.loo_mape, ("scale",), check
     fresh = refit(terms, y, names)
     fresh.loo_mape = float(np.mean(err_fresh))
-    return fresh, fresh.loo_mape, tuple(use)
+    return fresh, fresh.loo_mape, tuple(use), check
 
 
 def _nb201_cells(names: Sequence[str]) -> list[tuple[str, int]] | None:
@@ -546,7 +583,8 @@ def adapt(platform: PlatformLike, networks: int = DEFAULT_NETWORKS,
         raise AdaptError(f"adapt: the latency given for {bad} is below the time {base.name} predicts for its "
                          "host-run layers and switches alone")
     use = _cpu_terms(len(y)) if cpu else _board_terms(len(y))
-    cal, loo, use = _fit(terms, y_fit, use, names, cpu, _prior(base, cpu))
+    groups = [family(n) for n in nets]
+    cal, loo, use, check = _fit(terms, y_fit, use, names, cpu, _prior(base, cpu), groups)
     kinds = None
     if cpu and latencies is not None and base.overhead is not None and len(y) >= KIND_MIN_ROWS:
         kinds = _fit_kind_scales(base, raw, names, nets, y_fit)
@@ -558,6 +596,7 @@ def adapt(platform: PlatformLike, networks: int = DEFAULT_NETWORKS,
     kind_scales = None
     if kinds is not None:
         loo, kfit, kdata, semantics, nets = kinds
+        check = CHECKS[0]  # (the per-kind fit's own leave-one-out)
         scale, _, _, dw = base.overhead  # type: ignore[misc]
         entry: dict[str, Any] = {"scale": kfit.g * scale, "per_layer_ms": kfit.g * kfit.per_layer,
                                  "per_network_ms": kfit.g * kfit.per_network}
@@ -595,7 +634,7 @@ def adapt(platform: PlatformLike, networks: int = DEFAULT_NETWORKS,
     after = np.array([estimate(n, adapted).latency_ms for n in nets])
     res = AdaptResult(adapted, path, base_file, names, y, before, after, loo, tuple(use),
                       time.perf_counter() - t0, "measured" if latencies is None else "given", spread, kind_scales,
-                      semantics)
+                      semantics, check)
     if res.noisy:
         log.warning("adapt: this machine's speed moved while measuring (a network's two fastest rounds differ by "
                     "%.0f%% at the median); the adapted file may be off by as much: run 'annette adapt' again "
