@@ -24,6 +24,7 @@ import argparse
 import glob
 import json
 import sys
+from datetime import date
 from pathlib import Path
 from typing import Any
 
@@ -82,8 +83,12 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     for p in PLATFORMS:
         ap.add_argument(f"--{p}", metavar="FILE", help=f"platform file 'annette calibrate -p {p}' wrote here")
+    ap.add_argument("--types", default=",".join(TYPES), help=f"layer types to copy (default {','.join(TYPES)})")
+    ap.add_argument("--only", choices=("all", "here", "assumed"), default="all",
+                    help="refresh every shipped file, only those measured on this machine, or only the others")
     ap.add_argument("--dry-run", action="store_true", help="print what would change, write nothing")
     args = ap.parse_args(argv)
+    types = tuple(t.strip() for t in args.types.split(",") if t.strip())
     for platform in PLATFORMS:
         src = getattr(args, platform.replace("-", "_"))
         if not src:
@@ -98,8 +103,15 @@ def main(argv: list[str] | None = None) -> int:
         for path in files:
             shipped = json.loads(path.read_text(encoding="utf-8"))
             here = shipped.get("fingerprint", {}).get("cpu") == cpu
+            if args.only != "all" and here != (args.only == "here"):
+                continue
             origin = how if here else f"assumed: not measured on this file's machine; {how}"
-            out, changed = merge(shipped, calibrated, origin)
+            out, changed = merge(shipped, calibrated, origin, types)
+            copied = ", ".join(t for t in types if t in calibrated["layers"])
+            where = "measured on this machine" if here else f"assumed (measured on {cpu})"
+            note = f"; {copied} models {where} on {date.today().isoformat()} (annette calibrate --quick)"
+            if changed and note not in out.get("description", ""):
+                out["description"] = out.get("description", platform) + note
             Platform.from_dict(out, str(path))  # still a valid platform
             if not args.dry_run:
                 write_text(path, dumps_platform(out) + "\n")

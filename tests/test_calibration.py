@@ -162,11 +162,19 @@ def test_quick_plan_sweeps_the_attention_era_suites():
     """`annette calibrate --quick` measures every attention-era suite, each with enough configurations for the
     types it trains (a layer model needs `MIN_SAMPLES`), and stays a small plan."""
     from annette_torch.bench.suites import SUITES
-    from annette_torch.fit.calibrate import CONTEXT, MICRO, MULTI, PLANS, TOKENS_MICRO, TOKENS_MULTI, plan_counts
+    from annette_torch.fit.calibrate import (CONTEXT, MICRO, MULTI, PLANS, TOKENS_MICRO, TOKENS_MULTI, WINDOWED,
+                                             plan_counts, plan_sweeps)
     from annette_torch.fit.generator import MIN_SAMPLES
 
     counts = plan_counts(PLANS["quick"])
-    assert set(counts) == set(MICRO + MULTI + TOKENS_MICRO + TOKENS_MULTI + CONTEXT) <= set(SUITES)
+    suites = {s for s, _, _ in plan_sweeps(PLANS["quick"])}
+    assert suites == set(MICRO + MULTI + TOKENS_MICRO + TOKENS_MULTI + CONTEXT) <= set(SUITES)
+    assert {"matmul[windows=64]", "softmax[windows=64]"} <= set(counts) and set(WINDOWED) <= set(TOKENS_MICRO)
+    for s, n, opts in plan_sweeps(PLANS["quick"]):
+        if opts:  # a windowed sweep has configurations (the caps leave enough) that differ from the plain ones
+            cfgs = SUITES[s].configs(n=n, seed=0, options=opts)
+            assert len(cfgs) == n and not {c["config_id"] for c in cfgs} & \
+                {c["config_id"] for c in SUITES[s].configs(n=n, seed=0)}
     assert {"matmul", "softmax", "layernorm", "gelu", "heads", "attention", "mlp", "convnext",
             "window_attention"} <= set(counts)
     assert all(counts[s] >= MIN_SAMPLES for s in TOKENS_MICRO + TOKENS_MULTI)

@@ -22,7 +22,7 @@ from ..errors import AnnetteError, check_writable
 from ..platform import Platform
 from ..validate.networks import VALIDATION_SEED
 
-__all__ = ["PLANS", "plan_counts", "calibration_networks", "run_calibration", "calibrate_network_level",
+__all__ = ["PLANS", "plan_sweeps", "plan_counts", "calibration_networks", "run_calibration", "calibrate_network_level",
            "suite_options"]
 
 log = logging.getLogger(__name__)
@@ -37,6 +37,10 @@ MULTI = ("conv_bn_relu", "conv_pool", "residual", "concat_branches", "dwsep", "c
 #: Runtime's attention / LayerNorm / GELU / MatMul + Add, OpenVINO's) the mapping model learns
 TOKENS_MICRO = ("linear", "matmul", "softmax", "layernorm", "gelu", "heads", "interp", "dilconv")
 TOKENS_MULTI = ("attention", "mlp", "convnext", "window_attention")
+#: token micro-kernels swept a second time with an option: attention products and softmax batched over 64 windows
+#: (Swin's and MaxViT's (windows, heads, 49, 32) tensors: a batch the plain suites' 1-16 heads never reach, which
+#: ONNX Runtime runs ~several times slower per operation than one large product)
+WINDOWED = {"matmul": {"windows": 64}, "softmax": {"windows": 64}}
 #: in-context suites (the cache model: weights evicted by a network's other traffic)
 CONTEXT = ("cold_weights",)
 #: micro-kernel suites measured behind a 1x1 depthwise conv (``lead="dw1"``), per platform: the layer runs in
@@ -82,11 +86,20 @@ PLANS = {
 }
 
 
+def plan_sweeps(plan: Plan) -> list[tuple[str, int, dict[str, Any]]]:
+    """(suite, configurations, options) that ``plan`` measures, in the order ``annette calibrate`` sweeps them
+    (the platform's `LEAD` / `TAIL` options come on top, `suite_options`)."""
+    out = [(s, plan.configs_micro, {}) for s in MICRO] + [(s, plan.configs_multi, {}) for s in MULTI]
+    out += [(s, plan.configs_tokens, {}) for s in TOKENS_MICRO]
+    out += [(s, plan.configs_tokens, dict(o)) for s, o in WINDOWED.items()]
+    out += [(s, plan.configs_blocks, {}) for s in TOKENS_MULTI] + [(s, plan.configs_context, {}) for s in CONTEXT]
+    return out
+
+
 def plan_counts(plan: Plan) -> dict[str, int]:
-    """Configurations per suite that ``plan`` measures (``annette calibrate`` sweeps them in this order)."""
-    return {**{s: plan.configs_micro for s in MICRO}, **{s: plan.configs_multi for s in MULTI},
-            **{s: plan.configs_tokens for s in TOKENS_MICRO}, **{s: plan.configs_blocks for s in TOKENS_MULTI},
-            **{s: plan.configs_context for s in CONTEXT}}
+    """Configurations per sweep of ``plan`` (keys: the suite, with its options as ``suite[key=value]``)."""
+    return {s + ("[" + ",".join(f"{k}={v}" for k, v in o.items()) + "]" if o else ""): n
+            for s, n, o in plan_sweeps(plan)}
 
 
 def calibration_networks(n: int, seed: int = CALIBRATION_SEED, exclude_hashes: set[str] | None = None) -> list:
@@ -180,15 +193,17 @@ def run_calibration(platform: str, quick: bool = False, out: str | None = None, 
     t0 = time.perf_counter()
     report: dict[str, Any] = {"db": db, "out": out, "plan": "quick" if quick else "full", "suites": {}}
     with Store(db) as st:
-        for suite, n in plan_counts(plan).items():
+        for suite, n, extra in plan_sweeps(plan):
             left = None if budget_s is None else budget_s - (time.perf_counter() - t0)
             if left is not None and left <= 0:
                 break
-            progress(f"benchmark suite {suite} ({n} configurations)")
-            cfgs = SUITES[suite].configs(n=n, seed=0, options=suite_options(platform, suite))
+            progress(f"benchmark suite {suite}{' ' + str(extra) if extra else ''} ({n} configurations)")
+            opts = {**(suite_options(platform, suite) or {}), **extra} or None
+            cfgs = SUITES[suite].configs(n=n, seed=0, options=opts)
             res = run_sweep(st, platform, suite, cfgs, runner, kw, iterations=20,
                             warmup=3, budget_s=left, progress=False)
-            report["suites"][suite] = {"measured": res.measured, "failed": res.failed, "skipped": res.skipped}
+            key = suite + (str(extra) if extra else "")
+            report["suites"][key] = {"measured": res.measured, "failed": res.failed, "skipped": res.skipped}
             if res.interrupted:
                 raise KeyboardInterrupt
     t_bench = time.perf_counter() - t0
