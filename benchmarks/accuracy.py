@@ -318,6 +318,9 @@ def main() -> int:
     print(f"{args.platform}: predicted vs measured whole-network latency "
           f"(real = zoo + ANNETTE reference graphs, nb101 = NAS-Bench-101 cells)")
     print(cmp.format())
+    if "modern" in cmp.kinds and any(k != "modern" for k in cmp.kinds):
+        print("\nclassic (zoo, reference graphs, NAS cells) and transformer-era (modern) networks:")
+        print(classic_vs_modern(cmp))
     if walls:
         print("\nwall time to produce each file on this machine: "
               + ", ".join(f"{k} {v:.0f} s" for k, v in walls.items()))
@@ -349,7 +352,7 @@ def adapt_sets() -> dict[int, list]:
     named ``adapt<N>/<name>``, so that they are measured in the validation networks' own passes."""
     from annette_torch.fit.calibrate import _validation_hashes, calibration_networks
 
-    return {n: [V.ValidationNet(f"adapt{n}/{c.name}", "calibration", c, (1, 3, 224, 224))
+    return {n: [CalibrationNet(f"adapt{n}/{c.name}", "calibration", c, (1, 3, 224, 224))
                 for c in calibration_networks(n, exclude_hashes=_validation_hashes())] for n in ADAPT_CURVE[1:]}
 
 
@@ -391,8 +394,38 @@ def calibration_set() -> list:
     networks) as measurable networks."""
     from annette_torch.fit.calibrate import _validation_hashes, calibration_networks
 
-    return [V.ValidationNet(n.name, "calibration", n, (1, 3, 224, 224)) for n in
+    return [CalibrationNet(n.name, "calibration", n, (1, 3, 224, 224)) for n in
             calibration_networks(45, exclude_hashes=_validation_hashes())]
+
+
+class CalibrationNet(V.ValidationNet):
+    """A calibration network as measurable: a transformer-era one through the ONNX export of its module (as
+    ``annette calibrate`` measures it), any other through the IR."""
+
+    def to_onnx(self):
+        from annette_torch.fit.calibration_modern import measurable
+
+        model = measurable(self.network)
+        return super().to_onnx() if model is self.network else model
+
+
+def classic_vs_modern(cmp) -> str:
+    """Per variant, the classic networks' (zoo, reference graphs, NAS cells) and the transformer-era networks'
+    (kind ``modern``) MAPE, share within +-10 % and Spearman rho, side by side."""
+    from annette_torch.validate.accuracy import metrics
+
+    kinds = np.asarray(cmp.kinds, dtype=object)
+    groups = {"classic": kinds != "modern", "modern": kinds == "modern"}
+    w = max(len(v) for v in cmp.predicted) + 2
+    lines = [" " * w + "".join(f"| {g + f' (n={int(k.sum())})':^25s}" for g, k in groups.items()),
+             f"{'variant':<{w}s}" + f"| {'MAPE%':>7s} {'±10%':>7s} {'rho':>7s} " * len(groups)]
+    for v, pred in cmp.predicted.items():
+        cells = []
+        for k in groups.values():
+            m = metrics(pred[k], cmp.measured_ms[k])
+            cells.append(f"| {m['mape_pct']:7.1f} {m['within10_pct']:7.0f} {m['spearman']:7.3f} ")
+        lines.append(f"{v:<{w}s}" + "".join(cells))
+    return "\n".join(lines)
 
 
 def interleave(a: list, b: list) -> list:

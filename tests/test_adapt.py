@@ -47,8 +47,9 @@ def test_a_uniformly_slower_machine_scales_the_shipped_terms(n):
     scale, per_layer, per_run, _ = shipped.overhead
     res = adapt(ORT_CPU, networks=n, save=False, measure=_fake_machine(1.7 * scale, 1.7 * per_layer, 1.7 * per_run))
     assert res.terms == ("scale",) and len(res.names) == n
-    # (the platform clamps a layer's time at 0 under a negative per-layer cost: not exactly linear)
-    np.testing.assert_allclose(res.after_ms, res.measured_ms, rtol=1e-3)
+    # (the platform clamps a layer's time at 0 under a negative per-layer cost: not exactly linear, most of all
+    # for a vision transformer's many small token-tensor layers, one of the calibration networks from n = 3)
+    np.testing.assert_allclose(res.after_ms, res.measured_ms, rtol=1e-2)
     old, new = shipped.meta["overhead"], res.platform.meta["overhead"]
     for k in ("scale", "per_layer_ms", "per_network_ms"):
         assert new[k] == pytest.approx(1.7 * old[k], rel=1e-6)

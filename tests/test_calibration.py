@@ -172,3 +172,65 @@ def test_weights_term_leaves_out_fully_connected_layers():
     conv_weights = 16 * 3 * 3 * 3 / 1e6
     assert terms[0] == pytest.approx(conv_weights, rel=0.05) and terms[1] == pytest.approx(terms[0])
     assert large.weights.sum() > 10 * small.weights.sum()  # the heads differ by far more than the convs
+
+
+def test_quick_plan_sweeps_the_attention_era_suites():
+    """`annette calibrate --quick` measures every attention-era suite, each with enough configurations for the
+    types it trains (a layer model needs `MIN_SAMPLES`), and stays a small plan."""
+    from annette_torch.bench.suites import SUITES
+    from annette_torch.fit.calibrate import (CONTEXT, MICRO, MULTI, PLANS, TOKENS_MICRO, TOKENS_MULTI, WINDOWED,
+                                             plan_counts, plan_sweeps)
+    from annette_torch.fit.generator import MIN_SAMPLES
+
+    counts = plan_counts(PLANS["quick"])
+    suites = {s for s, _, _ in plan_sweeps(PLANS["quick"])}
+    assert suites == set(MICRO + MULTI + TOKENS_MICRO + TOKENS_MULTI + CONTEXT) <= set(SUITES)
+    assert {"matmul[windows=64]", "softmax[windows=64]"} <= set(counts) and set(WINDOWED) <= set(TOKENS_MICRO)
+    for s, n, opts in plan_sweeps(PLANS["quick"]):
+        if opts:  # a windowed sweep has configurations (the caps leave enough) that differ from the plain ones
+            cfgs = SUITES[s].configs(n=n, seed=0, options=opts)
+            assert len(cfgs) == n and not {c["config_id"] for c in cfgs} & \
+                {c["config_id"] for c in SUITES[s].configs(n=n, seed=0)}
+    assert {"matmul", "softmax", "layernorm", "gelu", "heads", "attention", "mlp", "convnext",
+            "window_attention"} <= set(counts)
+    assert all(counts[s] >= MIN_SAMPLES for s in TOKENS_MICRO + TOKENS_MULTI)
+    assert sum(counts.values()) <= 2500  # the quick plan's size: about 10 minutes on 2 cores
+    assert all(plan_counts(PLANS["full"])[s] > n for s, n in counts.items())
+
+
+def test_calibration_networks_span_the_transformer_era_families_outside_the_validation_set():
+    """A third of the calibration networks are transformer-era architectures, none with the weighted layers of a
+    validation network (the accuracy benchmark's ``modern`` kind), and none with Unknown layers."""
+    from annette_torch import zoo
+    from annette_torch.fit.calibrate import _validation_hashes, calibration_networks
+    from annette_torch.fit.calibration_modern import MODERN_CALIBRATION, PREFIX
+    from annette_torch.frontends.fx import trace
+    from annette_torch.ir import LayerType
+    from annette_torch.validate.networks import WEIGHTED_TYPES, layer_signature
+    from annette_torch.zoo_modern import MODERN
+
+    nets = calibration_networks(18, exclude_hashes=_validation_hashes())
+    modern = [n for n in nets if n.name.startswith(PREFIX)]
+    assert len(modern) == 6 and len({n.name for n in nets}) == 18
+    assert {n.name.split("-")[2] for n in modern} >= {"vit", "convnext", "swin", "maxvit", "efficientformer"}
+    assert all(not (n.types == LayerType.UNKNOWN).any() for n in modern)
+    assert all((n.types == LayerType.MATMUL).any() or (n.types == LayerType.LAYER_NORM).any() for n in modern)
+    validation = {layer_signature(trace(zoo.get(k), zoo.INPUT_SHAPES[k]), WEIGHTED_TYPES) for k in MODERN}
+    assert not {layer_signature(n, WEIGHTED_TYPES) for n in modern} & validation
+    assert len(MODERN_CALIBRATION) >= 45 // 3
+
+
+def test_modern_calibration_networks_are_measured_through_their_onnx_export():
+    from annette_torch.fit.calibration_modern import PREFIX, measurable, modern_calibration_networks
+
+    net = modern_calibration_networks(1)[0]
+    model = measurable(net)
+    assert net.name.startswith(PREFIX) and hasattr(model, "graph")
+    assert {n.op_type for n in model.graph.node} >= {"MatMul", "Softmax"}
+    other = calibration_networks_plain()
+    assert measurable(other) is other
+
+
+def calibration_networks_plain():
+    from annette_torch.fit.calibrate import calibration_networks
+    return calibration_networks(1)[0]

@@ -13,7 +13,7 @@ from annette_torch.cli import main
 from annette_torch.ir import LayerType as T, NetworkBuilder
 
 
-def _net(act: T = T.SOFTMAX):
+def _net(act: T = T.LRN):
     b = NetworkBuilder("softmax-net")
     x = b.input("x", (1, 16, 32, 32))
     c = b.conv("conv", x, 16, 3, padding=1)
@@ -24,12 +24,12 @@ def _net(act: T = T.SOFTMAX):
 
 @pytest.mark.parametrize("platform", ["ort-cpu", "openvino-cpu"])
 def test_a_layer_without_a_model_of_its_type_is_flagged_in_the_table_csv_and_json(platform):
-    est = at.estimate(_net(), platform)  # (the shipped CPU files' sweeps had no Softmax)
-    assert est.fallback_layers == ["act"] and est.fallback_summary() == "Softmax x1"
+    est = at.estimate(_net(), platform)  # (the shipped CPU files' sweeps have no LRN)
+    assert est.fallback_layers == ["act"] and est.fallback_summary() == "LRN x1"
     row = {r["name"]: r for r in est.table()}["act"]
-    assert row["model"] == "roofline:Base" and row["flag"].startswith(f"no Softmax model in {platform}")
+    assert row["model"] == "roofline:Base" and row["flag"].startswith(f"no LRN model in {platform}")
     assert [r["flag"] for r in est.table() if r["name"] != "act"] == ["", "", ""]
-    assert "no Softmax model" in est.to_csv()
+    assert "no LRN model" in est.to_csv()
     assert json.loads(json.dumps(est.to_dict()))["fallback_layers"] == ["act"]
 
 
@@ -40,7 +40,7 @@ def test_the_cli_says_how_many_layers_fell_back(tmp_path, capsys):
     path.write_bytes(to_onnx(_net()).SerializeToString())
     assert main(["estimate", str(path), "-p", "ort-cpu"]) == 0
     out = capsys.readouterr().out
-    assert "fallback  1 layer(s) without a model of their own type in ort-cpu (Softmax x1)" in out
+    assert "fallback  1 layer(s) without a model of their own type in ort-cpu (LRN x1)" in out
 
 
 def test_published_platforms_and_modelled_types_raise_no_flag():

@@ -492,6 +492,7 @@ def _spread(times: Sequence[float]) -> float:
 
 def _measure_here(runtime: str, progress: bool) -> Callable[[Sequence[Network]], tuple[np.ndarray, np.ndarray]]:
     from ..validate import measure_latency
+    from .calibration_modern import measurable
 
     def measure(nets: Sequence[Network]) -> tuple[np.ndarray, np.ndarray]:
         from tqdm import tqdm
@@ -503,7 +504,8 @@ def _measure_here(runtime: str, progress: bool) -> Callable[[Sequence[Network]],
                     bar.total += 1
                 bar.update()
             return measure_until_stable(
-                nets, lambda net: measure_latency(net, runtime, runs=30, repeats=1, warmup=5).median_ms, tick=tick)
+                nets, lambda net: measure_latency(measurable(net), runtime, runs=30, repeats=1, warmup=5).median_ms,
+                tick=tick)
     return measure
 
 

@@ -1,12 +1,12 @@
 """``annette calibrate``: measure a CPU platform on this machine and fit its platform file, in one command.
 
-Steps: (1) run the benchmark suites (micro-kernel, multi-layer and the in-context ``cold_weights``) into a
-measurement store, resumable; (2) fit the mapping model, mixed layer models and the cache model
-(`fit.generator`); (3) measure whole-network latency of a
-set of *calibration* networks (random NAS-Bench-101 cells, random MobileNetV2-space networks and random
-chains — never the validation networks of ``benchmarks/accuracy.py``) and fit the network-level terms
-(scale, per-executed-layer dispatch cost, constant); (4) write the platform file with the machine's
-fingerprint.
+Steps: (1) run the benchmark suites (micro-kernel, multi-layer, the attention-era ones on token tensors and
+the in-context ``cold_weights``) into a measurement store, resumable; (2) fit the mapping model, mixed layer
+models and the cache model (`fit.generator`); (3) measure whole-network latency of a set of *calibration*
+networks (transformer-era architectures of `calibration_modern`, random NAS-Bench-101 cells and random
+MobileNetV2-space networks — never the validation networks of ``benchmarks/accuracy.py``) and fit the
+network-level terms (scale, per-executed-layer dispatch cost, constant); (4) write the platform file with the
+machine's fingerprint.
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ from ..errors import AnnetteError, check_writable
 from ..platform import Platform
 from ..validate.networks import VALIDATION_SEED
 
-__all__ = ["PLANS", "calibration_networks", "run_calibration", "calibrate_network_level", "suite_options"]
+__all__ = ["PLANS", "plan_sweeps", "plan_counts", "calibration_networks", "run_calibration", "calibrate_network_level",
+           "suite_options"]
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +32,15 @@ MICRO = ("conv", "dwconv", "gconv", "gconv_same", "maxpool", "avgpool", "fc", "a
          "slice", "act", "bn", "resize", "convtranspose")
 MULTI = ("conv_bn_relu", "conv_pool", "residual", "concat_branches", "dwsep", "conv_act", "dw_act", "stem",
          "shuffle", "se", "conv_mul", "stride_prop", "head", "gconv_bn_relu", "pw_act")
+#: attention-era suites on token tensors (`annette_torch.bench.suites.tokens` / ``transformer``): micro-kernels of
+#: the layers vision transformers, ConvNeXt, Swin and segmentation heads add, and the blocks whose fusions (ONNX
+#: Runtime's attention / LayerNorm / GELU / MatMul + Add, OpenVINO's) the mapping model learns
+TOKENS_MICRO = ("linear", "matmul", "softmax", "layernorm", "gelu", "heads", "interp", "dilconv")
+TOKENS_MULTI = ("attention", "mlp", "convnext", "window_attention")
+#: token micro-kernels swept a second time with an option: attention products and softmax batched over 64 windows
+#: (Swin's and MaxViT's (windows, heads, 49, 32) tensors: a batch the plain suites' 1-16 heads never reach, which
+#: ONNX Runtime runs ~several times slower per operation than one large product)
+WINDOWED = {"matmul": {"windows": 64}, "softmax": {"windows": 64}}
 #: in-context suites (the cache model: weights evicted by a network's other traffic)
 CONTEXT = ("cold_weights",)
 #: micro-kernel suites measured behind a 1x1 depthwise conv (``lead="dw1"``), per platform: the layer runs in
@@ -60,30 +70,54 @@ class Plan:
     configs_micro: int
     configs_multi: int
     configs_context: int
+    configs_tokens: int
+    configs_blocks: int
     networks: int
     cv: int
     candidates: tuple[str, ...]
 
 
 PLANS = {
-    "quick": Plan(configs_micro=80, configs_multi=80, configs_context=60, networks=18, cv=3,
-                  candidates=("gbm", "gbm-huber", "lmt")),
-    "full": Plan(configs_micro=500, configs_multi=400, configs_context=200, networks=45, cv=5,
+    "quick": Plan(configs_micro=60, configs_multi=50, configs_context=50, configs_tokens=40, configs_blocks=30,
+                  networks=18, cv=3, candidates=("gbm", "gbm-huber", "lmt")),
+    "full": Plan(configs_micro=500, configs_multi=400, configs_context=200, configs_tokens=300, configs_blocks=200,
+                 networks=45, cv=5,
                  candidates=("gbm", "gbm-huber", "rf", "poly", "lmt")),
 }
 
 
+def plan_sweeps(plan: Plan) -> list[tuple[str, int, dict[str, Any]]]:
+    """(suite, configurations, options) that ``plan`` measures, in the order ``annette calibrate`` sweeps them
+    (the platform's `LEAD` / `TAIL` options come on top, `suite_options`)."""
+    out = [(s, plan.configs_micro, {}) for s in MICRO] + [(s, plan.configs_multi, {}) for s in MULTI]
+    out += [(s, plan.configs_tokens, {}) for s in TOKENS_MICRO]
+    out += [(s, plan.configs_tokens, dict(o)) for s, o in WINDOWED.items()]
+    out += [(s, plan.configs_blocks, {}) for s in TOKENS_MULTI] + [(s, plan.configs_context, {}) for s in CONTEXT]
+    return out
+
+
+def plan_counts(plan: Plan) -> dict[str, int]:
+    """Configurations per sweep of ``plan`` (keys: the suite, with its options as ``suite[key=value]``)."""
+    return {s + ("[" + ",".join(f"{k}={v}" for k, v in o.items()) + "]" if o else ""): n
+            for s, n, o in plan_sweeps(plan)}
+
+
 def calibration_networks(n: int, seed: int = CALIBRATION_SEED, exclude_hashes: set[str] | None = None) -> list:
-    """``n`` networks for network-level calibration: NB101 cells and MobileNetV2-space networks, half each.
+    """``n`` networks for network-level calibration: a third transformer-era architectures
+    (`calibration_modern`: ViT, ConvNeXt, Swin, MaxViT, EfficientFormer, LeViT, PoolFormer, SegFormer sizes
+    outside the validation set), the rest NB101 cells and MobileNetV2-space networks, half each.
 
     No single-block benchmark chains: the smallest ran in 10-40 us, where dispatch cost and timer resolution
     dominate, and their errors set the per-layer term (ort-cpu on an Intel Xeon: -6 us per layer, so small
     NB101 cells came out 15-18% low and large ones 10% high; calibration LOO 9.9% with them, 3.2% without).
     """
     from ..search.spaces import mbv2, nb101
+    from .calibration_modern import modern_calibration_networks
 
     rng = np.random.default_rng(seed)
     out = []
+    n_modern = n // 3
+    n -= n_modern
     n_cells = n - n // 2
     specs = [s for s in nb101.sample(n_cells * 2, rng)
              if not exclude_hashes or nb101.spec_hash(s.matrix, s.ops) not in exclude_hashes]
@@ -97,7 +131,7 @@ def calibration_networks(n: int, seed: int = CALIBRATION_SEED, exclude_hashes: s
         net = mbv2.build_network(choices, resolution=res)
         net.name = f"calib-mbv2-{i}"
         out.append(net)
-    return out
+    return out + modern_calibration_networks(n_modern)
 
 
 def _validation_hashes(n: int = 200, seed: int = VALIDATION_SEED) -> set[str]:
@@ -111,16 +145,18 @@ def calibrate_network_level(platform_obj: Platform, runtime: str, nets: Sequence
     """Measure ``nets`` end to end on ``runtime`` and fit the platform's network-level terms."""
     from ..estimator import estimate
     from .calibrate_network import fit_cpu_calibration
+    from .calibration_modern import measurable
     from ..validate import measure_latency
 
     # rounds over all networks, the minimum per network: a slow spell of a shared machine (whole-network
     # latency drifts by a few % within minutes) then has to last all rounds to bias the calibration
     best = np.full(len(nets), np.inf)
+    models = [measurable(net) for net in nets]  # exported once, measured every round
     for r in range(ROUNDS):
         for i, net in enumerate(nets):
             if progress:
                 progress(f"end-to-end round {r + 1}/{ROUNDS}, {i + 1}/{len(nets)}: {net.name}")
-            best[i] = min(best[i], measure_latency(net, runtime, runs=30, repeats=1, warmup=5).median_ms)
+            best[i] = min(best[i], measure_latency(models[i], runtime, runs=30, repeats=1, warmup=5).median_ms)
     terms = [estimate(net, platform_obj).terms for net in nets]
     names = [net.name for net in nets]
     y_arr = best
@@ -157,17 +193,17 @@ def run_calibration(platform: str, quick: bool = False, out: str | None = None, 
     t0 = time.perf_counter()
     report: dict[str, Any] = {"db": db, "out": out, "plan": "quick" if quick else "full", "suites": {}}
     with Store(db) as st:
-        for suite in MICRO + MULTI + CONTEXT:
-            n = (plan.configs_micro if suite in MICRO else plan.configs_multi if suite in MULTI
-                 else plan.configs_context)
+        for suite, n, extra in plan_sweeps(plan):
             left = None if budget_s is None else budget_s - (time.perf_counter() - t0)
             if left is not None and left <= 0:
                 break
-            progress(f"benchmark suite {suite} ({n} configurations)")
-            cfgs = SUITES[suite].configs(n=n, seed=0, options=suite_options(platform, suite))
+            progress(f"benchmark suite {suite}{' ' + str(extra) if extra else ''} ({n} configurations)")
+            opts = {**(suite_options(platform, suite) or {}), **extra} or None
+            cfgs = SUITES[suite].configs(n=n, seed=0, options=opts)
             res = run_sweep(st, platform, suite, cfgs, runner, kw, iterations=20,
                             warmup=3, budget_s=left, progress=False)
-            report["suites"][suite] = {"measured": res.measured, "failed": res.failed, "skipped": res.skipped}
+            key = suite + (str(extra) if extra else "")
+            report["suites"][key] = {"measured": res.measured, "failed": res.failed, "skipped": res.skipped}
             if res.interrupted:
                 raise KeyboardInterrupt
     t_bench = time.perf_counter() - t0

@@ -141,15 +141,21 @@ class Suite:
         if unknown:
             raise SuiteError(f"suite {self.name!r} has no options {unknown} (options: {sorted(self.optional)})")
         sampler = sampler or self.default_sampler
+        # options set before the caps are checked: an option may change a config's size (``windows``)
+        extra = {k: v for k, v in (options or {}).items() if self.optional[k] != v}  # defaults: no key
+
+        def feasible(cands: Sequence[Mapping[str, Any]]) -> list[dict]:
+            return self.filter([dict(c, **extra) for c in cands], capped)
+
         if n is not None:
             n = _samplers._check_n(n)
         if sampler == "table":
-            rows = self.filter(self._load_table(), capped)
+            rows = feasible(self._load_table())
             out = rows if n is None else rows[:n]
         elif sampler == "grid":
             if kw:
                 raise SuiteError(f"sampler 'grid' takes no options, got {sorted(kw)}")
-            out = self.filter(_samplers.grid(self.space), capped)
+            out = feasible(_samplers.grid(self.space))
             out = out if n is None else out[:n]
         elif sampler in _samplers.SAMPLERS:
             fn = _samplers.SAMPLERS[sampler]
@@ -159,7 +165,7 @@ class Suite:
             out = []
             for _ in range(24):
                 cand = fn(self.space, n=m, seed=seed, **kw)
-                out = self.filter(cand, capped)
+                out = feasible(cand)
                 if len(out) >= want or len(cand) < m or (total is not None and m >= total):
                     break
                 rate = max(len(out), 1) / len(cand)  # feasible share so far: draw enough for ``want``
@@ -170,7 +176,6 @@ class Suite:
         else:
             raise SuiteError(f"unknown sampler {sampler!r}; choose from "
                              f"{', '.join(['table'] + list(_samplers.SAMPLERS))}")
-        extra = {k: v for k, v in (options or {}).items() if self.optional[k] != v}  # defaults: no key
         return [dict(c, **extra, config_id=config_id({**c, **extra})) for c in out]
 
     def build(self, config: Mapping[str, Any]) -> Network:

@@ -78,9 +78,10 @@ def _suites() -> dict[str, Suite]:
         Suite("matmul", "batched product of two activations in attention shapes: scores q k^T (1, heads, l, d) x "
               "(1, heads, s, d) or context p v (1, heads, l, s) x (1, heads, s, d) (heads, query tokens l, key "
               "tokens s, head dim d, kind)", {"h": HEADS, "l": TOKENS, "s": TOKENS, "d": HEAD_DIMS,
-                                             "kind": MATMUL_KINDS}, build_matmul, cost=cost_matmul),
+                                             "kind": MATMUL_KINDS}, build_matmul, cost=cost_matmul,
+              optional={"windows": 1}),
         Suite("softmax", "softmax over the last axis of attention scores (1, heads, l, s)",
-              {"h": HEADS, "l": TOKENS, "s": TOKENS}, build_softmax, cost=cost_softmax),
+              {"h": HEADS, "l": TOKENS, "s": TOKENS}, build_softmax, cost=cost_softmax, optional={"windows": 1}),
         Suite("layernorm", "LayerNorm over the channels of a token tensor (1, l, e)", {"l": TOKENS, "e": EMBED},
               build_layernorm, cost=cost_layernorm),
         Suite("gelu", "GELU of a token tensor (1, l, e)", {"l": TOKENS, "e": HIDDEN}, build_gelu, cost=cost_gelu),

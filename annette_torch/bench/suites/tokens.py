@@ -155,20 +155,36 @@ def cost_linear(c):
     return 2 * L * E * F_, L * (E + F_), E * F_
 
 
+def _lead(c: dict) -> tuple[int, ...]:
+    """Leading axes of an attention tensor: ``(1,)``, or ``(windows,)`` for the option ``windows`` > 1 (window
+    attention batches its windows: Swin's (64 windows, heads, 49, 32) products and softmax)."""
+    w = int(c.get("windows", 1))
+    if w < 1:
+        raise SuiteError(f"windows must be >= 1, got {w}")
+    return (w,)
+
+
+def _windows(c) -> np.ndarray | float:
+    return np.asarray(c["windows"], dtype=np.float64) if "windows" in c else 1.0
+
+
 def build_matmul(c: dict) -> Network:
     """One head-batched product of attention: ``scores = q k^T`` ((1, H, L, d) x (1, H, S, d) -> (1, H, L, S)) or
-    ``context = p v`` ((1, H, L, S) x (1, H, S, d) -> (1, H, L, d))."""
+    ``context = p v`` ((1, H, L, S) x (1, H, S, d) -> (1, H, L, d)); with the option ``windows``, that many
+    windows' products in one (leading axis ``windows`` instead of 1)."""
     g = TokenGraph("matmul")
     h, L, S, d = (int(c[k]) for k in ("h", "l", "s", "d"))
+    b = _lead(c)
     if _kind(c, "kind", MATMUL_KINDS) == "scores":
-        g.matmul("scores", g.input("q", (1, h, L, d)), g.input("k", (1, h, S, d)), trans_b=True)
+        g.matmul("scores", g.input("q", (*b, h, L, d)), g.input("k", (*b, h, S, d)), trans_b=True)
     else:
-        g.matmul("context", g.input("p", (1, h, L, S)), g.input("v", (1, h, S, d)), trans_b=False)
+        g.matmul("context", g.input("p", (*b, h, L, S)), g.input("v", (*b, h, S, d)), trans_b=False)
     return g.build()
 
 
 def cost_matmul(c):
-    h, L, S, d = (np.asarray(c[k], dtype=np.float64) for k in ("h", "l", "s", "d"))
+    h, L, S, d = (np.asarray(c[k], dtype=np.float64) * (_windows(c) if k == "h" else 1.0)
+                  for k in ("h", "l", "s", "d"))
     scores = np.asarray(c["kind"]) == "scores"
     out = np.where(scores, h * L * S, h * L * d)
     ins = np.where(scores, h * (L + S) * d, h * (L * S + S * d))
@@ -176,14 +192,14 @@ def cost_matmul(c):
 
 
 def build_softmax(c: dict) -> Network:
-    """Softmax over the last axis of attention scores ``(1, H, L, S)``."""
+    """Softmax over the last axis of attention scores ``(1, H, L, S)`` (``(windows, H, L, S)`` with the option)."""
     g = TokenGraph("softmax")
-    g.same(T.SOFTMAX, "softmax", g.input("x", (1, int(c["h"]), int(c["l"]), int(c["s"]))), axis=-1)
+    g.same(T.SOFTMAX, "softmax", g.input("x", (*_lead(c), int(c["h"]), int(c["l"]), int(c["s"]))), axis=-1)
     return g.build()
 
 
 def cost_softmax(c):
-    e = np.asarray(c["h"], dtype=np.float64) * c["l"] * c["s"]
+    e = np.asarray(c["h"], dtype=np.float64) * c["l"] * c["s"] * _windows(c)
     return e, 2 * e, 0 * e
 
 

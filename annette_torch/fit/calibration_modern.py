@@ -1,0 +1,116 @@
+"""Transformer-era end-to-end calibration networks: the families of `annette_torch.zoo_modern` at sizes the
+validation set does not hold.
+
+`annette calibrate` fits its network-level terms (scale, per-executed-layer cost, constant) on whole-network
+latencies; with convolutional calibration networks alone those terms never see a network of many small
+token-tensor nodes (LayerNorm, Softmax, head reshapes). These architectures come from the same building
+blocks as the validation networks (`annette_torch.zoo_modern`) but with other depths, widths, heads and
+input sizes, so no calibration network is a validation network (a test compares their weighted layers).
+
+They are measured through ``torch.onnx.export`` of the module (the IR exporter does not write token-tensor
+layers), with random weights seeded per network.
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+from typing import Any, Callable
+
+__all__ = ["MODERN_CALIBRATION", "modern_calibration_networks", "module_of", "onnx_of", "measurable"]
+
+PREFIX = "calib-modern-"
+
+
+def _spec() -> dict[str, tuple[Callable[[], Any], tuple[int, ...]]]:
+    """name -> (module factory, input shape); ordered so that any first few span the families."""
+    from .. import zoo_modern as Z
+
+    def t(m: Any) -> Any:
+        return Z._init_transformer(m)
+
+    return {
+        "vit-sdpa-e256-d4-h4-160": (lambda: t(Z.VisionTransformer(256, 4, 4, "sdpa", 160)), (1, 3, 160, 160)),
+        "convnext-2242-64": (lambda: t(Z.ConvNeXt((2, 2, 4, 2), (64, 128, 256, 512))), (1, 3, 192, 192)),
+        "swin-64-2222": (lambda: t(Z.SwinTransformer(64, (2, 2, 2, 2), (2, 4, 8, 16))), (1, 3, 224, 224)),
+        "maxvit-32-1121": (lambda: t(Z.MaxViT(32, (32, 64, 128, 256), (1, 1, 2, 1))), (1, 3, 224, 224)),
+        "efficientformer-2242-40": (lambda: t(Z.EfficientFormer((2, 2, 4, 2), (40, 80, 160, 320), img_size=192)),
+                                    (1, 3, 192, 192)),
+        "vit-manual-e192-d6-h3-192": (lambda: t(Z.VisionTransformer(192, 6, 3, "manual", 192)), (1, 3, 192, 192)),
+        "levit-128-122": (lambda: t(Z.LeViT((128, 192, 256), (4, 4, 4), (1, 2, 2), img_size=192)), (1, 3, 192, 192)),
+        "poolformer-2242-48": (lambda: t(Z.PoolFormer((2, 2, 4, 2), (48, 96, 192, 384))), (1, 3, 224, 224)),
+        "vit-mha-e384-d3-h6-224": (lambda: t(Z.VisionTransformer(384, 3, 6, "mha", 224)), (1, 3, 224, 224)),
+        "segformer-mini-256": (lambda: t(Z.SegFormer((32, 64, 128, 160), (1, 2, 4, 5), (1, 1, 2, 1), decoder=128)),
+                               (1, 3, 256, 256)),
+        "convnext-1131-48": (lambda: t(Z.ConvNeXt((1, 1, 3, 1), (48, 96, 192, 384))), (1, 3, 224, 224)),
+        "vit-sdpa-e320-d2-h5-224": (lambda: t(Z.VisionTransformer(320, 2, 5, "sdpa", 224)), (1, 3, 224, 224)),
+        "swin-48-2242-160": (lambda: t(Z.SwinTransformer(48, (2, 2, 4, 2), (2, 4, 6, 12))), (1, 3, 160, 160)),
+        "maxvit-48-1111-160": (lambda: t(Z.MaxViT(48, (64, 128, 192, 384), (1, 1, 1, 1), partition=5)),
+                               (1, 3, 160, 160)),
+        "vit-manual-e128-d8-h2-128": (lambda: t(Z.VisionTransformer(128, 8, 2, "manual", 128)), (1, 3, 128, 128)),
+    }
+
+
+#: names (without `PREFIX`) of the transformer-era calibration architectures, in the order they are taken
+MODERN_CALIBRATION: tuple[str, ...] = (
+    "vit-sdpa-e256-d4-h4-160", "convnext-2242-64", "swin-64-2222", "maxvit-32-1121", "efficientformer-2242-40",
+    "vit-manual-e192-d6-h3-192", "levit-128-122", "poolformer-2242-48", "vit-mha-e384-d3-h6-224",
+    "segformer-mini-256", "convnext-1131-48", "vit-sdpa-e320-d2-h5-224", "swin-48-2242-160",
+    "maxvit-48-1111-160", "vit-manual-e128-d8-h2-128")
+
+
+@dataclass(frozen=True)
+class _Entry:
+    factory: Callable[[], Any]
+    shape: tuple[int, ...]
+
+
+def _entry(name: str) -> _Entry:
+    key = name[len(PREFIX):] if name.startswith(PREFIX) else name
+    spec = _spec()
+    if key not in spec:
+        raise KeyError(f"{name!r} is not a transformer-era calibration network")
+    return _Entry(*spec[key])
+
+
+def module_of(name: str) -> tuple[Any, tuple[int, ...]]:
+    """The eval-mode module (seeded random weights) and input shape of calibration network ``name``."""
+    import torch
+
+    e = _entry(name)
+    torch.manual_seed(0)
+    return e.factory().eval(), e.shape
+
+
+def modern_calibration_networks(n: int) -> list:
+    """The first ``n`` transformer-era calibration networks, traced (names ``calib-modern-<arch>``)."""
+    from ..frontends.fx import trace
+
+    if n > len(MODERN_CALIBRATION):
+        raise ValueError(f"only {len(MODERN_CALIBRATION)} transformer-era calibration networks, asked for {n}")
+    out = []
+    for key in MODERN_CALIBRATION[:n]:
+        module, shape = module_of(key)
+        net = trace(module, shape)
+        net.name = PREFIX + key
+        out.append(net)
+    return out
+
+
+def onnx_of(name: str) -> Any:
+    """The ONNX model measured for calibration network ``name`` (``torch.onnx.export``, opset 17)."""
+    import onnx
+    import torch
+
+    module, shape = module_of(name)
+    buf = io.BytesIO()
+    # not under no_grad: there nn.MultiheadAttention takes its fused fast path, which ONNX cannot express
+    torch.onnx.export(module, torch.randn(*shape), buf, dynamo=False, opset_version=17, input_names=["x"])
+    return onnx.load_from_string(buf.getvalue())
+
+
+def measurable(net: Any) -> Any:
+    """What `annette_torch.validate.measure_latency` measures for calibration network ``net``: the ONNX export
+    of its module for a transformer-era one, the network itself otherwise."""
+    name = getattr(net, "name", "")
+    return onnx_of(name) if isinstance(name, str) and name.startswith(PREFIX) else net
