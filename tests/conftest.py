@@ -55,3 +55,14 @@ def _fresh_platform_names() -> Iterator[None]:
     yield
     from annette_torch.platform import refresh_platforms
     refresh_platforms()
+
+
+@pytest.fixture
+def quiet_optuna() -> Iterator[None]:
+    """Optuna logs warnings only (a search's per-trial lines would flood the test output)."""
+    import optuna
+
+    old = optuna.logging.get_verbosity()
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    yield
+    optuna.logging.set_verbosity(old)

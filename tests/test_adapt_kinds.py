@@ -23,6 +23,18 @@ def _with(base: str, scale: float, kinds: dict[str, float]) -> Platform:
     return Platform.from_dict(d, "fake-device")
 
 
+def _cells(seed: int, n: int, semantics: str = "pruned"):
+    """``n`` random NAS-Bench-201 cells, their per-kind data on ort-cpu's raw layer times, and the file's overhead
+    terms (scale, per-layer, per-network, depthwise scale)."""
+    base = at.load_platform("ort-cpu")
+    scale, per_layer, per_net, dw = base.overhead
+    rng = np.random.default_rng(seed)
+    archs = [nb201.index_to_arch(int(i)) for i in rng.choice(nb201.NUM_ARCHS, n, replace=False)]
+    raw = without_overhead(base)
+    data = kind_data([at.estimate(x, raw) for x in nb201.build_networks(archs, semantics=semantics)], scale, dw)
+    return archs, data, (scale, per_layer, per_net, dw)
+
+
 def test_kind_scales_multiply_the_layers_of_their_kind_and_a_kernel_wins_over_its_type():
     net = nb201.build_network("|nor_conv_3x3~0|+|nor_conv_1x1~0|avg_pool_3x3~1|+|skip_connect~0|none~1|none~2|")
     plain = at.estimate(net, _with("ort-cpu", 1.0, {}))
@@ -59,12 +71,7 @@ def test_kinds_are_convolutions_by_kernel_elementwise_layers_together_and_other_
 
 
 def test_fit_kinds_recovers_known_factors_from_exact_latencies():
-    base = at.load_platform("ort-cpu")
-    scale, per_layer, per_net, dw = base.overhead
-    rng = np.random.default_rng(5)
-    archs = [nb201.index_to_arch(int(i)) for i in rng.choice(nb201.NUM_ARCHS, 24, replace=False)]
-    raw = without_overhead(base)
-    data = kind_data([at.estimate(n, raw) for n in nb201.build_networks(archs)], scale, dw)
+    archs, data, (scale, per_layer, per_net, dw) = _cells(5, 24)
     truth = {"Conv 3x3": 1.8, "Conv 1x1": 0.6, "AvgPool": 2.5, "elementwise": 1.0}
     assert set(data.kinds) <= set(truth)
     f = np.array([truth[k] for k in data.kinds])
@@ -129,12 +136,7 @@ def test_few_cells_of_a_device_are_built_as_the_default_semantics_with_one_facto
 
 
 def test_fit_kinds_recovers_a_per_inference_cost_on_request_and_never_a_negative_one():
-    base = at.load_platform("ort-cpu")
-    scale, per_layer, per_net, dw = base.overhead
-    rng = np.random.default_rng(8)
-    archs = [nb201.index_to_arch(int(i)) for i in rng.choice(nb201.NUM_ARCHS, 20, replace=False)]
-    raw = without_overhead(base)
-    data = kind_data([at.estimate(n, raw) for n in nb201.build_networks(archs, semantics="eager")], scale, dw)
+    archs, data, (scale, per_layer, per_net, dw) = _cells(8, 20, "eager")
     plain = data.X.sum(axis=1) + data.rest + per_layer * data.n_exec + per_net
     y = 3.0 * (plain + 2.0)  # an eager runtime: 6 ms per inference on top
     fit = fit_kinds(data, y, per_layer, per_net, lam=1e-6, constant=True)

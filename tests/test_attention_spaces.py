@@ -27,12 +27,7 @@ HYB = "c32_e4_e4-c48_e4_e6-a160_h4r2_h2r4-a224_h4r4"
 PLATFORM = {"vit": "ncs2", "hybrid": "zcu102-dnndk"}
 
 
-@pytest.fixture(autouse=True)
-def _quiet_optuna():
-    old = optuna.logging.get_verbosity()
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    yield
-    optuna.logging.set_verbosity(old)
+pytestmark = pytest.mark.usefixtures("quiet_optuna")
 
 
 def _extremes(name: str) -> tuple[str, str]:

@@ -28,12 +28,7 @@ from annette_torch.search.storage import STUDY_ATTR, open_storage  # noqa: E402
 from optuna.trial import TrialState  # noqa: E402
 
 
-@pytest.fixture(autouse=True)
-def _quiet_optuna():
-    old = optuna.logging.get_verbosity()
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    yield
-    optuna.logging.set_verbosity(old)
+pytestmark = pytest.mark.usefixtures("quiet_optuna")
 
 
 # ------------------------------------------------------------------------------------------------------
