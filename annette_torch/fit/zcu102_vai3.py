@@ -225,7 +225,6 @@ def layer_models(p: dict[str, float], origin: str = "fitted") -> dict[str, Any]:
                                                             "(w 8, channels 16)"),
         "FullyConnected": _refined(p, "Conv", "conv", f"{o}: the convolution engine's model (the compiler runs a "
                                                       "fully connected layer as a 1x1 convolution)"),
-        "MatMul": _refined(p, "Conv", "conv", f"{o}: as FullyConnected"),
         "GlobalPool": _roof(p["gpool.op_s"], p["gpool.bandwidth"], f"{o}: roofline of global average pooling"),
         "Pool": _roof(p["pool.op_s"], p["pool.bandwidth"], f"{o}: roofline of max / average pooling"),
         "Add": _roof(_UNBOUND, p["add.bandwidth"], f"{o}: element-wise sum, memory-bound"),

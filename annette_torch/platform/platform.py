@@ -238,8 +238,6 @@ def _read_overhead(d: Any, name: str) -> tuple[float, float, float, float] | Non
                                                                                      minimum=0), dw)
 
 
-
-
 def _read_kind_scales(d: Any, name: str) -> tuple[tuple[int, tuple[int, int] | None, float], ...]:
     """Optional ``overhead.kind_scales``: {kind: factor}, a kind being a layer type (``"AvgPool"``) or a type
     with its kernel (``"Conv 3x3"``, which wins over the type alone). An executed layer of that kind runs

@@ -84,12 +84,7 @@ def blocks() -> dict[str, type]:
         def forward(self, x):
             return self.fc(self.norm(x).mean(1))
 
-    def conv_bn(c_in: int, c_out: int, k: int, stride: int = 1, groups: int = 1, act: bool = True) -> nn.Module:
-        layers = [nn.Conv2d(c_in, c_out, k, stride=stride, padding=k // 2, groups=groups, bias=False),
-                  nn.BatchNorm2d(c_out)]
-        if act:
-            layers.append(nn.ReLU())
-        return nn.Sequential(*layers)
+    from annette_torch.zoo_blocks import ConvBNAct as conv_bn  # Conv2d (no bias), BatchNorm2d, ReLU
 
     class ConvStem(nn.Module):
         """3x3 convolution, stride 2, BatchNorm, ReLU."""
@@ -110,7 +105,7 @@ def blocks() -> dict[str, type]:
             mid = c_in * e
             self.expand = conv_bn(c_in, mid, 1)
             self.depthwise = conv_bn(mid, mid, 3, stride, groups=mid)
-            self.project = conv_bn(mid, c_out, 1, act=False)
+            self.project = conv_bn(mid, c_out, 1, act=None)
             self.residual = stride == 1 and c_in == c_out
 
         def forward(self, x):
@@ -125,7 +120,7 @@ def blocks() -> dict[str, type]:
         def __init__(self, c_in: int, dim: int, hw: tuple[int, int] | None = None) -> None:
             super().__init__()
             self.hw = hw
-            self.down = conv_bn(c_in, dim, 3, 2, act=False)
+            self.down = conv_bn(c_in, dim, 3, 2, act=None)
 
         def forward(self, x):
             if self.hw is not None:

@@ -202,12 +202,7 @@ def _torch() -> dict[str, type]:
     import torch
     import torch.nn as nn
 
-    def conv_bn(c_in: int, c_out: int, k: int, stride: int = 1, groups: int = 1, act: bool = True):
-        layers = [nn.Conv2d(c_in, c_out, k, stride=stride, padding=k // 2, groups=groups, bias=False),
-                  nn.BatchNorm2d(c_out)]
-        if act:
-            layers.append(nn.ReLU())
-        return nn.Sequential(*layers)
+    from annette_torch.zoo_blocks import ConvBNAct as conv_bn  # Conv2d (no bias), BatchNorm2d, ReLU
 
     class SE(nn.Module):
         """Squeeze-excitation with a hard-sigmoid gate."""
@@ -232,7 +227,7 @@ def _torch() -> dict[str, type]:
             self.expand = conv_bn(c_in, mid, 1) if c.e != 1 else None
             self.depthwise = conv_bn(mid, mid, c.k, stride, groups=mid)
             self.se = SE(mid, max(1, c_in // 4)) if c.se else None
-            self.project = conv_bn(mid, c_out, 1, act=False)
+            self.project = conv_bn(mid, c_out, 1, act=None)
             self.residual = stride == 1 and c_in == c_out
 
         def forward(self, x):
