@@ -325,10 +325,13 @@ def _loo(fit: Callable[[list[dict[str, float]], np.ndarray], Any], terms: list[d
          y: np.ndarray, groups: Sequence[str] | None = None) -> np.ndarray:
     """Absolute relative error of each network predicted by ``fit`` on all the others (with ``groups``: on the
     networks of the other families only, leave-one-family-out)."""
+    fits: dict[tuple[int, ...], Any] = {}  # a family's networks share one training set: fitted once
     out = []
     for i in range(len(y)):
-        keep = [j for j in range(len(y)) if j != i and (groups is None or groups[j] != groups[i])]
-        out.append(fit([terms[j] for j in keep], y[keep]).predict(terms[i]) / y[i] - 1)
+        keep = tuple(j for j in range(len(y)) if j != i and (groups is None or groups[j] != groups[i]))
+        if keep not in fits:
+            fits[keep] = fit([terms[j] for j in keep], y[list(keep)])
+        out.append(fits[keep].predict(terms[i]) / y[i] - 1)
     return np.abs(out)
 
 
