@@ -30,6 +30,7 @@ __all__ = [
     "check_size",
     "MAX_ELEMS",
     "MAX_WINDOW",
+    "SLOW_UNITS",
     "TYPE_FALLBACKS",
 ]
 
@@ -177,10 +178,15 @@ MOVE_TYPES = (T.CONCAT, T.RESHAPE, T.FLATTEN, T.TRANSPOSE, T.PAD, T.SLICE, T.DRO
 
 _INPUT = int(T.INPUT)
 
-#: Integer columns of a network, one value per layer.
+#: Integer columns of a network, one value per layer (``slow``: see `SLOW_UNITS`).
 INT_COLUMNS = ("n", "c_in", "h_in", "w_in", "c_out", "h_out", "w_out",
-               "kh", "kw", "sh", "sw", "ph", "pw", "dh", "dw", "groups")
+               "kh", "kw", "sh", "sw", "ph", "pw", "dh", "dw", "groups", "slow")
 
+#: What a layer's ``slow`` column counts: its work on a runtime's slow path, which its shapes do not show. A
+#: platform's ``slow_ns`` prices one unit per type. MatMul: multiply-adds with a subnormal operand (attention
+#: probabilities of a masked softmax: exp(-100) is subnormal and x86 takes a microcode assist per operation);
+#: Softmax: its subnormal outputs.
+SLOW_UNITS = {T.MATMUL: "multiply-adds with a subnormal operand", T.SOFTMAX: "subnormal outputs"}
 
 #: Largest element count of one tensor that a front end accepts (about 10^15; far beyond any real network,
 #: small enough that element and operation counts stay exact in int64 and float64).
@@ -257,6 +263,9 @@ class Network:
         n = len(self.names)
         if self.types.shape != (n,):
             raise IRError(f"network {self.name!r}: {n} names but {self.types.shape[0]} types")
+        if "slow" not in self.cols:  # a network from before the column: nothing on a slow path
+            self.cols = {**self.cols, "slow": np.zeros(n, dtype=np.int64)}
+            self.matrix = None
         for c in INT_COLUMNS:
             if c not in self.cols:
                 raise IRError(f"network {self.name!r}: column {c!r} missing")
@@ -544,11 +553,12 @@ class NetworkBuilder:
     def add(self, type_: LayerType, name: str, inputs: Iterable[int], out_shape: Sequence[int],
             in_shape: Sequence[int] | None = None, kernel: tuple[int, int] = (0, 0),
             stride: tuple[int, int] = (1, 1), padding: tuple[int, int] = (0, 0),
-            dilation: tuple[int, int] = (1, 1), groups: int = 1, **attrs: object) -> int:
+            dilation: tuple[int, int] = (1, 1), groups: int = 1, slow: int = 0, **attrs: object) -> int:
         """Add a layer; shapes may have any rank (folded to NCHW); returns the new layer's index.
 
         ``in_shape`` defaults to the first input's output shape; ``padding`` is the total padding per
-        spatial axis (both sides). Extra keyword attributes are kept in ``Network.attrs``.
+        spatial axis (both sides); ``slow``: the layer's work units on a runtime's slow path (`SLOW_UNITS`).
+        Extra keyword attributes are kept in ``Network.attrs``.
         """
         inputs = list(inputs)
         for i in inputs:
@@ -572,7 +582,7 @@ class NetworkBuilder:
         self._types.append(int(type_))
         self._rows.append((on, ic, ih, iw, oc, oh, ow, int(kernel[0]), int(kernel[1]), int(stride[0]),
                            int(stride[1]), int(padding[0]), int(padding[1]), int(dilation[0]),
-                           int(dilation[1]), int(groups)))
+                           int(dilation[1]), int(groups), int(slow)))
         self._edges.extend((i, idx) for i in inputs)
         for k, v in attrs.items():
             if v is not None:

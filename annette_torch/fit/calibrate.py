@@ -179,7 +179,10 @@ def run_calibration(platform: str, quick: bool = False, out: str | None = None, 
     from ..bench.store import Store
     from ..bench.suites import SUITES
     from ..bench.sweep import run_sweep
+    from ..bench.hostlock import MachineLock
+    from ..bench.runners import get_runner
     from .generator import fit_platform
+    from .slow_paths import measure_slow_ns
 
     if platform not in MEASURABLE:
         raise AnnetteError(f"calibrate: platform {platform!r} cannot be measured on this machine "
@@ -210,6 +213,10 @@ def run_calibration(platform: str, quick: bool = False, out: str | None = None, 
     progress("fitting mapping and layer models")
     plat, fit_rep = fit_platform(db, platform, cv=plan.cv, progress=progress, candidates=plan.candidates)
     t_fit = time.perf_counter() - t0 - t_bench
+    progress("slow paths: masked-attention pairs")
+    with MachineLock().hold():  # one measurement at a time on this machine, as the sweeps
+        slow_ns = measure_slow_ns(get_runner(runner, **kw), progress=progress)
+    plat = Platform.from_dict({**plat.to_dict(), "slow_ns": slow_ns}, plat.source)
     nets = calibration_networks(plan.networks, exclude_hashes=_validation_hashes())
     cal, cal_rep = calibrate_network_level(plat, platform, nets, progress)
     d = platform_file(plat, fit_rep, platform)

@@ -85,6 +85,11 @@ _SUPPORTED = frozenset(_SIMPLE) | _SPECIAL | {"Identity", "Constant"}
 _EMPTY_OK = frozenset({"Slice", "Split", "Gather", "Reshape", "Transpose", "Concat"})
 #: Ops whose outputs are constants whatever their inputs (shapes are static once the input shape is).
 _ALWAYS_CONST = frozenset({"Constant", "Shape", "Size"})
+#: An additive constant whose exp() is subnormal in float32 (e^-103.3 .. e^-87.3): the -100 of a shifted-window
+#: attention mask is; -inf or -1e4 underflow to exact zeros, which cost nothing extra.
+SUBNORMAL_LOGITS = (-103.28, -87.34)
+#: ops that move a tensor's values without changing them (a mask's share of subnormal logits passes through)
+_VALUE_KEEPING = frozenset({"Reshape", "Transpose", "Squeeze", "Unsqueeze", "Flatten", "Identity", "Expand"})
 
 
 def from_onnx(model: str | os.PathLike | onnx.ModelProto, input_shape: Sequence[int] | None = None,
@@ -152,6 +157,8 @@ def from_onnx(model: str | os.PathLike | onnx.ModelProto, input_shape: Sequence[
 
     unknown_ops: Counter[str] = Counter()
     gelu_input, gelu_inner = _gelu_patterns(layer_nodes, consts, {o.name for o in graph.output})
+    slow = _SlowPaths(consts, values, const_nodes, {o.domain if o.domain != "ai.onnx" else "": o.version
+                                                    for o in proto.opset_import})
     for node in layer_nodes:
         op = node.op_type
         outs = [o for o in node.output if o]
@@ -171,6 +178,7 @@ def from_onnx(model: str | os.PathLike | onnx.ModelProto, input_shape: Sequence[
         if op == "Identity":
             if outs:
                 producer[outs[0]] = producer[acts[0]]
+                slow.follow(node, acts)
             continue
         out_shape = shapes.get(outs[0]) if outs else None
         if out_shape is not None and 0 in tuple(out_shape) and op in _EMPTY_OK:  # an empty piece (a roll by 0):
@@ -198,6 +206,9 @@ def from_onnx(model: str | os.PathLike | onnx.ModelProto, input_shape: Sequence[
                                  f"inference gave {_show(out_shape)}")
         kw.setdefault("in_shape", in_shape)
         kw.setdefault("out_shape", out_shape)
+        units = slow.follow(node, acts, kind, shapes)
+        if units:
+            kw["slow"] = units
         if _static(out_shape) and (len(out_shape) != 4 or tuple(kw["out_shape"]) != tuple(out_shape)):
             kw["dims"] = tuple(int(d) for d in out_shape)  # the tensor's own shape, for display
         try:
@@ -553,6 +564,76 @@ def _fold_node(node: onnx.NodeProto, shapes: dict, values: _Constants, opsets: d
 
 # --------------------------------------------------------------------------------------------------
 # per-op conversion
+
+
+class _SlowPaths:
+    """Which tensors hold subnormal values: logits offset by a mask constant in `SUBNORMAL_LOGITS`, the
+    softmax probabilities made from them; `follow` returns a layer's work on that slow path (`ir.SLOW_UNITS`)."""
+
+    #: largest constant (elements) read or computed to look for mask values
+    LIMIT = 1 << 22
+
+    def __init__(self, consts: set[str], values: "_Constants", const_nodes: list, opsets: dict) -> None:
+        self.consts, self.values, self.opsets = consts, values, opsets
+        self.made_by = {o: n for n in const_nodes if _foldable(n) for o in n.output if o}
+        self.computed: dict[str, np.ndarray | None] = {}
+        self.logits: dict[str, float] = {}  # tensor -> share of elements offset into the subnormal band
+        self.probs: dict[str, float] = {}  # tensor -> share of subnormal softmax outputs
+
+    def _value(self, name: str, depth: int = 0) -> np.ndarray | None:
+        """A constant's value, computing the constant nodes that make it (a mask built from shapes and
+        comparisons) where the loader did not fold it (it folds small constants only)."""
+        v = self.values.get(name, limit=self.LIMIT)
+        if v is not None or name not in self.made_by or depth > 64:
+            return v
+        if name not in self.computed:
+            self.computed[name] = None
+            node = self.made_by[name]
+            feeds = {i: self._value(i, depth + 1) for i in node.input if i}
+            if all(f is not None for f in feeds.values()):
+                try:
+                    from onnx.reference import ReferenceEvaluator
+
+                    res = ReferenceEvaluator(node, opsets=self.opsets).run(None, feeds)
+                    for o, r in zip(node.output, res):
+                        if o and isinstance(r, np.ndarray) and r.size <= self.LIMIT:
+                            self.computed[o] = r
+                except Exception:  # an op the reference evaluator lacks: the value stays unknown
+                    pass
+        return self.computed.get(name)
+
+    def _band_share(self, name: str) -> float:
+        v = self._value(name)
+        if v is None or not np.issubdtype(v.dtype, np.floating) or not v.size:
+            return 0.0
+        lo, hi = SUBNORMAL_LOGITS
+        return float(np.count_nonzero((v >= lo) & (v <= hi))) / v.size
+
+    def follow(self, node: onnx.NodeProto, acts: list[str], kind: LayerType | None = None,
+               shapes: dict | None = None) -> int:
+        op, outs = node.op_type, [o for o in node.output if o]
+        if not outs or not (self.logits or self.probs or op == "Add"):
+            return 0
+        if op in _VALUE_KEEPING and acts:
+            for table in (self.logits, self.probs):
+                if acts[0] in table:
+                    table[outs[0]] = table[acts[0]]
+            return 0
+        if op == "Add":
+            share = max([self.logits.get(i, 0.0) for i in acts]
+                        + [self._band_share(i) for i in node.input if i and i in self.consts])
+            if share > 0:
+                self.logits[outs[0]] = share
+            return 0
+        if kind == T.SOFTMAX and acts and acts[0] in self.logits:
+            share = self.probs[outs[0]] = self.logits[acts[0]]
+            return round(share * _numel(shapes[outs[0]])) if shapes else 0
+        if kind == T.MATMUL and op == "MatMul" and shapes:
+            share = max((self.probs.get(i, 0.0) for i in acts), default=0.0)
+            if share > 0:
+                k = shapes[node.input[0]][-1]
+                return round(share * _numel(shapes[outs[0]]) * int(k))
+        return 0
 
 
 def _op_label(node: onnx.NodeProto) -> str:

@@ -11,8 +11,10 @@ import logging
 import os
 from typing import Any, Mapping
 
+import numpy as np
+
 from ..errors import PlatformError, read_json_file
-from ..ir import LayerType
+from ..ir import SLOW_UNITS, LayerType
 from ..mapping import MappingModel, OperatorSupport
 from ..models import LayerModel, model_from_dict
 from ..models.base import check_number
@@ -57,6 +59,8 @@ class Platform:
         self.overhead = _read_overhead(self.meta.get("overhead"), name)
         #: per layer kind: (type, kernel (kh, kw) or None, factor on the overhead's scale) (`_read_kind_scales`)
         self.kind_scales = _read_kind_scales(self.meta.get("overhead"), name)
+        #: per layer type (indexed by its value), ms per unit of slow-path work (`_read_slow_ns`); None: none
+        self.slow_ms = _read_slow_ns(self.meta.get("slow_ns"), name)
         self.cache = None
         if self.meta.get("cache") is not None:  # in-context weight residency (see models.cache)
             self.cache = CacheModel.from_dict(self.meta["cache"], f"platform {name!r}: cache")
@@ -262,3 +266,25 @@ def _read_kind_scales(d: Any, name: str) -> tuple[tuple[int, tuple[int, int] | N
             raise PlatformError(f"{where}: {kind!r}: the kernel is written like 3x3")
         out.append((t, k, check_number(ks, kind, where, positive=True)))
     return tuple(sorted(out, key=lambda e: e[1] is not None))  # kernel-specific entries last: they win
+
+
+def _read_slow_ns(d: Any, name: str) -> np.ndarray | None:
+    """Optional ``slow_ns``: {layer type: ns per unit of the layer's slow-path work (`ir.SLOW_UNITS`)}, e.g. a
+    subnormal multiply-add of a MatMul, measured by ``annette calibrate``; returned in ms per unit, indexed by
+    type value."""
+    if d is None:
+        return None
+    where = f"platform {name!r}: slow_ns"
+    if not isinstance(d, Mapping):
+        raise PlatformError(f"{where}: expected an object {{layer type: ns per unit}}")
+    out = np.zeros(max(int(t) for t in LayerType) + 1)
+    for label in d:
+        try:
+            t = LayerType.from_label(str(label))
+        except KeyError:
+            raise PlatformError(f"{where}: {label!r} is not a layer type") from None
+        if t not in SLOW_UNITS:
+            raise PlatformError(f"{where}: {label!r} has no slow path (types with one: "
+                                f"{', '.join(sorted(u.label for u in SLOW_UNITS))})")
+        out[int(t)] = check_number(d, label, where, minimum=0.0) * 1e-6
+    return out

@@ -1,7 +1,7 @@
 """The prediction passes, in order: each reads the `Run` and what earlier passes left, and adds its part.
 
-    map_layers -> place_layers -> layer_models -> weight_residency -> fused_work -> runtime_overhead
-    -> host_layers -> switches -> drop_inputs
+    map_layers -> place_layers -> layer_models -> weight_residency -> fused_work -> slow_paths
+    -> runtime_overhead -> host_layers -> switches -> drop_inputs
 
 A pass whose platform piece is absent (no cache model, no operator support, ...) leaves the run as it is.
 The same list serves one network (`estimate`), a stack of many (`estimate_many`) and the blocks of a
@@ -24,7 +24,7 @@ from .original import original_layer_models
 from .state import Run
 
 __all__ = ["PASSES", "run", "layer_times", "model_times", "map_layers", "place_layers", "layer_models",
-           "weight_residency", "fused_work", "runtime_overhead", "host_layers", "switches", "drop_inputs"]
+           "weight_residency", "fused_work", "slow_paths", "runtime_overhead", "host_layers", "switches", "drop_inputs"]
 
 _INPUT, _DEPTHWISE = int(LayerType.INPUT), int(LayerType.DEPTHWISE_CONV)
 
@@ -96,6 +96,18 @@ def fused_work(r: Run) -> None:
     r.time_ms = t
 
 
+def slow_paths(r: Run) -> None:
+    """With ``slow_ns``: each executed layer also pays for its work on the runtime's slow path (the ``slow``
+    column, e.g. multiply-adds with subnormal attention probabilities), at the platform's price per unit."""
+    ms = r.platform.slow_ms
+    if ms is None:
+        return
+    slow = r.executed.cols["slow"]
+    if slow.any():
+        assert r.time_ms is not None
+        r.time_ms = r.time_ms + slow * ms[r.executed.types]
+
+
 def runtime_overhead(r: Run) -> None:
     """A CPU runtime's fitted per-layer scale and cost (depthwise layers scaled apart) and per-inference cost
     (on the graph input)."""
@@ -156,7 +168,7 @@ def drop_inputs(r: Run) -> None:
 
 #: every pass, in order
 PASSES: tuple[Callable[[Run], None], ...] = (map_layers, place_layers, layer_models, weight_residency, fused_work,
-                                             runtime_overhead, host_layers, switches, drop_inputs)
+                                             slow_paths, runtime_overhead, host_layers, switches, drop_inputs)
 
 
 def run(platform: Platform, network: Network, segments: np.ndarray | None = None, n: int = 1,

@@ -84,6 +84,8 @@ def network_fingerprint(net: Network) -> str:
     h = hashlib.sha256()
     h.update(np.ascontiguousarray(net.types, dtype=np.int64).tobytes())
     for c in INT_COLUMNS:
+        if c == "slow" and not net.cols[c].any():
+            continue  # a network without slow-path work hashes as before the column existed
         h.update(c.encode())
         h.update(np.ascontiguousarray(net.cols[c], dtype=np.int64).tobytes())
     h.update(b"edges")

@@ -189,5 +189,5 @@ def _splice(walker: Any, net: Network, inputs: list[int]) -> int | None:
         at[i] = b.add(LayerType(int(net.types[i])), f"{base}.{net.names[i]}", [at[p] for p in parents.get(i, [])],
                       (c["n"], c["c_out"], c["h_out"], c["w_out"]), in_shape=(c["n"], c["c_in"], c["h_in"], c["w_in"]),
                       kernel=(c["kh"], c["kw"]), stride=(c["sh"], c["sw"]), padding=(c["ph"], c["pw"]),
-                      dilation=(c["dh"], c["dw"]), groups=c["groups"], **kw)
+                      dilation=(c["dh"], c["dw"]), groups=c["groups"], slow=c["slow"], **kw)
     return at[sinks[0]]

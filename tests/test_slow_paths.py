@@ -1,0 +1,137 @@
+"""Slow-path work (the ``slow`` column) and its price (``slow_ns``): masked attention's subnormal probabilities."""
+
+from __future__ import annotations
+
+import io
+import json
+import pathlib
+
+import numpy as np
+import onnx
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from annette_torch import estimate
+from annette_torch.errors import PlatformError
+from annette_torch.fit.slow_paths import masked_attention, measure_slow_ns
+from annette_torch.frontends.onnx import from_onnx
+from annette_torch.ir import LayerType as T
+from annette_torch.platform import Platform, load_platform
+from annette_torch.validate.networks import network_fingerprint
+
+
+def _slow(net, t):
+    return int(net.cols["slow"][net.types == t].sum())
+
+
+@pytest.mark.parametrize("value, slow", [(-100.0, True), (-90.0, True), (0.0, False), (-1e4, False),
+                                         (float("-inf"), False), (-50.0, False)])
+def test_only_a_mask_in_the_subnormal_band_makes_slow_work(value, slow):
+    b, n, d = 4, 16, 8
+    net = from_onnx(masked_attention(b, n, d, mask_value=value))
+    mask = np.where(np.random.default_rng(0).random((b, n, n)) < 0.5, value, 0.0)
+    share = float(np.mean(mask == value)) if slow else 0.0
+    assert _slow(net, T.SOFTMAX) == round(share * b * n * n)
+    assert _slow(net, T.MATMUL) == round(share * b * n * n * d)  # multiply-adds reading a subnormal probability
+    assert _slow(net, T.ADD) == 0
+
+
+def test_the_mask_passes_through_reshapes_and_a_computed_mask_counts():
+    """Swin's shifted-window mask is computed from shapes by constant nodes and reshaped before the softmax."""
+    import torch
+    from torch import nn
+
+    class Masked(nn.Module):
+        def forward(self, q):
+            s = q @ q.transpose(-2, -1)  # (1, 4, 16, 16)
+            idx = torch.arange(16)
+            mask = torch.where((idx[:, None] // 8) != (idx[None, :] // 8), -100.0, 0.0)  # built in forward
+            s = (s.reshape(1, 4, 256) + mask.reshape(1, 1, 256)).reshape(1, 4, 16, 16)
+            return s.softmax(-1) @ q
+
+    buf = io.BytesIO()
+    torch.onnx.export(Masked().eval(), torch.randn(1, 4, 16, 8), buf, dynamo=False, opset_version=17)
+    net = from_onnx(onnx.load_from_string(buf.getvalue()))
+    assert _slow(net, T.SOFTMAX) == 4 * 16 * 16 // 2
+    assert _slow(net, T.MATMUL) == 4 * 16 * 16 * 8 // 2
+
+
+def test_a_platform_prices_slow_work_per_type_and_other_platforms_ignore_it():
+    net = from_onnx(masked_attention(8, 32, 16, mask_value=-100.0))
+    plain = from_onnx(masked_attention(8, 32, 16, mask_value=0.0))
+    d = load_platform("ort-cpu").to_dict()
+    d["slow_ns"] = {"Softmax": 0.0, "MatMul": 0.0}
+    free = Platform.from_dict(d, "free")
+    d["slow_ns"] = {"Softmax": 20.0, "MatMul": 2.0}
+    priced = Platform.from_dict(d, "priced")
+    base = estimate(net, free)
+    assert base.latency_ms == pytest.approx(estimate(plain, free).latency_ms)
+    scale = priced.overhead[0]  # the runtime's end-to-end scale applies to slow work as to the rest
+    want = _slow(net, T.SOFTMAX) * 20e-6 + _slow(net, T.MATMUL) * 2e-6
+    assert want > 0
+    assert estimate(net, priced).latency_ms - base.latency_ms == pytest.approx(want * scale, rel=1e-9)
+    # zcu102 runs int8: it has no slow path, the column changes nothing there
+    assert estimate(net, "zcu102").latency_ms == pytest.approx(estimate(plain, "zcu102").latency_ms)
+
+
+@pytest.mark.parametrize("bad, msg", [([1], "expected an object"), ({"Conv": 1.0}, "has no slow path"),
+                                      ({"Nope": 1.0}, "not a layer type"), ({"MatMul": -1.0}, "slow_ns")])
+def test_bad_slow_ns_is_one_clear_error(bad, msg):
+    d = load_platform("ort-cpu").to_dict()
+    d["slow_ns"] = bad
+    with pytest.raises(PlatformError, match=msg):
+        Platform.from_dict(d, "bad")
+
+
+def test_slow_work_changes_the_fingerprint_only_where_there_is_some():
+    slow = from_onnx(masked_attention(2, 8, 4, mask_value=-100.0))
+    fast = from_onnx(masked_attention(2, 8, 4, mask_value=0.0))
+    assert network_fingerprint(slow) != network_fingerprint(fast)
+    cols = {k: v for k, v in fast.cols.items() if k != "slow"}  # a network from before the column
+    from annette_torch.ir import Network
+    old = Network(fast.name, fast.names, fast.types, cols, fast.edges)
+    assert network_fingerprint(old) == network_fingerprint(fast)
+
+
+def test_shipped_cpu_files_price_subnormals_as_measured():
+    """ONNX Runtime pays for subnormal operands; OpenVINO's CPU plugin flushes them to zero (next to nothing)."""
+    root = pathlib.Path(__file__).resolve().parents[1] / "platforms"
+    for ort_file, ov_file in ((root / "ort-cpu.json", root / "openvino-cpu.json"),
+                              (load_platform("ort-cpu").source, load_platform("openvino-cpu").source)):
+        ort, ov = (json.loads(pathlib.Path(f).read_text())["slow_ns"] for f in (ort_file, ov_file))
+        assert ort["MatMul"] > 20 * ov["MatMul"] and ort["Softmax"] > 20 * ov["Softmax"]
+
+
+class _FakeRunner:
+    """Profiles the pair analytically: the slow graph's Softmax / MatMul take extra time per subnormal."""
+
+    def prepare(self, model):
+        return model
+
+    def profile(self, model, iterations=20, warmup=3):
+        return model
+
+    def parse(self, model):
+        from annette_torch.bench.records import NodeRecord
+        mask = next(t for t in model.graph.initializer if t.name == "mask")
+        from onnx import numpy_helper
+        m = numpy_helper.to_array(mask)
+        sub = float(np.count_nonzero(m == -100.0))
+        d = model.graph.input[1].type.tensor_type.shape.dim[-1].dim_value
+        return [NodeRecord("softmax", "Softmax", median_ms=0.1 + sub * 17e-6),
+                NodeRecord("context", "MatMul", median_ms=0.2 + sub * d * 1.5e-6),
+                NodeRecord("mask_add", "Add", median_ms=0.05)]
+
+
+def test_measure_slow_ns_recovers_the_price_per_unit():
+    got = measure_slow_ns(_FakeRunner(), rounds=1)
+    assert got == {"Softmax": pytest.approx(17.0, rel=1e-3), "MatMul": pytest.approx(1.5, rel=1e-3)}
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(1, 6), st.integers(2, 24), st.integers(1, 16), st.floats(-103.0, -88.0))
+def test_slow_units_never_exceed_the_work(b, n, d, value):
+    net = from_onnx(masked_attention(b, n, d, mask_value=value))
+    assert 0 <= _slow(net, T.SOFTMAX) <= b * n * n
+    assert 0 <= _slow(net, T.MATMUL) <= b * n * n * d
