@@ -31,6 +31,7 @@ __all__ = [
     "MAX_ELEMS",
     "MAX_WINDOW",
     "SLOW_UNITS",
+    "transpose_slow",
     "TYPE_FALLBACKS",
 ]
 
@@ -185,8 +186,30 @@ INT_COLUMNS = ("n", "c_in", "h_in", "w_in", "c_out", "h_out", "w_out",
 #: What a layer's ``slow`` column counts: its work on a runtime's slow path, which its shapes do not show. A
 #: platform's ``slow_ns`` prices one unit per type. MatMul: multiply-adds with a subnormal operand (attention
 #: probabilities of a masked softmax: exp(-100) is subnormal and x86 takes a microcode assist per operation);
-#: Softmax: its subnormal outputs.
-SLOW_UNITS = {T.MATMUL: "multiply-adds with a subnormal operand", T.SOFTMAX: "subnormal outputs"}
+#: Softmax: its subnormal outputs; Transpose: the elements it moves one at a time (`transpose_slow`).
+SLOW_UNITS = {T.MATMUL: "multiply-adds with a subnormal operand", T.SOFTMAX: "subnormal outputs",
+              T.TRANSPOSE: "elements moved one at a time"}
+
+
+def transpose_slow(shape: Sequence[int], perm: Sequence[int]) -> int:
+    """Elements a permutation moves one at a time: all of them when, with unit axes dropped and axes that stay
+    neighbours merged, the innermost axis moves and no single axis move gives the order (a block or grid
+    partition's ``(0, 5, 1, 3, 2, 4)``); 0 when rows are copied whole or one axis moves (NCHW <-> NHWC)."""
+    keep = [a for a in perm if shape[a] != 1]
+    order = sorted(keep)
+    merged: list[int] = []  # the kept axes in output order, neighbours in input order merged
+    for a in keep:
+        if merged and order.index(a) == order.index(merged[-1]) + 1:
+            merged[-1] = a
+            continue
+        merged.append(a)
+    rank = sorted(merged)
+    q = [rank.index(a) for a in merged]
+    if len(q) < 2 or q[-1] == len(q) - 1:
+        return 0
+    if any(q[:i] + q[i + 1:] == sorted(q[:i] + q[i + 1:]) for i in range(len(q))):
+        return 0
+    return int(np.prod(np.asarray(shape, dtype=np.int64)))
 
 #: Largest element count of one tensor that a front end accepts (about 10^15; far beyond any real network,
 #: small enough that element and operation counts stay exact in int64 and float64).

@@ -114,6 +114,12 @@ class _FakeRunner:
 
     def parse(self, model):
         from annette_torch.bench.records import NodeRecord
+        from annette_torch.fit.slow_paths import TRANSPOSES
+        if model.graph.node[0].op_type == "Transpose":
+            perm = tuple(model.graph.node[0].attribute[0].ints)
+            shape = tuple(d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim)
+            slow = any(perm == p and shape == sh for sh, p, _ in TRANSPOSES)
+            return [NodeRecord("transpose", "Transpose", median_ms=0.1 + slow * np.prod(shape) * 2.5e-6)]
         mask = next(t for t in model.graph.initializer if t.name == "mask")
         from onnx import numpy_helper
         m = numpy_helper.to_array(mask)
@@ -126,7 +132,8 @@ class _FakeRunner:
 
 def test_measure_slow_ns_recovers_the_price_per_unit():
     got = measure_slow_ns(_FakeRunner(), rounds=1)
-    assert got == {"Softmax": pytest.approx(17.0, rel=1e-3), "MatMul": pytest.approx(1.5, rel=1e-3)}
+    assert got == {"Softmax": pytest.approx(17.0, rel=1e-3), "MatMul": pytest.approx(1.5, rel=1e-3),
+                   "Transpose": pytest.approx(2.5, rel=1e-3)}
 
 
 @settings(max_examples=25, deadline=None)
@@ -135,3 +142,45 @@ def test_slow_units_never_exceed_the_work(b, n, d, value):
     net = from_onnx(masked_attention(b, n, d, mask_value=value))
     assert 0 <= _slow(net, T.SOFTMAX) <= b * n * n
     assert 0 <= _slow(net, T.MATMUL) <= b * n * n * d
+
+
+@pytest.mark.parametrize("shape, perm, slow", [
+    ((1, 64, 7, 8, 7, 8), (0, 3, 5, 2, 4, 1), True),  # MaxViT's grid partition: innermost and others move
+    ((1, 8, 8, 7, 7, 64), (0, 5, 1, 3, 2, 4), True),  # its block partition, back to NCHW
+    ((8, 16, 28, 28), (3, 2, 1, 0), True),
+    ((1, 56, 56, 96), (0, 3, 1, 2), False),  # NHWC -> NCHW: one axis moves
+    ((4, 12, 49, 32), (0, 1, 3, 2), False),  # k transposed for q @ k^T: one axis moves
+    ((4, 12, 49, 32), (0, 2, 1, 3), False),  # heads split: rows copied whole
+    ((16, 20, 28, 28), (2, 3, 0, 1), False),  # merged, a 2-D transpose
+    ((1, 8, 1, 784, 1, 32), (2, 0, 4, 1, 3, 5), False)])  # unit axes do not count
+def test_transposes_that_copy_element_by_element_are_slow_in_both_front_ends(shape, perm, slow):
+    import torch
+    from torch import nn
+
+    from annette_torch import trace
+    from annette_torch.ir import transpose_slow
+
+    class Permute(nn.Module):
+        def forward(self, x):
+            return x.permute(*perm) + 1.0
+
+    elems = int(np.prod(shape))
+    assert transpose_slow(shape, perm) == (elems if slow else 0)
+    traced = trace(Permute().eval(), shape)
+    buf = io.BytesIO()
+    torch.onnx.export(Permute().eval(), torch.zeros(shape), buf, dynamo=False, opset_version=17)
+    exported = from_onnx(onnx.load_from_string(buf.getvalue()))
+    assert _slow(traced, T.TRANSPOSE) == _slow(exported, T.TRANSPOSE) == (elems if slow else 0)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(1, 5), min_size=1, max_size=6).flatmap(
+    lambda dims: st.tuples(st.just(tuple(dims)), st.permutations(range(len(dims))))))
+def test_transpose_slow_is_all_or_nothing_and_never_for_a_kept_innermost_axis(case):
+    from annette_torch.ir import transpose_slow
+    shape, perm = case
+    n = transpose_slow(shape, perm)
+    assert n in (0, int(np.prod(shape)))
+    kept = [a for a in perm if shape[a] != 1]
+    if not kept or kept[-1] == max(kept):
+        assert n == 0

@@ -55,6 +55,7 @@ from ..ir import (
     check_size,
     conv_type,
     to_nchw,
+    transpose_slow,
 )
 
 __all__ = ["from_onnx"]
@@ -567,8 +568,9 @@ def _fold_node(node: onnx.NodeProto, shapes: dict, values: _Constants, opsets: d
 
 
 class _SlowPaths:
-    """Which tensors hold subnormal values: logits offset by a mask constant in `SUBNORMAL_LOGITS`, the
-    softmax probabilities made from them; `follow` returns a layer's work on that slow path (`ir.SLOW_UNITS`)."""
+    """A layer's work on a runtime's slow path (`ir.SLOW_UNITS`), returned by `follow`: a transpose's
+    element-wise copies (`ir.transpose_slow`), and the subnormal values of masked attention: logits offset by a
+    mask constant in `SUBNORMAL_LOGITS`, the softmax probabilities made from them, the MatMul reading those."""
 
     #: largest constant (elements) read or computed to look for mask values
     LIMIT = 1 << 22
@@ -612,6 +614,24 @@ class _SlowPaths:
     def follow(self, node: onnx.NodeProto, acts: list[str], kind: LayerType | None = None,
                shapes: dict | None = None) -> int:
         op, outs = node.op_type, [o for o in node.output if o]
+        if kind == T.TRANSPOSE and shapes and acts and _static(shapes.get(acts[0])):
+            x = shapes[acts[0]]
+            if op == "Transpose":
+                perm = _attrs(node).get("perm") or list(range(len(x)))[::-1]
+            elif op == "Einsum":  # one operand, its indices permuted
+                eq = _attrs(node)["equation"]
+                lhs, rhs = (eq.decode() if isinstance(eq, bytes) else eq).replace(" ", "").split("->")
+                perm = [lhs.index(c) for c in rhs]
+            else:
+                perm = list(range(len(x)))
+            if sorted(int(p) % len(x) for p in perm) == list(range(len(x))):
+                self.follow_values(op, acts, outs)
+                return transpose_slow(x, [int(p) % len(x) for p in perm])
+        return self.follow_values(op, acts, outs, node, kind, shapes)
+
+    def follow_values(self, op: str, acts: list[str], outs: list[str], node: onnx.NodeProto | None = None,
+                      kind: LayerType | None = None, shapes: dict | None = None) -> int:
+        """Subnormal values through ``node``: the shares its outputs carry, its slow work on them."""
         if not outs or not (self.logits or self.probs or op == "Add"):
             return 0
         if op in _VALUE_KEEPING and acts:
@@ -620,6 +640,7 @@ class _SlowPaths:
                     table[outs[0]] = table[acts[0]]
             return 0
         if op == "Add":
+            assert node is not None
             share = max([self.logits.get(i, 0.0) for i in acts]
                         + [self._band_share(i) for i in node.input if i and i in self.consts])
             if share > 0:
@@ -628,7 +649,7 @@ class _SlowPaths:
         if kind == T.SOFTMAX and acts and acts[0] in self.logits:
             share = self.probs[outs[0]] = self.logits[acts[0]]
             return round(share * _numel(shapes[outs[0]])) if shapes else 0
-        if kind == T.MATMUL and op == "MatMul" and shapes:
+        if kind == T.MATMUL and op == "MatMul" and shapes and node is not None:
             share = max((self.probs.get(i, 0.0) for i in acts), default=0.0)
             if share > 0:
                 k = shapes[node.input[0]][-1]

@@ -12,6 +12,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from ....ir import transpose_slow
 from ..registry import _FUNCTIONS, _MODULES, _reg
 from ..values import T, _arg, _NoRule, _prod, _ShapeError, _TV
 from ..walker import _Walker
@@ -167,8 +168,10 @@ def _einsum(w: _Walker, fn, args, kwargs):
             size[c] = max(size[c], d)
     out = tuple(size[c] for c in rhs)
     if len(ops) == 1:  # a permutation (a copy), or a reduction over the dropped indices
-        t = T.TRANSPOSE if sorted(rhs) == sorted(terms[0]) else T.REDUCE_MEAN
-        return w.emit(t, (ops[0],), out)
+        if sorted(rhs) == sorted(terms[0]):
+            return w.emit(T.TRANSPOSE, (ops[0],), out,
+                          slow=transpose_slow(ops[0].shape, [terms[0].index(c) for c in rhs]))
+        return w.emit(T.REDUCE_MEAN, (ops[0],), out)
     if len(ops) != 2:
         raise _NoRule("einsum of more than two operands")
     a, b = terms

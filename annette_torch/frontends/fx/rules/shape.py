@@ -12,6 +12,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from ....ir import transpose_slow
 from ..registry import _FUNCTION_NAMES, _FUNCTIONS, _METHODS, _MODULES, _reg
 from ..values import T, _arg, _dim, _NoRule, _prod, _ShapeError, _tup, _TV, _x
 from ..walker import _Walker
@@ -132,12 +133,14 @@ def _transpose(w: _Walker, fn, args, kwargs):
     s = list(x.shape)
     a, b = _dim(_arg(args, kwargs, 1, "dim0"), len(s)), _dim(_arg(args, kwargs, 2, "dim1"), len(s))
     s[a], s[b] = s[b], s[a]
-    return w.emit(T.TRANSPOSE, (x,), tuple(s))
+    perm = list(range(len(s)))
+    perm[a], perm[b] = b, a
+    return w.emit(T.TRANSPOSE, (x,), tuple(s), slow=transpose_slow(x.shape, perm))
 
 
 def _t(w: _Walker, fn, args, kwargs):
     x = _x(args, kwargs)
-    return w.emit(T.TRANSPOSE, (x,), x.shape[::-1])
+    return w.emit(T.TRANSPOSE, (x,), x.shape[::-1], slow=transpose_slow(x.shape, range(len(x.shape))[::-1]))
 
 
 def _permute(w: _Walker, fn, args, kwargs):
@@ -147,7 +150,7 @@ def _permute(w: _Walker, fn, args, kwargs):
     dims = [_dim(d, r) for d in dims]
     if sorted(dims) != list(range(r)):
         raise _ShapeError(f"permute dims {list(dims)} are not a permutation of {r} dimensions")
-    return w.emit(T.TRANSPOSE, (x,), tuple(x.shape[d] for d in dims))
+    return w.emit(T.TRANSPOSE, (x,), tuple(x.shape[d] for d in dims), slow=transpose_slow(x.shape, dims))
 
 
 def _cat(stack: bool) -> Callable:
@@ -253,7 +256,7 @@ def _getattr(w: _Walker, fn, args, kwargs):
     if attr == "dtype":
         return x.dtype or torch.float32
     if attr == "T":
-        return w.emit(T.TRANSPOSE, (x,), x.shape[::-1])
+        return w.emit(T.TRANSPOSE, (x,), x.shape[::-1], slow=transpose_slow(x.shape, range(len(x.shape))[::-1]))
     if attr == "data":
         return x
     raise _NoRule(f"attribute {attr}")
