@@ -32,6 +32,8 @@ __all__ = [
     "MAX_WINDOW",
     "SLOW_UNITS",
     "transpose_slow",
+    "SUBNORMAL_LOGITS",
+    "subnormal_share",
     "TYPE_FALLBACKS",
 ]
 
@@ -189,6 +191,18 @@ INT_COLUMNS = ("n", "c_in", "h_in", "w_in", "c_out", "h_out", "w_out",
 #: Softmax: its subnormal outputs; Transpose: the elements it moves one at a time (`transpose_slow`).
 SLOW_UNITS = {T.MATMUL: "multiply-adds with a subnormal operand", T.SOFTMAX: "subnormal outputs",
               T.TRANSPOSE: "elements moved one at a time"}
+
+#: An additive constant whose exp() is subnormal in float32 (e^-103.3 .. e^-87.3): the -100 of a shifted-window
+#: attention mask is; -inf or -1e4 underflow to exact zeros, which cost nothing extra.
+SUBNORMAL_LOGITS = (-103.28, -87.34)
+
+
+def subnormal_share(values: np.ndarray) -> float:
+    """Share of ``values`` (an additive mask) that a following softmax turns subnormal (`SUBNORMAL_LOGITS`)."""
+    if not values.size or not np.issubdtype(values.dtype, np.floating):
+        return 0.0
+    lo, hi = SUBNORMAL_LOGITS
+    return float(np.count_nonzero((values >= lo) & (values <= hi))) / values.size
 
 
 def transpose_slow(shape: Sequence[int], perm: Sequence[int]) -> int:

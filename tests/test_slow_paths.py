@@ -184,3 +184,36 @@ def test_transpose_slow_is_all_or_nothing_and_never_for_a_kept_innermost_axis(ca
     kept = [a for a in perm if shape[a] != 1]
     if not kept or kept[-1] == max(kept):
         assert n == 0
+
+
+def test_a_mask_buffer_makes_the_same_slow_work_in_both_front_ends():
+    """A shifted-window block with its mask registered as a buffer (as the original Swin code does), written
+    by hand and with scaled_dot_product_attention: torch.fx and the ONNX export count the same work."""
+    import torch
+    from torch import nn
+
+    from annette_torch import trace
+
+    class Block(nn.Module):
+        def __init__(self, sdpa: bool):
+            super().__init__()
+            self.sdpa = sdpa
+            idx = torch.arange(49)
+            self.register_buffer("mask", torch.where((idx[:, None] // 14) != (idx[None, :] // 14), -100.0, 0.0))
+            self.qkv = nn.Linear(32, 96)
+
+        def forward(self, x):  # (4 windows, 49 tokens, 32)
+            q, k, v = self.qkv(x).reshape(4, 49, 3, 2, 16).permute(2, 0, 3, 1, 4)
+            if self.sdpa:
+                return nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=self.mask)
+            s = q @ k.transpose(-2, -1) + self.mask
+            return s.softmax(-1) @ v
+
+    share = float((Block(False).mask == -100.0).float().mean())
+    for sdpa in (False, True):
+        traced = trace(Block(sdpa).eval(), (4, 49, 32))
+        buf = io.BytesIO()
+        torch.onnx.export(Block(sdpa).eval(), torch.zeros(4, 49, 32), buf, dynamo=False, opset_version=17)
+        exported = from_onnx(onnx.load_from_string(buf.getvalue()))
+        for t, work in ((T.SOFTMAX, 4 * 2 * 49 * 49), (T.MATMUL, 4 * 2 * 49 * 49 * 16)):
+            assert _slow(traced, t) == _slow(exported, t) == pytest.approx(share * work, abs=1)

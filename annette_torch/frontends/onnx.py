@@ -55,6 +55,7 @@ from ..ir import (
     check_size,
     conv_type,
     to_nchw,
+    subnormal_share,
     transpose_slow,
 )
 
@@ -86,9 +87,6 @@ _SUPPORTED = frozenset(_SIMPLE) | _SPECIAL | {"Identity", "Constant"}
 _EMPTY_OK = frozenset({"Slice", "Split", "Gather", "Reshape", "Transpose", "Concat"})
 #: Ops whose outputs are constants whatever their inputs (shapes are static once the input shape is).
 _ALWAYS_CONST = frozenset({"Constant", "Shape", "Size"})
-#: An additive constant whose exp() is subnormal in float32 (e^-103.3 .. e^-87.3): the -100 of a shifted-window
-#: attention mask is; -inf or -1e4 underflow to exact zeros, which cost nothing extra.
-SUBNORMAL_LOGITS = (-103.28, -87.34)
 #: ops that move a tensor's values without changing them (a mask's share of subnormal logits passes through)
 _VALUE_KEEPING = frozenset({"Reshape", "Transpose", "Squeeze", "Unsqueeze", "Flatten", "Identity", "Expand"})
 
@@ -606,10 +604,7 @@ class _SlowPaths:
 
     def _band_share(self, name: str) -> float:
         v = self._value(name)
-        if v is None or not np.issubdtype(v.dtype, np.floating) or not v.size:
-            return 0.0
-        lo, hi = SUBNORMAL_LOGITS
-        return float(np.count_nonzero((v >= lo) & (v <= hi))) / v.size
+        return 0.0 if v is None else subnormal_share(v)
 
     def follow(self, node: onnx.NodeProto, acts: list[str], kind: LayerType | None = None,
                shapes: dict | None = None) -> int:

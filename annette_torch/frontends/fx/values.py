@@ -13,14 +13,19 @@ T = LayerType
 
 
 class _TV:
-    """A tensor: the layer producing it (-1 for a constant: parameter, buffer, folded value) and shape."""
+    """A tensor: the layer producing it (-1 for a constant: parameter, buffer, folded value) and shape; with
+    ``logits`` / ``probs`` the share of its values an additive mask put in `ir.SUBNORMAL_LOGITS` / the share
+    of subnormal softmax outputs made from those (`ir.SLOW_UNITS`)."""
 
-    __slots__ = ("layer", "shape", "dtype")
+    __slots__ = ("layer", "shape", "dtype", "logits", "probs")
 
-    def __init__(self, layer: int, shape: tuple[int, ...], dtype: torch.dtype | None = None) -> None:
+    def __init__(self, layer: int, shape: tuple[int, ...], dtype: torch.dtype | None = None,
+                 logits: float = 0.0, probs: float = 0.0) -> None:
         self.layer = layer
         self.shape = shape
         self.dtype = dtype
+        self.logits = logits
+        self.probs = probs
 
     def __repr__(self) -> str:
         return f"Tensor{list(self.shape)}"

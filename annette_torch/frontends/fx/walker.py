@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import math
 import warnings
 from typing import Any, Sequence
 
@@ -14,7 +15,7 @@ import torch.nn as nn
 from torch.fx import Node
 
 from ...errors import ModelLoadError
-from ...ir import IRError, LayerType, Network, NetworkBuilder
+from ...ir import IRError, LayerType, Network, NetworkBuilder, subnormal_share
 from .leaf import recover
 from .registry import (_CONST_FUNCTIONS, _CONST_METHODS, _FUNCTION_NAMES, _FUNCTIONS, _KNOWN_TYPES, _METHODS,
                        _module_rule)
@@ -81,10 +82,12 @@ class _Walker:
     # -- layer creation -----------------------------------------------------------------------------
     def emit(self, t: LayerType, tvs: Sequence[_TV], shape: tuple[int, ...], in_shape: Sequence[int] | None = None,
              ir_out: Sequence[int] | None = None, name: str | None = None, **kw: Any) -> _TV:
-        """Add a layer fed by the non-constant tensors ``tvs``; all-constant inputs fold to a constant."""
+        """Add a layer fed by the non-constant tensors ``tvs``; all-constant inputs fold to a constant. Subnormal
+        values flow on (`_subnormal`)."""
         inputs = [v.layer for v in tvs if v.layer >= 0]
+        logits, probs = _subnormal(t, tvs, shape, in_shape, kw)
         if not inputs:
-            return _TV(-1, shape)
+            return _TV(-1, shape, None, logits, probs)
         if in_shape is None:
             for v in tvs:
                 if v.layer >= 0:
@@ -98,7 +101,7 @@ class _Walker:
             kw.setdefault("dims", tuple(int(d) for d in shape))
         idx = self.b.add(t, name or self.name, inputs, shape if ir_out is None else ir_out,
                          in_shape=in_shape, **kw)
-        return _TV(idx, shape)
+        return _TV(idx, shape, None, logits, probs)
 
     # -- main loop ----------------------------------------------------------------------------------
     def run(self, graph) -> Network:
@@ -124,7 +127,11 @@ class _Walker:
                 continue
             if op == "get_attr":
                 v = _fetch_attr(self.root, node.target)
-                env[node] = _TV(-1, tuple(v.shape), v.dtype) if isinstance(v, torch.Tensor) else v
+                if isinstance(v, torch.Tensor):  # a buffer holding an attention mask: its subnormal-band share
+                    share = (subnormal_share(v.detach().cpu().numpy()) if v.is_floating_point() and v.device.type
+                             != "meta" and 0 < v.numel() <= _MASK_LIMIT else 0.0)
+                    v = _TV(-1, tuple(v.shape), v.dtype, share)
+                env[node] = v
                 continue
             args = _load(node.args, env)
             kwargs = _load(node.kwargs, env) if node.kwargs else {}
@@ -243,6 +250,32 @@ class _Walker:
             m = copy.deepcopy(mod, memo).to("meta")
             self.meta_modules[target] = m
         return m
+
+
+#: largest buffer (elements) read to look for attention-mask values
+_MASK_LIMIT = 1 << 22
+#: types that pass their input's values on unchanged (a mask's share of subnormal logits goes with them)
+_VALUE_KEEPING = (T.RESHAPE, T.TRANSPOSE, T.FLATTEN, T.DROPOUT, T.SLICE)
+
+
+def _subnormal(t: LayerType, tvs: Sequence[_TV], shape: tuple[int, ...], in_shape: Sequence[int] | None,
+               kw: dict) -> tuple[float, float]:
+    """The (logits, probs) shares of a new layer's output (see `_TV`); a Softmax or MatMul reading subnormal
+    values gets its slow-path work in ``kw["slow"]`` (`ir.SLOW_UNITS`), as the ONNX front end counts it."""
+    logits = max((v.logits for v in tvs), default=0.0)
+    probs = max((v.probs for v in tvs), default=0.0)
+    if not (logits or probs):
+        return 0.0, 0.0
+    if t in _VALUE_KEEPING:
+        return logits, probs
+    if t == T.ADD:
+        return logits, 0.0
+    if t == T.SOFTMAX and logits:
+        kw["slow"] = round(logits * math.prod(shape))
+        return 0.0, logits
+    if t == T.MATMUL and probs and in_shape is not None:  # in_shape (batch, k, m, 1), output batch x m x n
+        kw["slow"] = round(probs * math.prod(shape) * int(in_shape[1]))
+    return 0.0, 0.0
 
 
 def _to_meta(a: Any) -> Any:

@@ -37,7 +37,7 @@ def _attend(w: _Walker, q: _TV, k: _TV, v: _TV, mask: Any, prefix: str) -> _TV:
                           "the sizes do not match")
     batch = tuple(bq)
     scores = _bmm(w, q, k, batch, L, E, S, f"{prefix}.scores")
-    if type(mask) is _TV and mask.layer >= 0:
+    if type(mask) is _TV and (mask.layer >= 0 or mask.logits):  # (a constant mask of -100s: subnormal work)
         scores = w.emit(T.ADD, (scores, mask), scores.shape, name=f"{prefix}.mask")
     probs = w.emit(T.SOFTMAX, (scores,), scores.shape, name=f"{prefix}.softmax")
     return _bmm(w, probs, v, batch, L, S, Ev, f"{prefix}.context")
