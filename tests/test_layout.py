@@ -211,3 +211,22 @@ def test_quick_plan_sweeps_the_resize_suite_in_both_layouts_and_the_fit_keeps_bo
     blocked = sum(int((MappingModel([], costs).apply(SUITES["interp"].build(c)).network.types
                        == T.BLOCKED_RESIZE).any()) for c in cfgs)
     assert blocked >= MIN_SAMPLES
+
+
+def test_without_layout_costs_the_blocked_layout_sweep_stays_out_of_the_layer_models():
+    from annette_torch.bench.suites import SUITES
+    from annette_torch.fit.generator import _mapping_costs
+
+    s = SUITES["interp"]
+    measured = []
+    for opts in (None, {"lead": "dw1"}):
+        for c in s.configs(n=3, seed=0, options=opts):
+            net = s.build(c)
+            recs = {n: LayerRecord(n, T(int(net.types[i])).label, NOT_FUSED, node=n, time_ms=0.0 if i == 0 else 0.1)
+                    for i, n in enumerate(net.names)}
+            measured.append(Measured("interp", c["config_id"], net, recs, []))
+    ls = layer_samples(measured, MappingModel())
+    mapping, ls2, rep = _mapping_costs(ls, measured, MappingModel(), 32, 2, 0, lambda _m: None, None)
+    assert rep["inserted"]["layout_fit"].get("skipped") and mapping.costs is None
+    assert len(ls.configs) == 6 and len(ls2.configs) == 3
+    assert not any("lead" in m.network.names for m in ls2.configs)

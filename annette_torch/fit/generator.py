@@ -153,7 +153,12 @@ def _mapping_costs(ls: LayerSamples, measured: list, mapping: MappingModel, bits
     costs = MappingCosts(fused, ins_in, ins_out, describe(frep, irep), layout)
     progress(f"mapping costs: {costs.origin}")
     out = MappingModel(mapping.rules, costs, mapping.folds, mapping.strides)
-    return out, (layer_samples(measured, out) if fused or layout else ls), {"fused": frep, "inserted": irep}
+    retake = bool(fused or layout)
+    if not layout:  # without layout types, a suite's blocked-layout sweep would blur its plain one's model
+        plain = [m for m in measured if not (m.suite in BOTH_LAYOUTS and "lead" in m.network.names)]
+        retake |= len(plain) < len(measured)
+        measured = plain
+    return out, (layer_samples(measured, out) if retake else ls), {"fused": frep, "inserted": irep}
 
 
 def _flops_platform(ls: LayerSamples, name: str) -> Platform:
