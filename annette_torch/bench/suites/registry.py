@@ -90,7 +90,7 @@ def _suites() -> dict[str, Suite]:
               build_heads, cost=cost_heads),
         Suite("interp", "nearest / bilinear upsampling x2/x4 (hw, c, scale, mode)",
               {"hw": SPATIAL, "c": ch, "scale": [2, 4], "mode": INTERP_MODES}, build_interp, cost=cost_interp,
-              optional={"lead": "none"}),
+              optional={"lead": "none"}, max_act_bytes=256 * 2**20),
         Suite("dilconv", "dilated 3x3 convolution, same padding (hw, c, f, dilation 2-18)",
               {"hw": DIL_SPATIAL, "c": ch, "f": ch, "d": DILATIONS}, build_dilconv, cost=cost_dilconv),
         Suite("conv_bn_relu", "conv-bn-relu chains of 1-3 blocks (hw, c, f, kernel, stride of the first)",
