@@ -59,15 +59,15 @@ def test_onnx_front_end_reads_the_interpolation_mode():
     assert onnx is not None
 
 
-def _decoder(c=32):
+def _decoder(c=32, hw=16):
     """conv (blocked) -> reshape (plain) -> conv (reads plain: reorder to blocked) -> x2 resize (blocked, graph
     output: reorder to plain); a 3-channel stem reads the plain input directly."""
     b = NetworkBuilder("dec")
-    x = b.input("x", (1, 3, 16, 16))
+    x = b.input("x", (1, 3, hw, hw))
     a = b.conv("stem", x, c, 3, padding=1)
-    r = b.add(T.RESHAPE, "view", [a], (1, c, 16, 16))
+    r = b.add(T.RESHAPE, "view", [a], (1, c, hw, hw))
     y = b.conv("conv", r, c, 1)
-    b.add(T.RESIZE, "up", [y], (1, c, 32, 32), mode="bilinear")
+    b.add(T.RESIZE, "up", [y], (1, c, 2 * hw, 2 * hw), mode="bilinear")
     return b.build()
 
 
@@ -122,6 +122,22 @@ def test_layout_costs_round_trip_and_price_the_reordered_tensors():
     assert full[4] - bare[4] == pytest.approx(t[4])
 
 
+def test_layout_reorders_beyond_a_size_cost_more_per_element():
+    over = MappingCosts(layout={"to_plain": (0.0, 0.3, 0.0, 0.2, 1.0)})
+    plain = MappingCosts(layout={"to_plain": (0.0, 0.3, 0.0)})
+    assert plain.layout["to_plain"] == (0.0, 0.3, 0.0, 0.0, 0.0)
+    b = NetworkBuilder("big")
+    x = b.input("x", (1, 16, 8, 8))
+    y = b.conv("conv", x, 64, 1)
+    b.add(T.RESIZE, "up", [y], (1, 64, 256, 256), mode="nearest")  # 4.19M elements, a graph output
+    net = MappingModel().apply(b.build()).network
+    e = 64 * 256 * 256 * 1e-6
+    assert over.layout_ms(net)[2] == pytest.approx(0.3 * e + 0.2 * (e - 1.0))
+    assert plain.layout_ms(net)[2] == pytest.approx(0.3 * e)
+    again = MappingCosts.from_dict(json.loads(json.dumps(over.to_dict())))
+    assert again.layout == over.layout
+
+
 def test_bad_layout_costs_fail_clearly():
     d = Platform("p", {"Base": Roofline(op_s=1e11, bandwidth=1e10, bit_act=32, bit_weights=32)}).to_dict()
     d["mapping"]["costs"] = {"layout": {"sideways": {"ms": 0, "ms_per_melem": 0, "ms_per_mpixel": 0}}}
@@ -154,13 +170,14 @@ def test_mapping_with_layout_costs_types_blocked_resizes_apart():
     assert labels[mi[list(mn.names).index("after_conv")]] == "roofline:Resize"
 
 
-def _measured_decoders(n=60, seed=0, noise=0.0) -> list[Measured]:
-    """Decoder networks "measured" with reorders costed by `LAYOUT`, named as ONNX Runtime names them."""
+def _measured_decoders(n=60, seed=0, noise=0.0, layout=None, hw=16) -> list[Measured]:
+    """Decoder networks "measured" with reorders costed by ``layout`` (default `LAYOUT`), named as ONNX Runtime
+    names them."""
     rng = np.random.default_rng(seed)
-    costs = MappingCosts(layout=dict(LAYOUT))
+    costs = MappingCosts(layout=dict(layout or LAYOUT))
     out = []
     for i in range(n):
-        net = _decoder(int(rng.choice([16, 32, 64, 128])))
+        net = _decoder(int(rng.choice([16, 32, 64, 128])), hw=int(rng.choice([hw, 2 * hw, 4 * hw])))
         mn = MappingModel().apply(net).network
         recs = {name: LayerRecord(name, T(int(net.types[j])).label, NOT_FUSED, node=name,
                                   time_ms=0.0 if j == 0 else 0.01) for j, name in enumerate(net.names)}
@@ -186,6 +203,21 @@ def test_fit_layout_recovers_the_reorder_costs_and_layer_samples_leave_them_out(
     assert (ls.time_ms[reshape] > 0.01).all()
     ls2 = layer_samples(_measured_decoders(), MappingModel([], MappingCosts(layout=coefs)))
     assert ls2.time_ms[ls2.network.types != T.INPUT] == pytest.approx(0.01)
+
+
+def test_fit_layout_finds_the_size_beyond_which_reorders_cost_more():
+    truth = {"to_plain": (0.0, 0.25, 0.0, 0.3, 8.0), "to_blocked": (0.0, 0.2, 0.0, 0.3, 8.0)}
+    ms = _measured_decoders(80, layout=truth, hw=128)  # tensors of 0.26M to 33.6M elements
+    coefs, rep = fit_layout(layer_samples(ms, MappingModel()))
+    assert not rep.get("skipped") and rep["mape_over_0_05ms"] < 1e-3
+    assert coefs["to_plain"][4] == 8.0 and coefs["to_plain"][3] == pytest.approx(0.3, rel=1e-3)
+    got, want = MappingCosts(layout=coefs), MappingCosts(layout=truth)
+    for m in _measured_decoders(5, seed=1, hw=256):  # (larger than any fitted on)
+        mn = MappingModel().apply(m.network).network
+        assert got.layout_ms(mn).sum() == pytest.approx(want.layout_ms(mn).sum(), rel=1e-3)
+    # with costs linear in the size, no size threshold is taken
+    coefs, _ = fit_layout(layer_samples(_measured_decoders(80, hw=128), MappingModel()))
+    assert coefs["to_plain"][3:] == (0.0, 0.0)
 
 
 def test_fit_layout_is_skipped_when_the_reorders_do_not_explain_the_time():

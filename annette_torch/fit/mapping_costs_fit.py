@@ -39,6 +39,9 @@ MIN_CONFIGS = 20   # configurations per (type, input/output) for an inserted-reo
 MAX_LAYOUT_MAPE = 0.35
 #: `fit_layout`'s weights: relative errors above this inserted time (ms), absolute below it
 LAYOUT_FLOOR_MS = 0.2
+#: `fit_layout`'s candidate sizes (million elements) beyond which a reorder may cost more per element (it
+#: outgrows the caches); the one that fits best is kept (or none)
+OVER_MELEM = (1.0, 2.0, 4.0, 8.0, 16.0, 32.0)
 #: fused groups with fewer fused output elements than this say nothing per element (a squeeze-excite gate's
 #: 1x1 maps: the group's time is all call overhead and noise) and do not enter the medians
 MIN_FUSED_ELEMS = 4096
@@ -166,10 +169,11 @@ def fit_inserted(ls: LayerSamples) -> tuple[dict[str, tuple[float, ...]], dict[s
 
 def fit_layout(ls: LayerSamples) -> tuple[dict[str, tuple[float, ...]], dict[str, Any]]:
     """Cost of a layout reorder per direction (`annette_torch.mapping.layout`): fixed ms, ms per million
-    elements and per million pixels of the reordered tensor, least squares (non-negative, relative weights) of
-    every configuration's inserted time over its predicted reorders, those of its graph input apart (their
-    per-type terms are `fit_inserted`'s: a runtime's node names do not always tell them apart); empty (report
-    says why) when the fit explains the time worse than `MAX_LAYOUT_MAPE`."""
+    elements and per million pixels of the reordered tensor and per million elements beyond a size (the best
+    of `OVER_MELEM`), least squares (non-negative, relative weights) of every configuration's inserted time
+    over its predicted reorders, those of its graph input apart (their per-type terms are `fit_inserted`'s: a
+    runtime's node names do not always tell them apart); empty (report says why) when the fit explains the
+    time worse than `MAX_LAYOUT_MAPE`."""
     net, cfg, n_cfg = ls.network, ls.config, len(ls.configs)
     report: dict[str, Any] = {}
     if ls.all_inserted_ms.size != n_cfg:
@@ -178,13 +182,14 @@ def fit_layout(ls: LayerSamples) -> tuple[dict[str, tuple[float, ...]], dict[str
     y = ls.all_inserted_ms
     to_plain, to_blocked = layout_reorders(net, inputs=True)
     at_input = net.types == LayerType.INPUT
-    cols = []
+    cols, sides = [], []  # (sides: per kind of reorder, its configurations and million elements)
     for mask in (to_plain, to_blocked & ~at_input, to_blocked & at_input):
         rows = np.flatnonzero(mask)
         c = cfg[rows]
         cols += [np.bincount(c, minlength=n_cfg).astype(float),
                  np.bincount(c, weights=net.out_elems[rows] * 1e-6, minlength=n_cfg),
                  np.bincount(c, weights=narrow_pixels(net, rows) * 1e-6, minlength=n_cfg)]
+        sides.append((c, net.out_elems[rows] * 1e-6))
     X = np.column_stack(cols)
     used = (X[:, 0] > 0) | (X[:, 3] > 0)  # (configurations with inner or graph-output reorders)
     report.update(configurations=int(n_cfg), with_reorders=int(used.sum()), with_inserted=int((y > 0).sum()))
@@ -192,12 +197,24 @@ def fit_layout(ls: LayerSamples) -> tuple[dict[str, tuple[float, ...]], dict[str
         report["skipped"] = "too few configurations with layout reorders"
         return {}, report
     w = 1.0 / (y + LAYOUT_FLOOR_MS)
-    sol = lsq_linear(X * w[:, None], y * w, bounds=(0.0, np.inf)).x
-    pred = X @ sol
+    best = None
+    c_all, e_all = np.concatenate([c for c, _ in sides]), np.concatenate([e for _, e in sides])
+    for over in (np.inf,) + OVER_MELEM:  # the elements beyond `over` million (none: inf), one rate for all
+        # reorders (a copy at memory speed whichever way it goes)
+        Xo = np.column_stack([X, np.bincount(c_all, weights=np.maximum(e_all - over, 0.0), minlength=n_cfg)])
+        sol = np.zeros(Xo.shape[1])
+        act = Xo.any(axis=0)  # (a column of zeros leaves its coefficient where the solver started: 0 here)
+        sol[act] = lsq_linear(Xo[:, act] * w[:, None], y * w, bounds=(0.0, np.inf)).x
+        sse = float(np.sum(((Xo @ sol - y) * w) ** 2))
+        if best is None or sse < best[0] * (1 - 1e-3):  # (a larger model must fit better)
+            best = (sse, over, sol, Xo @ sol)
+    _, over, sol, pred = best
     big = y > 0.05
     mape = float(np.mean(np.abs(pred[big] / y[big] - 1))) if big.any() else 0.0
     report.update(mape_over_0_05ms=mape, mean_ms_measured=float(y.mean()), mean_ms_predicted=float(pred.mean()))
-    coefs = {side: tuple(float(v) for v in sol[3 * i: 3 * i + 3]) for i, side in enumerate(LAYOUT_SIDES)}
+    lim = float(over) if np.isfinite(over) else 0.0
+    coefs = {side: tuple(float(v) for v in sol[3 * i: 3 * i + 3]) + (float(sol[9]) if lim else 0.0, lim)
+             for i, side in enumerate(LAYOUT_SIDES)}
     report["layout"] = coefs
     report["graph_input"] = tuple(float(v) for v in sol[6:9])
     if mape > MAX_LAYOUT_MAPE:
