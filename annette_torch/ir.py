@@ -85,6 +85,7 @@ class LayerType(enum.IntEnum):
     DROPOUT = 37
     REDUCE_MEAN = 38
     LAYER_NORM = 39
+    BLOCKED_RESIZE = 40  # a Resize that runs in the blocked layout (produced by the mapping pass)
 
     @property
     def label(self) -> str:
@@ -139,6 +140,7 @@ _LABELS: dict[LayerType, str] = {
     LayerType.DROPOUT: "Dropout",
     LayerType.REDUCE_MEAN: "ReduceMean",
     LayerType.LAYER_NORM: "LayerNorm",
+    LayerType.BLOCKED_RESIZE: "BlockedResize",
 }
 _BY_KEY: dict[str, LayerType] = {v.lower(): k for k, v in _LABELS.items()}
 _BY_KEY.update({"swish": LayerType.SILU, "upsample": LayerType.RESIZE, "gemm": LayerType.FULLY_CONNECTED,
@@ -161,6 +163,7 @@ TYPE_FALLBACKS.update({
     T.LEAKY_RELU: ("LeakyRelu", "Relu"),
     T.FLATTEN: ("Flatten", "Reshape"),
     T.TRANSPOSE: ("Transpose", "Reshape"),
+    T.BLOCKED_RESIZE: ("BlockedResize", "Resize"),
     # the same runtime kernel as a swept type: Clip is what Relu6 exports to; Sub and Div are the binary
     # element-wise kernels of Add and Mul
     T.CLIP: ("Clip", "Relu6", "Relu"),
@@ -177,7 +180,7 @@ ELEMENTWISE_TYPES = (T.RELU, T.RELU6, T.LEAKY_RELU, T.SIGMOID, T.SILU, T.HARDSWI
 #: Types combining several inputs element by element: (inputs - 1) operations per output element.
 MERGE_TYPES = (T.ADD, T.MUL, T.SUB, T.DIV)
 #: Pure data movement: no arithmetic.
-MOVE_TYPES = (T.CONCAT, T.RESHAPE, T.FLATTEN, T.TRANSPOSE, T.PAD, T.SLICE, T.DROPOUT, T.RESIZE)
+MOVE_TYPES = (T.CONCAT, T.RESHAPE, T.FLATTEN, T.TRANSPOSE, T.PAD, T.SLICE, T.DROPOUT, T.RESIZE, T.BLOCKED_RESIZE)
 
 _INPUT = int(T.INPUT)
 
@@ -487,6 +490,20 @@ class Network:
         return net, np.repeat(np.arange(len(networks)), sizes)
 
 
+#: input elements a Resize reads per output element and spatial axis, by interpolation mode (torch's and ONNX's
+#: names; none given: nearest, both libraries' default). A Resize's kernel columns (kh, kw) hold them (1 along an
+#: axis it keeps: a copy): a bilinear resize computes 4 taps per output element where a nearest one copies one
+#: (ONNX Runtime on one core: ~1.4 vs 0.1-0.5 ns per output element). Its operations stay one per output element:
+#: a layer model fitted before the taps were recorded saw kh = kw = 0 on every Resize, never split on them, and
+#: predicts as it did.
+RESIZE_TAPS = {"nearest": 1, "area": 1, "linear": 2, "bilinear": 2, "trilinear": 2, "cubic": 4, "bicubic": 4}
+
+
+def resize_taps(mode: object) -> int:
+    """Interpolation taps per spatial axis of a Resize of ``mode`` (`RESIZE_TAPS`; unknown modes: 1)."""
+    return RESIZE_TAPS.get(str(mode).lower(), 1) if mode is not None else 1
+
+
 def _table(entries: dict[tuple[LayerType, ...], float]) -> np.ndarray:
     """A per-type coefficient table (indexed by type value)."""
     tab = np.zeros(max(LayerType) + 1)
@@ -504,7 +521,7 @@ _OPS_TERMS: tuple[dict[tuple[LayerType, ...], float], ...] = (
     {(T.FULLY_CONNECTED, T.MATMUL): 2.0},                              # 2 * out * c_in
     {(T.MAX_POOL, T.AVG_POOL): 2.0},                                   # 2 ops per window element (ANNETTE's convention)
     {(T.GLOBAL_POOL,): 2.0, (T.REDUCE_MEAN, T.LAYER_NORM): 1.0},       # per input element
-    {(T.BATCH_NORM,): 2.0, ELEMENTWISE_TYPES: 1.0, (T.RESIZE,): 1.0},  # per output element
+    {(T.BATCH_NORM,): 2.0, ELEMENTWISE_TYPES: 1.0, (T.RESIZE, T.BLOCKED_RESIZE): 1.0},  # per output element
     {MERGE_TYPES: 1.0},                                                # (inputs - 1) per output element
 )
 
@@ -608,6 +625,9 @@ class NetworkBuilder:
             inn, ic, ih, iw = self.out_shape(inputs[0])
         else:
             inn, ic, ih, iw = on, oc, oh, ow
+        if type_ == LayerType.RESIZE and tuple(kernel) == (0, 0):  # taps along the axes it resizes
+            taps = resize_taps(attrs.get("mode"))
+            kernel = (taps if oh != ih else 1, taps if ow != iw else 1)
         if name in self._index:
             base, k = name, 1
             while f"{base}_{k}" in self._index:

@@ -41,6 +41,11 @@ TOKENS_MULTI = ("attention", "mlp", "convnext", "window_attention")
 #: (Swin's and MaxViT's (windows, heads, 49, 32) tensors: a batch the plain suites' 1-16 heads never reach, which
 #: ONNX Runtime runs ~several times slower per operation than one large product)
 WINDOWED = {"matmul": {"windows": 64}, "softmax": {"windows": 64}}
+#: suites swept a second time behind a 1x1 depthwise conv, kept besides the plain sweep
+#: (`fit.generator.BOTH_LAYOUTS`): a layer whose kernel differs by layout (ONNX Runtime's bilinear resize: 1.4 ns
+#: per output element on a plain tensor, 0.4 on a blocked one) and that networks feed both ways (SegFormer's
+#: decoder resizes token maps, its head and CNN decoders resize conv outputs)
+BOTH = {"interp": {"lead": "dw1"}}
 #: in-context suites (the cache model: weights evicted by a network's other traffic)
 CONTEXT = ("cold_weights",)
 #: micro-kernel suites measured behind a 1x1 depthwise conv (``lead="dw1"``), per platform: the layer runs in
@@ -92,6 +97,8 @@ def plan_sweeps(plan: Plan) -> list[tuple[str, int, dict[str, Any]]]:
     out = [(s, plan.configs_micro, {}) for s in MICRO] + [(s, plan.configs_multi, {}) for s in MULTI]
     out += [(s, plan.configs_tokens, {}) for s in TOKENS_MICRO]
     out += [(s, plan.configs_tokens, dict(o)) for s, o in WINDOWED.items()]
+    # (twice the configurations: behind the lead, only channel counts that fill blocks run blocked)
+    out += [(s, 2 * plan.configs_tokens, dict(o)) for s, o in BOTH.items()]
     out += [(s, plan.configs_blocks, {}) for s in TOKENS_MULTI] + [(s, plan.configs_context, {}) for s in CONTEXT]
     return out
 

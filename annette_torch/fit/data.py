@@ -251,6 +251,9 @@ class LayerSamples:
     fused_type: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     fused_elems: np.ndarray = field(default_factory=lambda: np.zeros(0))
     extra: dict = field(default_factory=dict)
+    #: per configuration: the time of all its inserted nodes, and of those at its graph input (`_boundary`)
+    all_inserted_ms: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    graph_input_ms: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
 
 def layer_samples(measured: list[Measured], mapping: MappingModel) -> LayerSamples:
@@ -264,6 +267,9 @@ def layer_samples(measured: list[Measured], mapping: MappingModel) -> LayerSampl
     mapped_nets, times, cfg, ftype, felems = [], [], [], [], []
     inserted = np.zeros(len(measured))
     inserted_in = np.zeros(len(measured))
+    all_ins = np.array([sum(r.time_ms for r in m.inserted) for m in measured])
+    at_input = np.zeros(len(measured))
+    by_layout = mapping.costs is not None and mapping.costs.has_layout
     for k, m in enumerate(measured):
         mp = mapping.apply(m.network)
         t_orig = np.array([m.records[n].time_ms for n in m.network.names])
@@ -274,9 +280,11 @@ def layer_samples(measured: list[Measured], mapping: MappingModel) -> LayerSampl
         ft, fe = _fused_summary(mp.source, owner, mp)
         inputs = [n for n, ty in zip(m.network.names, m.network.types) if ty == LayerType.INPUT]
         ins = m.inserted
+        at_input[k] = sum(r.time_ms for r in ins if _boundary(r, inputs, ()))
         breakers = np.flatnonzero(layout_breakers(mp.network))
-        if breakers.size:
-            # reorders around plain-layout layers inside the graph are their cost, not the graph ends'
+        if breakers.size and not by_layout:
+            # reorders around plain-layout layers inside the graph are their cost, not the graph ends' (with
+            # layout costs, every reorder but the graph input's is theirs: `mapping_costs_fit.fit_layout`)
             outputs = [m.network.names[i] for i in np.flatnonzero(m.network.n_outputs == 0)]
             inner = [r for r in ins if not _boundary(r, inputs, outputs)]
             e = mp.network.out_elems[breakers].astype(np.float64)
@@ -297,7 +305,8 @@ def layer_samples(measured: list[Measured], mapping: MappingModel) -> LayerSampl
     big.set_derived({key: np.concatenate([getattr(n, key) for n in mapped_nets])
                      for key in ("ops", "weights", "in_elems", "out_elems")})
     return LayerSamples(big, np.concatenate(times), np.concatenate(cfg), measured, inserted, inserted_in,
-                        np.concatenate(ftype), np.concatenate(felems))
+                        np.concatenate(ftype), np.concatenate(felems), all_inserted_ms=all_ins,
+                        graph_input_ms=at_input)
 
 
 def inserted_at_input(rec: LayerRecord, inputs: Iterable[str]) -> bool:

@@ -33,7 +33,7 @@ from ..models import LayerFeatures, LayerModel, Roofline
 from ..platform import Platform
 from .data import FitDataError, LayerSamples, fusion_examples, layer_samples, learned_folds, learned_strides, load_measured
 from .cache_fit import CONTEXT_SUITES, fit_cache
-from .mapping_costs_fit import describe, fit_fused_costs, fit_inserted, fused_primaries
+from .mapping_costs_fit import describe, fit_fused_costs, fit_inserted, fit_layout, fused_primaries
 from .mapping_fit import fit_mapping
 from .roofline_fit import fit_refined, fit_roofline
 
@@ -54,6 +54,9 @@ _REFINED_TYPES = {LayerType.CONV, LayerType.DEPTHWISE_CONV, LayerType.GROUP_CONV
 SUITE_EXCLUDED: dict[str, tuple[LayerType, ...]] = {"shuffle": (LayerType.CONCAT,)}
 #: layer-model key per type (pools share one "Pool" key when a pool kind has too few samples)
 _KEY = {t: t.label for t in LayerType}
+#: suites whose measurements behind a lead layer (blocked layout) and without one (plain) are both kept: the
+#: mapping's layout pass types the layer by layout (`annette_torch.mapping.layout.BLOCKED_TYPES`)
+BOTH_LAYOUTS = ("interp",)
 
 
 def _subset(net: Network, rows: np.ndarray) -> LayerFeatures:
@@ -144,10 +147,18 @@ def _mapping_costs(ls: LayerSamples, measured: list, mapping: MappingModel, bits
         models, _ = _per_type(ls, "mixed", bits, cv, seed, lambda _m: None, candidates, only=primaries)
         fused, frep = fit_fused_costs(ls, Platform("first-pass", models, mapping), primaries)
     ins_in, ins_out, irep = fit_inserted(ls)
-    costs = MappingCosts(fused, ins_in, ins_out, describe(frep, irep))
+    layout, irep["layout_fit"] = fit_layout(ls)
+    if layout:  # layout reorders price the graph outputs too
+        ins_out = {}
+    costs = MappingCosts(fused, ins_in, ins_out, describe(frep, irep), layout)
     progress(f"mapping costs: {costs.origin}")
     out = MappingModel(mapping.rules, costs, mapping.folds, mapping.strides)
-    return out, (layer_samples(measured, out) if fused else ls), {"fused": frep, "inserted": irep}
+    retake = bool(fused or layout)
+    if not layout:  # without layout types, a suite's blocked-layout sweep would blur its plain one's model
+        plain = [m for m in measured if not (m.suite in BOTH_LAYOUTS and "lead" in m.network.names)]
+        retake |= len(plain) < len(measured)
+        measured = plain
+    return out, (layer_samples(measured, out) if retake else ls), {"fused": frep, "inserted": irep}
 
 
 def _flops_platform(ls: LayerSamples, name: str) -> Platform:
@@ -175,8 +186,9 @@ def fit_variants(db: str | Store, platform: str, variants: Sequence[str] = VARIA
     everything = load_measured(st, platform, suites)
     context = [m for m in everything if m.suite in CONTEXT_SUITES]
     probes = [m for m in everything if m.suite in PROBE_SUITES]
-    # a suite measured behind a lead layer (the in-network layout) replaces its measurements without one
-    led = {m.suite for m in everything if "lead" in m.network.names}
+    # a suite measured behind a lead layer (the in-network layout) replaces its measurements without one, but
+    # for the suites networks feed in both layouts
+    led = {m.suite for m in everything if "lead" in m.network.names} - set(BOTH_LAYOUTS)
     measured = [m for m in everything if m.suite not in CONTEXT_SUITES and m.suite not in PROBE_SUITES
                 and (m.suite not in led or "lead" in m.network.names)]
     if not measured:

@@ -21,17 +21,27 @@ import numpy as np
 from scipy.optimize import lsq_linear
 
 from ..ir import LayerType
-from ..mapping.costs import COEFS, narrow_pixels
+from ..mapping.costs import COEFS, LAYOUT_SIDES, narrow_pixels
+from ..mapping.layout import layout_reorders
 from ..platform import Platform
 from ..prediction import model_times
 from .data import LayerSamples
 
-__all__ = ["fit_fused_costs", "fit_inserted", "MIN_GROUPS", "MIN_CONFIGS", "fused_primaries"]
+__all__ = ["fit_fused_costs", "fit_inserted", "fit_layout", "MIN_GROUPS", "MIN_CONFIGS", "fused_primaries",
+           "MAX_LAYOUT_MAPE"]
 
 log = logging.getLogger(__name__)
 
 MIN_GROUPS = 15    # groups per (executing type, fused type) for a median
 MIN_CONFIGS = 20   # configurations per (type, input/output) for an inserted-reorder term
+#: layout reorders (`fit_layout`) are costed only when they explain the measured reorder time to this relative
+#: error (configurations with > 0.05 ms of it); else the layout breakers keep carrying it
+MAX_LAYOUT_MAPE = 0.35
+#: `fit_layout`'s weights: relative errors above this inserted time (ms), absolute below it
+LAYOUT_FLOOR_MS = 0.2
+#: `fit_layout`'s candidate sizes (million elements) beyond which a reorder may cost more per element (it
+#: outgrows the caches); the one that fits best is kept (or none)
+OVER_MELEM = (1.0, 2.0, 4.0, 8.0, 16.0, 32.0)
 #: fused groups with fewer fused output elements than this say nothing per element (a squeeze-excite gate's
 #: 1x1 maps: the group's time is all call overhead and noise) and do not enter the medians
 MIN_FUSED_ELEMS = 4096
@@ -157,12 +167,76 @@ def fit_inserted(ls: LayerSamples) -> tuple[dict[str, tuple[float, ...]], dict[s
     return clean["input"], clean["output"], report
 
 
+def fit_layout(ls: LayerSamples) -> tuple[dict[str, tuple[float, ...]], dict[str, Any]]:
+    """Cost of a layout reorder per direction (`annette_torch.mapping.layout`): fixed ms, ms per million
+    elements and per million pixels of the reordered tensor and per million elements beyond a size (the best
+    of `OVER_MELEM`), least squares (non-negative, relative weights) of every configuration's inserted time
+    over its predicted reorders, those of its graph input apart (their per-type terms are `fit_inserted`'s: a
+    runtime's node names do not always tell them apart); empty (report says why) when the fit explains the
+    time worse than `MAX_LAYOUT_MAPE`."""
+    net, cfg, n_cfg = ls.network, ls.config, len(ls.configs)
+    report: dict[str, Any] = {}
+    if ls.all_inserted_ms.size != n_cfg:
+        report["skipped"] = "no inserted-time totals"
+        return {}, report
+    y = ls.all_inserted_ms
+    to_plain, to_blocked = layout_reorders(net, inputs=True)
+    at_input = net.types == LayerType.INPUT
+    cols, sides = [], []  # (sides: per kind of reorder, its configurations and million elements)
+    for mask in (to_plain, to_blocked & ~at_input, to_blocked & at_input):
+        rows = np.flatnonzero(mask)
+        c = cfg[rows]
+        cols += [np.bincount(c, minlength=n_cfg).astype(float),
+                 np.bincount(c, weights=net.out_elems[rows] * 1e-6, minlength=n_cfg),
+                 np.bincount(c, weights=narrow_pixels(net, rows) * 1e-6, minlength=n_cfg)]
+        sides.append((c, net.out_elems[rows] * 1e-6))
+    X = np.column_stack(cols)
+    used = (X[:, 0] > 0) | (X[:, 3] > 0)  # (configurations with inner or graph-output reorders)
+    report.update(configurations=int(n_cfg), with_reorders=int(used.sum()), with_inserted=int((y > 0).sum()))
+    if used.sum() < MIN_CONFIGS or not (y > 0).any():
+        report["skipped"] = "too few configurations with layout reorders"
+        return {}, report
+    w = 1.0 / (y + LAYOUT_FLOOR_MS)
+    best = None
+    c_all, e_all = np.concatenate([c for c, _ in sides]), np.concatenate([e for _, e in sides])
+    for over in (np.inf,) + OVER_MELEM:  # the elements beyond `over` million (none: inf), one rate for all
+        # reorders (a copy at memory speed whichever way it goes)
+        Xo = np.column_stack([X, np.bincount(c_all, weights=np.maximum(e_all - over, 0.0), minlength=n_cfg)])
+        sol = np.zeros(Xo.shape[1])
+        act = Xo.any(axis=0)  # (a column of zeros leaves its coefficient where the solver started: 0 here)
+        sol[act] = lsq_linear(Xo[:, act] * w[:, None], y * w, bounds=(0.0, np.inf)).x
+        sse = float(np.sum(((Xo @ sol - y) * w) ** 2))
+        if best is None or sse < best[0] * (1 - 1e-3):  # (a larger model must fit better)
+            best = (sse, over, sol, Xo @ sol)
+    _, over, sol, pred = best
+    big = y > 0.05
+    mape = float(np.mean(np.abs(pred[big] / y[big] - 1))) if big.any() else 0.0
+    report.update(mape_over_0_05ms=mape, mean_ms_measured=float(y.mean()), mean_ms_predicted=float(pred.mean()))
+    lim = float(over) if np.isfinite(over) else 0.0
+    coefs = {side: tuple(float(v) for v in sol[3 * i: 3 * i + 3]) + (float(sol[9]) if lim else 0.0, lim)
+             for i, side in enumerate(LAYOUT_SIDES)}
+    report["layout"] = coefs
+    report["graph_input"] = tuple(float(v) for v in sol[6:9])
+    if mape > MAX_LAYOUT_MAPE:
+        report["skipped"] = f"MAPE {mape:.0%} over {MAX_LAYOUT_MAPE:.0%}"
+        return {}, report
+    log.info("layout reorders (ms, ms/Melem, ms/Mpixel): %s (MAPE %.0f%%)",
+             {k: tuple(round(x, 4) for x in v) for k, v in coefs.items()}, 100 * mape)
+    return coefs, report
+
+
 def describe(fused_rep: dict[str, Any], ins_rep: dict[str, Any]) -> str:
     """One line for the platform file's ``origin``."""
     f = ", ".join(f"{k} {v:.3f}" for k, v in sorted(fused_rep.get("fused_ns", {}).items())) or "none"
     n_in, n_out = len(ins_rep.get("input", {})), len(ins_rep.get("output", {}))
     mape = ins_rep.get("mape_over_0.05ms")
     tail = f", inserted-time MAPE {mape:.0%} on configurations with > 0.05 ms" if mape is not None else ""
+    lay = ins_rep.get("layout_fit", {})
+    if lay.get("layout") and not lay.get("skipped"):
+        return (f"fused-layer work (ns/element): {f}; reorders at graph inputs for {n_in} layer types, fitted on "
+                f"{ins_rep.get('configurations', 0)} configurations; layout reorders (inside graphs and at their "
+                f"outputs) per Melem: {', '.join(f'{k} {v[1]:.3f} ms' for k, v in lay['layout'].items())}, "
+                f"MAPE {lay['mape_over_0_05ms']:.0%} on configurations with > 0.05 ms")
     return (f"fused-layer work (ns/element): {f}; reorders at graph inputs for {n_in} and outputs for {n_out} "
             f"layer types, fitted on {ins_rep.get('configurations', 0)} configurations{tail}")
 

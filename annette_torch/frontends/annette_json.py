@@ -316,7 +316,8 @@ def _add_layer(b: NetworkBuilder, key: str, L: Mapping[str, Any], layers: Mappin
             out = [out[0], sum(s[1] for s in shapes), *out[2:]]
         b.add(T.CONCAT, key, inputs, out, in_shape=ins)
     elif typ in _SIMPLE:
-        b.add(_SIMPLE[typ], key, inputs, out, in_shape=ins)
+        kw = {"mode": "bilinear"} if typ == "ResizeBilinear" else {}  # (TF's op names say the interpolation)
+        b.add(_SIMPLE[typ], key, inputs, out, in_shape=ins, **kw)
     else:
         unknown.add(typ)
         b.add(T.UNKNOWN, key, inputs, out, in_shape=ins, op=typ)

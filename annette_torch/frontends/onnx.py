@@ -861,6 +861,8 @@ def _convert(node, consts, values, shapes, in_shape, out_shape):
         kw: dict = {}
         if op == "LeakyRelu":
             kw["alpha"] = _float_attr(_attrs(node), "alpha", 0.01)
+        elif op in ("Resize", "Upsample"):  # the interpolation taps follow it (`ir.resize_taps`)
+            kw["mode"] = str(_attrs(node).get("mode") or "nearest")
         return _SIMPLE[op], kw
     if op not in _SPECIAL:
         return T.UNKNOWN, {}

@@ -12,6 +12,13 @@ Part of a platform's mapping model (``mapping.costs`` in the platform file), fit
   tensor pixels (n h w; 0 for one channel, which every layout stores alike) / 1e6 (a narrow tensor, e.g. an
   RGB image, reorders ~3x slower per element). The
   fitted mean over configurations: a reorder that is inserted only sometimes is costed by how often it is.
+* ``layout``: reorders between the blocked and the plain layout inside a graph and at its outputs
+  (`annette_torch.mapping.layout`), per direction (``to_plain``, ``to_blocked``): the same three coefficients,
+  on the reordered tensor, and ``ms_per_melem_over`` per million elements beyond ``over_melem`` million (a
+  tensor that outgrows the caches reorders at memory speed: ONNX Runtime on one Xeon core 0.28 ns per element
+  up to ~8M elements, 0.5 at 50M). Where given, they replace ``inserted_output`` (a graph output is reordered when
+  its layer runs blocked, whatever its type) and the layer models learn the layers without the reorders
+  around them.
 """
 
 from __future__ import annotations
@@ -23,13 +30,18 @@ import numpy as np
 
 from ..errors import PlatformError
 from ..ir import LayerType, Network
+from .layout import layout_reorders
 
-__all__ = ["MappingCosts", "COEFS", "narrow_pixels"]
+__all__ = ["MappingCosts", "COEFS", "LAYOUT_SIDES", "LAYOUT_COEFS", "narrow_pixels"]
 
 _N_TYPES = max(LayerType) + 1
 _INPUT = int(LayerType.INPUT)  # (comparing with a plain int is faster than with the enum member)
 #: coefficients of an inserted reorder: fixed ms, ms per million elements, ms per million pixels
 COEFS = ("ms", "ms_per_melem", "ms_per_mpixel")
+#: the directions of a layout reorder (`annette_torch.mapping.layout.layout_reorders`)
+LAYOUT_SIDES = ("to_plain", "to_blocked")
+#: a layout reorder's coefficients: `COEFS`, then ms per million elements beyond ``over_melem`` million
+LAYOUT_COEFS = COEFS + ("ms_per_melem_over", "over_melem")
 
 
 def _type_of(label: Any, where: str) -> LayerType:
@@ -61,6 +73,7 @@ class MappingCosts:
     inserted_input: dict[str, tuple[float, float, float]] = field(default_factory=dict)
     inserted_output: dict[str, tuple[float, float, float]] = field(default_factory=dict)
     origin: str = ""
+    layout: dict[str, tuple[float, ...]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self._fused = np.zeros(_N_TYPES)
@@ -71,10 +84,31 @@ class MappingCosts:
         for table, arr in ((self.inserted_input, self._in), (self.inserted_output, self._out)):
             for lab, coef in table.items():
                 arr[_type_of(lab, "mapping.costs.inserted")] = coef
+        # (a direction given with `COEFS` only has no term beyond a size)
+        self.layout = {k: tuple(map(float, v)) + (0.0,) * (len(LAYOUT_COEFS) - len(v)) for k, v in self.layout.items()}
+        self._layout = np.array([self.layout.get(side, (0.0,) * len(LAYOUT_COEFS)) for side in LAYOUT_SIDES])
 
     @property
     def empty(self) -> bool:
-        return not (self._fused.any() or self._in.any() or self._out.any())
+        return not (self._fused.any() or self._in.any() or self._out.any() or self.has_layout)
+
+    @property
+    def has_layout(self) -> bool:
+        """Whether layout reorders are costed (`layout_ms`; graph outputs then by layout, not by type)."""
+        return bool(self.layout)
+
+    def layout_ms(self, net: Network, outputs: bool = True) -> np.ndarray:
+        """Per layer of a mapped network: ms of the layout reorders of its output tensor (graph outputs with
+        ``outputs``); zeros without `layout`."""
+        t = np.zeros(len(net))
+        if not self.has_layout:
+            return t
+        for coef, mask in zip(self._layout, layout_reorders(net, outputs=outputs)):
+            rows = np.flatnonzero(mask)
+            if rows.size:
+                over = np.maximum(net.out_elems[rows] * 1e-6 - coef[4], 0.0)
+                t[rows] += self._cost(np.broadcast_to(coef[:3], (rows.size, 3)), net, rows) + coef[3] * over
+        return t
 
     def fused_ms(self, types: np.ndarray, out_elems: np.ndarray, owner: np.ndarray, n_owners: int) -> np.ndarray:
         """Per executing layer: ms of the fused layers it carries.
@@ -94,7 +128,7 @@ class MappingCosts:
             if sel.size:
                 rows.append(src[sel])
                 coefs.append(self._in[types[dst[sel]]])
-        if outputs:
+        if outputs and not self.has_layout:  # (with layout costs, `layout_ms` prices the graph outputs)
             out = ((net.n_outputs == 0) & (types != _INPUT)).nonzero()[0]
             rows.append(out)
             coefs.append(self._out[types[out]])
@@ -118,6 +152,8 @@ class MappingCosts:
             "inserted_input": {k: dict(zip(COEFS, map(float, v))) for k, v in self.inserted_input.items()},
             "inserted_output": {k: dict(zip(COEFS, map(float, v))) for k, v in self.inserted_output.items()},
         }
+        if self.layout:
+            d["layout"] = {k: dict(zip(LAYOUT_COEFS, map(float, v))) for k, v in self.layout.items()}
         if self.origin:
             d["origin"] = self.origin
         return d
@@ -146,4 +182,15 @@ class MappingCosts:
                     raise PlatformError(f"{where}.{key}.{k}: expected an object with {', '.join(COEFS)}")
                 out[k] = tuple(_number(v.get(c), f"{where}.{key}.{k}.{c}") for c in COEFS)
             tables.append(out)
-        return cls(f, tables[0], tables[1], str(d.get("origin", "")))
+        lay = d.get("layout", {})
+        if not isinstance(lay, Mapping):
+            raise PlatformError(f"{where}.layout: expected an object of direction -> {{{', '.join(COEFS)}}}")
+        layout = {}
+        for k, v in lay.items():
+            if k not in LAYOUT_SIDES:
+                raise PlatformError(f"{where}.layout: unknown direction {k!r} (known: {', '.join(LAYOUT_SIDES)})")
+            if not isinstance(v, Mapping):
+                raise PlatformError(f"{where}.layout.{k}: expected an object with {', '.join(COEFS)}")
+            layout[k] = tuple(_number(v.get(c, 0.0 if c not in COEFS else None), f"{where}.layout.{k}.{c}")
+                              for c in LAYOUT_COEFS)
+        return cls(f, tables[0], tables[1], str(d.get("origin", "")), layout)

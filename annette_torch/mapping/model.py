@@ -28,6 +28,7 @@ import numpy as np
 from ..errors import PlatformError
 from ..ir import INT_COLUMNS, LayerType, Network
 from .costs import MappingCosts
+from .layout import blocked_types
 from .folds import FOLDS, apply_folds, hardswish_groups, may_fold, swish_diamonds
 from .strides import propagate_strides
 
@@ -418,6 +419,10 @@ class MappingModel:
         else:
             out = Network(net.name, names, f.types[kept], {c: v[kept] for c, v in net.cols.items()}, edges, attrs)
             out.set_derived(derived)
+        if self.costs is not None and self.costs.has_layout:  # layers whose kernel differs in the blocked layout
+            bt = blocked_types(out)
+            if bt is not None:
+                out.types[:] = bt  # (a fresh array of this network, nothing derived from it yet)
         fused = np.zeros(kept.size)
         if self.costs is not None:
             gone = (~alive & ~f.folded).nonzero()[0]

@@ -84,8 +84,9 @@ def weight_residency(r: Run) -> None:
 
 
 def fused_work(r: Run) -> None:
-    """With mapping costs: each executed layer also carries its fused layers' work and the reorders the
-    toolchain inserts at graph inputs and outputs (``input_reorders`` / ``output_reorders``)."""
+    """With mapping costs: each executed layer also carries its fused layers' work, the reorders the
+    toolchain inserts at graph inputs and outputs (``input_reorders`` / ``output_reorders``) and, with layout
+    costs, those between the blocked and the plain layout on its output tensor."""
     costs = r.platform.mapping.costs
     if costs is None:
         return
@@ -93,6 +94,8 @@ def fused_work(r: Run) -> None:
     t = r.time_ms + r.mapped.fused_ms
     if r.input_reorders or r.output_reorders:
         t = t + costs.inserted_ms(r.executed, inputs=r.input_reorders, outputs=r.output_reorders)
+    if costs.has_layout:
+        t = t + costs.layout_ms(r.executed, outputs=r.output_reorders)
     r.time_ms = t
 
 

@@ -13,7 +13,8 @@ weights are still cached inside a network, `annette_torch.models.cache`); ``pape
 convolution configurations (``paper35k.csv`` of the reference data). Value ranges follow the paper (spatial 1..224,
 channels 3..2048, kernels 1/3/5/7, strides 1/2, pools 2..10); a config is feasible when its model stays within
 `MAX_OPS` operations, `MAX_ACT_BYTES` of activations and `MAX_WEIGHT_BYTES` of weights (float32), so one config runs
-in well under a second on a small CPU. The caps are checked analytically and vectorised (a suite's grid of ~400k
+in well under a second on a small CPU (a suite may set its own: ``fc`` and ``cold_weights`` more weights, ``interp``
+4x the activations, the size of segmentation logits upsampled to a 512 x 512 input). The caps are checked analytically and vectorised (a suite's grid of ~400k
 configs is counted in milliseconds); a test keeps the formulas equal to the built networks'.
 
 Conventions of the generated networks: NCHW, batch 1 unless the suite has ``n``; convolutions use "same"

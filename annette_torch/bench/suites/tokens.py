@@ -242,10 +242,13 @@ def cost_heads(c):
 
 
 def build_interp(c: dict) -> Network:
-    """Nearest or bilinear upsampling of an NCHW tensor by 2 or 4 (``F.interpolate``)."""
+    """Nearest or bilinear upsampling of an NCHW tensor by 2 or 4 (``F.interpolate``); behind a 1x1
+    depthwise conv with ``lead="dw1"`` (a runtime's blocked layout: `annette_torch.mapping.layout`)."""
+    from .layers import add_lead
+
     b = NetworkBuilder("interp")
     n, ch, h, w = 1, int(c["c"]), int(c["hw"]), int(c["hw"])
-    x = b.input("x", (n, ch, h, w))
+    x = add_lead(b, c, b.input("x", (n, ch, h, w)))
     sc = int(c["scale"])
     b.add(T.RESIZE, "resize", [x], (n, ch, h * sc, w * sc), mode=_kind(c, "mode", INTERP_MODES))
     return b.build()
