@@ -390,7 +390,8 @@ def test_mixed_correction_is_clipped_to_the_training_range():
         assert (m.clip_min_, m.clip_max_) == pytest.approx((lo, hi), rel=1e-12, abs=1e-12)
         far = convs(500, rng, cmax=100_000, hmax=4096)
         raw = m.correction_.predict_log(far)
-        assert raw.min() < lo or raw.max() > hi  # the unclipped correction leaves the range...
+        if method == "poly3":  # (a linear model tree's leaves stay at their fitted range's edge)
+            assert raw.min() < lo or raw.max() > hi  # the unclipped correction leaves the range...
         ratio = m.predict(far) / BASE.predict(far)
         assert np.all(np.isfinite(ratio))  # ...the mixed model does not
         assert ratio.min() >= np.exp(lo) * (1 - 1e-12) and ratio.max() <= np.exp(hi) * (1 + 1e-12)
@@ -527,3 +528,26 @@ def test_load_time_of_a_200_tree_gbm():
         best = min(best, time.perf_counter() - t0)
     assert best < 0.1, f"loading took {best * 1e3:.1f} ms"
     assert np.array_equal(loaded.predict(X), m.predict(X))
+
+
+def test_linear_model_tree_stays_at_the_edge_of_its_fitted_range():
+    """A linear leaf holds where it was fitted: features beyond the training range are clamped to it (a tree's
+    behaviour), so an unseen layer cannot ride a slope to the correction's clip; files without the range
+    predict as before."""
+    from annette_torch.models.statistical import LinearModelTree
+
+    rng = np.random.default_rng(0)
+    F = rng.uniform(0, 1, (200, 3))
+    z = 2.0 * F[:, 0] - F[:, 1] + 0.01 * rng.standard_normal(200)
+    lmt = LinearModelTree.fit(F, z)
+    inside = lmt.predict(F[:5])
+    far = np.array([[50.0, -40.0, 0.5]])
+    edge = np.array([[F[:, 0].max(), F[:, 1].min(), 0.5]])
+    assert lmt.predict(far) == pytest.approx(lmt.predict(edge))
+    assert lmt.predict(far)[0] < 2.0 * F[:, 0].max() + 1.0  # not 2 * 50 + 40
+    d = lmt.to_dict()
+    assert np.allclose(LinearModelTree.from_dict(d, "m", 3).predict(far), lmt.predict(far))
+    old = {k: v for k, v in d.items() if k not in ("lo", "hi")}
+    unclamped = LinearModelTree.from_dict(old, "m", 3)
+    assert np.allclose(unclamped.predict(F[:5]), inside)
+    assert unclamped.predict(far)[0] > 100

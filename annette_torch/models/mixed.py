@@ -8,8 +8,9 @@ the correction's output is clipped to ``[clip_min, clip_max]``, the range of log
 training, so the mixed model never corrects the base by more than some training layer needed, and its
 error there is bounded by the base's error times that factor.
 
-Tree corrections are constant outside the sampled range anyway; linear model trees and polynomials
-extrapolate in the log features, bounded by the output clip. (Clipping the correction's inputs to their
+Tree corrections are constant outside the sampled range anyway, and so are linear model trees' (their leaves
+read features clamped to the fitted range); polynomials extrapolate in the log features, bounded by the output
+clip. (Clipping the correction's inputs to their
 training range, ``clip_inputs=True``, is available but off: the features are correlated, and clipping some
 of them but not others produced combinations never seen in training and worse corrections in our tests.)
 `fit_mixed` moreover scores each candidate by the worse of its cross-validation error and its error on the
