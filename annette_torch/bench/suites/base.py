@@ -71,6 +71,7 @@ class Suite:
     optional: dict[str, Any] = field(default_factory=dict)  # extra config keys the builder accepts (defaults)
     table: Callable[[], list[dict]] | None = None
     max_weight_bytes: float = MAX_WEIGHT_BYTES  # this suite's weight cap (fc, cold_weights: beyond the caches)
+    max_act_bytes: float = MAX_ACT_BYTES  # this suite's activation cap (cold_weights: traffic beyond the last level)
     _counts: dict = field(default_factory=dict, repr=False, compare=False)
 
     # -- feasibility --------------------------------------------------------------------------------
@@ -82,7 +83,7 @@ class Suite:
             ok &= np.asarray(self.valid(cols), bool)
         if capped and self.cost is not None:
             ops, act, wts = self.cost(cols)
-            ok &= (np.asarray(ops, float) <= MAX_OPS) & (4.0 * np.asarray(act, float) <= MAX_ACT_BYTES) \
+            ok &= (np.asarray(ops, float) <= MAX_OPS) & (4.0 * np.asarray(act, float) <= self.max_act_bytes) \
                 & (4.0 * np.asarray(wts, float) <= self.max_weight_bytes)
         return ok
 
@@ -103,7 +104,7 @@ class Suite:
 
     def count_fingerprint(self) -> str:
         """What the capped grid count depends on besides the cost formulas (space, caps): see `counts`."""
-        return _counts.fingerprint(self.space, (MAX_OPS, MAX_ACT_BYTES, self.max_weight_bytes))
+        return _counts.fingerprint(self.space, (MAX_OPS, self.max_act_bytes, self.max_weight_bytes))
 
     def count(self, capped: bool = True, stored: bool = True) -> int:
         """Number of feasible configs of the full grid (of the table for table suites). The capped grid
