@@ -220,7 +220,7 @@ def test_suite_builds_exports_and_runs(name):
         assert net.total_ops <= MAX_OPS and 4 * net.out_elems.sum() <= suite.max_act_bytes
         assert 4 * net.total_weights <= suite.max_weight_bytes
         assert suite.max_weight_bytes == MAX_WEIGHT_BYTES or name in ("cold_weights", "fc")
-        assert suite.max_act_bytes == MAX_ACT_BYTES or name == "interp"
+        assert suite.max_act_bytes == MAX_ACT_BYTES or name in ("interp", "cold_weights")
     # the first few export and load in ONNX Runtime; the smallest one runs
     small = min(cfgs, key=lambda c: suite.build(c).total_ops)
     for c in cfgs[:2] + [small]:
@@ -434,3 +434,22 @@ def test_calibration_measures_onnx_runtime_activations_behind_a_tail():
     assert suite_options("ort-cpu", "dwconv") == {"lead": "dw1"}
     assert suite_options("openvino-cpu", "conv_act") is None
     assert suite_options("openvino-cpu", "conv") == {"lead": "dw1"}
+
+
+def test_cold_weights_reaches_dram_traffic_and_samples_fc_as_often_as_convs():
+    """The quick plan's cold_weights draws: FC at any s (s only rounds the pooled input), a third of the
+    draws, some with tens of MB of weights; and pools streaming beyond 48 MB, up to the suite's own cap."""
+    from annette_torch.fit.calibrate import PLANS
+    suite = SUITES["cold_weights"]
+    cfgs = suite.configs(n=PLANS["quick"].configs_context, seed=0)
+    kinds = Counter(c["layer"] for c in cfgs)
+    assert kinds["fc"] >= len(cfgs) // 4, kinds
+    assert {c["s"] for c in cfgs if c["layer"] == "fc"} > {1}
+    assert max(4 * c["c"] * c["f"] for c in cfgs if c["layer"] == "fc") >= 64 * 2**20
+    big = [c for c in cfgs if c["flush"] >= 160]
+    assert len(big) >= 8
+    net = suite.build(max(big, key=lambda c: c["flush"]))
+    inp = 4 * net.cols["c_in"][0] * net.cols["h_in"][0] * net.cols["w_in"][0]
+    assert 200 * 2**20 < inp <= suite.max_act_bytes and suite.max_act_bytes > MAX_ACT_BYTES
+    fc = suite.build({"layer": "fc", "c": 256, "f": 128, "s": 7, "flush": 4})
+    assert fc.type_labels()[-2:] == ["GlobalPool", "FullyConnected"] and fc.cols["h_out"][-1] == 1

@@ -99,3 +99,50 @@ def test_estimate_many_judges_each_network_by_its_own_traffic(name):
     one = [estimate(n, plat).device_ms for n in nets]
     assert many == pytest.approx(one, rel=1e-9)
     assert estimate(nets[0], plat).device_ms > estimate(nets[0], _plat()).device_ms  # weights evicted: slower
+
+
+TWO_TIERS = CacheModel(8 * MB, 64 * MB, 16 * MB, {"Conv": 0.04, "FullyConnected": 0.03, "default": 0.04},
+                       {"Conv": 5e9 * 100 ** 0.5, "FullyConnected": 5e9 * 100 ** 0.5}, "",
+                       128 * MB, 256 * MB, {"Conv": 5e9 * 10 ** (1 / 3), "FullyConnected": 5e9 * 10 ** (1 / 3)})
+
+
+def test_dram_tier_slows_streaming_with_traffic_beyond_the_last_level():
+    m = TWO_TIERS
+    assert m.has_dram_tier and not TRUE.has_dram_tier
+    t = np.array([0.01])
+    types = np.array([T.FULLY_CONNECTED])
+    w = np.array([100 * MB])
+    llc = m.apply(t, types, w, 100 * MB)[0]  # past the first tier only: last-level streaming
+    assert llc == pytest.approx(100 * MB / 50e9 * 1e3)
+    assert llc == pytest.approx(TRUE.apply(t, types, w, 100 * MB)[0])  # the tier changes nothing below it
+    dram = m.apply(t, types, w, 1e12)[0]
+    assert dram == pytest.approx(100 * MB / (5e9 * 10 ** (1 / 3)) * 1e3)
+    mid = m.apply(t, types, w, np.sqrt(128 * 256) * MB)[0]  # half way in log traffic: mean time per byte
+    assert mid == pytest.approx((llc + dram) / 2)
+    # a DRAM bandwidth above the first tier's never speeds streaming up
+    fast = CacheModel(**{**{k: v for k, v in TWO_TIERS.to_dict().items()}, "dram_bandwidth": {"default": 1e12}})
+    assert fast.apply(t, types, w, 1e12)[0] == pytest.approx(TRUE.apply(t, types, w, 1e12)[0])
+
+
+def test_dram_tier_round_trip_and_validation():
+    d = TWO_TIERS.to_dict()
+    assert CacheModel.from_dict(d, "c").to_dict() == d
+    assert "dram_bandwidth" not in TRUE.to_dict()  # files without the tier stay as they were
+    with pytest.raises(PlatformError, match="DRAM tier needs .*missing dram_cold_bytes"):
+        CacheModel.from_dict({k: v for k, v in d.items() if k != "dram_cold_bytes"}, "c")
+    with pytest.raises(PlatformError, match="dram_cold_bytes: must exceed"):
+        CacheModel.from_dict({**d, "dram_cold_bytes": d["dram_warm_bytes"]}, "c")
+    with pytest.raises(PlatformError, match="dram_bandwidth.Conv"):
+        CacheModel.from_dict({**d, "dram_bandwidth": {"Conv": -1}}, "c")
+
+
+def test_fit_finds_the_dram_tier():
+    plat = _plat()
+    model, rep = fit_cache(_synthetic_measurements(plat, TWO_TIERS, n=160), plat)
+    assert model is not None and model.has_dram_tier, rep["dram_tier"]
+    assert rep["mape_with_cache"] < 0.02 < rep["mape_warm_models"]
+    assert model.dram_bandwidth["FullyConnected"] == pytest.approx(5e9 * 10 ** (1 / 3), rel=0.1)
+    assert model.stream_bandwidth["FullyConnected"] == pytest.approx(50e9, rel=0.1)
+    # and on data without one, none is added
+    model, rep = fit_cache(_synthetic_measurements(plat, TRUE, n=160), plat)
+    assert model is not None and not model.has_dram_tier and "skipped" in rep["dram_tier"]

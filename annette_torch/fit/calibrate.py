@@ -83,7 +83,9 @@ class Plan:
 
 
 PLANS = {
-    "quick": Plan(configs_micro=60, configs_multi=50, configs_context=50, configs_tokens=40, configs_blocks=30,
+    # quick: 80 cold_weights configurations, so that some 15 reach the DRAM regime (hundreds of MB of traffic)
+    # the cache model's second tier is fitted on; 50 left it to chance (`fit.cache_fit`)
+    "quick": Plan(configs_micro=60, configs_multi=50, configs_context=80, configs_tokens=40, configs_blocks=30,
                   networks=18, cv=3, candidates=("gbm", "gbm-huber", "lmt")),
     "full": Plan(configs_micro=500, configs_multi=400, configs_context=200, configs_tokens=300, configs_blocks=200,
                  networks=45, cv=5,

@@ -10,6 +10,13 @@ The model adds, per weighted layer, ``cold_share(traffic) * penalty[type] * min(
 floors the time at ``cold_share * weight bytes / stream_bandwidth[type]``, where ``traffic`` is the bytes the
 whole network moves per inference (activations in + out and weights, at the platform's bit widths) and
 ``cold_share`` rises from 0 at ``warm_bytes`` to 1 at ``cold_bytes`` (linear in log traffic).
+
+An optional second tier (``dram_warm_bytes``, ``dram_cold_bytes``, ``dram_bandwidth``) covers a large
+last-level cache: up to tens of MB of traffic the weights leave the core's private caches but are streamed
+from the last level (FC weights at ~23 GB/s on a 2-core Xeon VM listing 480 MB of L3); with hundreds of MB of
+traffic per inference they come from DRAM (AlexNet's classifier there: ~10 GB/s). The floor's time per byte
+then rises from ``1 / stream_bandwidth`` to ``1 / dram_bandwidth`` as ``cold_share(traffic, dram_warm_bytes,
+dram_cold_bytes)`` goes from 0 to 1.
 """
 
 from __future__ import annotations
@@ -44,12 +51,26 @@ class CacheModel:
     penalty_ms_per_mb: Mapping[str, float]
     stream_bandwidth: Mapping[str, float]  # bytes/s per layer type ("default" for the others)
     origin: str = ""
+    #: second tier (None: none): traffic from which weights come from DRAM, and the DRAM streaming bandwidth
+    dram_warm_bytes: float | None = None
+    dram_cold_bytes: float | None = None
+    dram_bandwidth: Mapping[str, float] | None = None
     _pen: np.ndarray = field(init=False, repr=False, compare=False)
     _bw: np.ndarray = field(init=False, repr=False, compare=False)
+    _dram_extra: np.ndarray | None = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_pen", _per_type(self.penalty_ms_per_mb, 0.0))
         object.__setattr__(self, "_bw", _per_type(self.stream_bandwidth, np.inf))
+        extra = None
+        if self.dram_bandwidth is not None:
+            # extra seconds per byte from DRAM over the first tier's streaming (never negative)
+            extra = np.maximum(1.0 / _per_type(self.dram_bandwidth, np.inf) - 1.0 / self._bw, 0.0)
+        object.__setattr__(self, "_dram_extra", extra)
+
+    @property
+    def has_dram_tier(self) -> bool:
+        return self._dram_extra is not None and self.dram_warm_bytes is not None and self.dram_cold_bytes is not None
 
     def cold_share(self, traffic_bytes: Any) -> np.ndarray:
         """0 (weights stay cached) .. 1 (weights come from DRAM) for a network moving this many bytes."""
@@ -60,14 +81,27 @@ class CacheModel:
         phi = self.cold_share(traffic_bytes)
         w = np.asarray(weight_bytes, dtype=np.float64)
         extra = phi * self._pen[types] * np.minimum(w, self.capacity_bytes) / MB
-        floor = phi * w / self._bw[types] * 1e3
+        floor = w * self.seconds_per_byte(types, traffic_bytes) * 1e3
         return np.where(w > 0, np.maximum(t_ms + extra, floor), t_ms)
+
+    def seconds_per_byte(self, types: np.ndarray, traffic_bytes: Any) -> np.ndarray:
+        """Streaming time per weight byte (s) of layers of ``types`` in a network moving ``traffic_bytes``:
+        0 while the weights stay cached, ``1 / stream_bandwidth`` once evicted to the last level, rising to
+        ``1 / dram_bandwidth`` with the second tier."""
+        spb = self.cold_share(traffic_bytes) / self._bw[types]
+        if self.has_dram_tier:
+            assert self._dram_extra is not None and self.dram_warm_bytes and self.dram_cold_bytes
+            spb = spb + cold_share(traffic_bytes, self.dram_warm_bytes, self.dram_cold_bytes) * self._dram_extra[types]
+        return spb
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"warm_bytes": self.warm_bytes, "cold_bytes": self.cold_bytes,
                              "capacity_bytes": self.capacity_bytes,
                              "penalty_ms_per_mb": dict(self.penalty_ms_per_mb),
                              "stream_bandwidth": dict(self.stream_bandwidth)}
+        if self.has_dram_tier:
+            d.update(dram_warm_bytes=self.dram_warm_bytes, dram_cold_bytes=self.dram_cold_bytes,
+                     dram_bandwidth=dict(self.dram_bandwidth or {}))
         if self.origin:
             d["origin"] = self.origin
         return d
@@ -83,8 +117,20 @@ class CacheModel:
             raise PlatformError(f"{where}.cold_bytes: must exceed warm_bytes ({warm:g}), got {cold:g}")
         penalty = _read_per_type(d, "penalty_ms_per_mb", where, "ms per MB", positive=False)
         bandwidth = _read_per_type(d, "stream_bandwidth", where, "bytes/s", positive=True)
+        tier = [k for k in ("dram_warm_bytes", "dram_cold_bytes", "dram_bandwidth") if k in d]
+        dwarm = dcold = dbw = None
+        if tier:
+            if len(tier) < 3:
+                missing = sorted({"dram_warm_bytes", "dram_cold_bytes", "dram_bandwidth"} - set(tier))
+                raise PlatformError(f"{where}: the DRAM tier needs dram_warm_bytes, dram_cold_bytes and "
+                                    f"dram_bandwidth (missing {', '.join(missing)})")
+            dwarm = check_number(d, "dram_warm_bytes", where, positive=True)
+            dcold = check_number(d, "dram_cold_bytes", where, positive=True)
+            if dcold <= dwarm:
+                raise PlatformError(f"{where}.dram_cold_bytes: must exceed dram_warm_bytes ({dwarm:g}), got {dcold:g}")
+            dbw = _read_per_type(d, "dram_bandwidth", where, "bytes/s", positive=True)
         return cls(warm, cold, check_number(d, "capacity_bytes", where, positive=True), penalty, bandwidth,
-                   str(d.get("origin", "")))
+                   str(d.get("origin", "")), dwarm, dcold, dbw)
 
 
 def _per_type(values: Mapping[str, float], missing: float) -> np.ndarray:

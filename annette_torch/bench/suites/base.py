@@ -71,7 +71,8 @@ class Suite:
     optional: dict[str, Any] = field(default_factory=dict)  # extra config keys the builder accepts (defaults)
     table: Callable[[], list[dict]] | None = None
     max_weight_bytes: float = MAX_WEIGHT_BYTES  # this suite's weight cap (fc, cold_weights: beyond the caches)
-    max_act_bytes: float = MAX_ACT_BYTES  # this suite's activation cap (interp: segmentation logits at input size)
+    max_act_bytes: float = MAX_ACT_BYTES  # this suite's activation cap (interp: segmentation logits at input size;
+    #                                      cold_weights: traffic beyond the last-level cache)
     _counts: dict = field(default_factory=dict, repr=False, compare=False)
 
     # -- feasibility --------------------------------------------------------------------------------

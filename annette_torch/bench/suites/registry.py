@@ -6,7 +6,8 @@ from __future__ import annotations
 from .base import Suite, SuiteError
 from .blocks import (SE_CHANNELS, SE_GATES, SE_PROJECT, SE_REDUCE, SE_SPATIAL, SHUFFLE_CHANNELS, build_head,
                      build_se, build_shuffle, cost_head, cost_se, cost_shuffle, valid_head, valid_shuffle)
-from .context import COLD_LAYERS, build_cold_weights, cost_cold_weights, valid_cold_weights
+from .context import (COLD_FLUSH_MB, COLD_LAYERS, COLD_MAX_ACT_BYTES, build_cold_weights, cost_cold_weights,
+                      valid_cold_weights)
 from .elementwise import (CONST_OPS, build_act, build_add, build_bn, build_eltwise_const, cost_add, cost_bn,
                           cost_elementwise)
 from .fused import (CONV_MUL_KINDS, STRIDE_MIDS, build_concat_branches, build_conv_act, build_conv_bn_relu,
@@ -159,12 +160,12 @@ def _suites() -> dict[str, Suite]:
               "partition (reshape, transpose), attention per window, window reverse (windows per side nw, window "
               "w, heads, head dim d)", {"nw": [1, 2, 4, 8, 16], "w": WINDOWS, "h": HEADS, "d": [16, 32, 64]},
               build_window_attention, kind="multi", cost=cost_window_attention),
-        Suite("cold_weights", "FC / 1x1 / 3x3 conv (c, f, spatial s) after a pool reading ~flush MB of input: "
-              "weights pushed out of the caches as inside a network",
+        Suite("cold_weights", "FC / 1x1 / 3x3 conv (c, f, spatial s; s sets only the pooled input's rounding for "
+              "fc) after a pool reading ~flush MB of input: weights pushed out of the caches as inside a network",
               {"layer": list(COLD_LAYERS), "c": [128, 256, 512, 1024, 2048, 4096, 8192, 16384],
-               "f": [128, 256, 512, 1000, 2048, 4096], "s": [1, 2, 4, 7], "flush": [0, 1, 2, 4, 8, 16, 32, 48]},
+               "f": [128, 256, 512, 1000, 2048, 4096], "s": [1, 2, 4, 7], "flush": COLD_FLUSH_MB},
               build_cold_weights, kind="multi", default_sampler="random", cost=cost_cold_weights,
-              valid=valid_cold_weights, max_weight_bytes=256 * 2**20),
+              valid=valid_cold_weights, max_weight_bytes=256 * 2**20, max_act_bytes=COLD_MAX_ACT_BYTES),
         Suite("paper_conv", "the paper's conv configurations (paper35k.csv of the ANNETTE reference data)",
               {"h": PAPER_SPATIAL, "w": PAPER_SPATIAL, "c": PAPER_CHANNELS, "f": PAPER_CHANNELS, "k": KERNELS,
                "s": [1]}, build_conv, default_sampler="table", cost=cost_conv, optional={"d": 1, "n": 1},
