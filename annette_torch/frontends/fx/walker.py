@@ -255,7 +255,7 @@ class _Walker:
 #: largest buffer (elements) read to look for attention-mask values
 _MASK_LIMIT = 1 << 22
 #: types that pass their input's values on unchanged (a mask's share of subnormal logits goes with them)
-_VALUE_KEEPING = (T.RESHAPE, T.TRANSPOSE, T.FLATTEN, T.DROPOUT, T.SLICE)
+_VALUE_KEEPING = (T.RESHAPE, T.TRANSPOSE, T.FLATTEN, T.DROPOUT)
 
 
 def _subnormal(t: LayerType, tvs: Sequence[_TV], shape: tuple[int, ...], in_shape: Sequence[int] | None,
