@@ -222,10 +222,10 @@ def run_calibration(platform: str, quick: bool = False, out: str | None = None, 
     progress("fitting mapping and layer models")
     plat, fit_rep = fit_platform(db, platform, cv=plan.cv, progress=progress, candidates=plan.candidates)
     t_fit = time.perf_counter() - t0 - t_bench
-    progress("slow paths: masked-attention pairs")
+    progress("slow paths: micro-kernel pairs (masked attention, transposes)")
     with MachineLock().hold():  # one measurement at a time on this machine, as the sweeps
         slow_ns = measure_slow_ns(get_runner(runner, **kw), progress=progress)
-    plat = Platform.from_dict({**plat.to_dict(), "slow_ns": slow_ns}, plat.source)
+    plat = Platform.from_dict({**plat.to_dict(), "slow_ns": slow_ns}, plat.source or platform)
     nets = calibration_networks(plan.networks, exclude_hashes=_validation_hashes())
     cal, cal_rep = calibrate_network_level(plat, platform, nets, progress)
     d = platform_file(plat, fit_rep, platform)
