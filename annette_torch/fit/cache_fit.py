@@ -142,7 +142,7 @@ def _with_dram_tier(model: CacheModel, d: dict[str, np.ndarray], lo: float) -> t
     phi = model.cold_share(traffic)
     base = warm + phi * model._pen[types] * np.minimum(w, model.capacity_bytes) / MB
     bw1 = {int(t): float(model._bw[int(t)]) for t in np.unique(types)}
-    spb1 = phi / model._bw[types]
+    spb1 = model.seconds_per_byte(types, traffic, phi)  # (one tier: phi / stream bandwidth)
     best: tuple[float, CacheModel] | None = None
     for hi in DRAM_GRID[DRAM_GRID > lo * (1 + 1e-9)]:
         bw2, err = _dram_bandwidths(base, w, spb1, cold_share(traffic, lo, hi), types, meas, bw1, _BWS)

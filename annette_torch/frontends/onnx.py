@@ -156,8 +156,8 @@ def from_onnx(model: str | os.PathLike | onnx.ModelProto, input_shape: Sequence[
 
     unknown_ops: Counter[str] = Counter()
     gelu_input, gelu_inner = _gelu_patterns(layer_nodes, consts, {o.name for o in graph.output})
-    slow = _SlowPaths(consts, values, const_nodes, {o.domain if o.domain != "ai.onnx" else "": o.version
-                                                    for o in proto.opset_import})
+    slow = _SlowPaths(consts, values, const_nodes, shapes, {o.domain if o.domain != "ai.onnx" else "": o.version
+                                                            for o in proto.opset_import})
     for node in layer_nodes:
         op = node.op_type
         outs = [o for o in node.output if o]
@@ -527,7 +527,9 @@ def _fold_constants(pending: list, shapes: dict, values: _Constants, opsets: dic
     return folded
 
 
-def _fold_node(node: onnx.NodeProto, shapes: dict, values: _Constants, opsets: dict) -> dict | None:
+def _fold_node(node: onnx.NodeProto, shapes: dict, values: _Constants, opsets: dict,
+               limit: int = _BIG_CONST) -> dict | None:
+    """The outputs of constant ``node`` evaluated (inputs and outputs of at most ``limit`` elements), or None."""
     op = node.op_type
     if op in ("Shape", "Size"):
         shp = shapes.get(node.input[0])
@@ -540,7 +542,7 @@ def _fold_node(node: onnx.NodeProto, shapes: dict, values: _Constants, opsets: d
     feeds = {}
     for i in node.input:
         if i:
-            v = values.get(i, limit=_BIG_CONST)
+            v = values.get(i, limit=limit)
             if v is None:
                 return None
             feeds[i] = v
@@ -552,7 +554,7 @@ def _fold_node(node: onnx.NodeProto, shapes: dict, values: _Constants, opsets: d
         for name, v in zip(node.output, res):
             if not name:
                 continue
-            if not isinstance(v, np.ndarray) or v.size > _BIG_CONST:
+            if not isinstance(v, np.ndarray) or v.size > limit:
                 return None
             numpy_helper.from_array(v, name)  # representable as an initializer
             out[name] = v
@@ -573,10 +575,11 @@ class _SlowPaths:
     #: largest constant (elements) read or computed to look for mask values
     LIMIT = 1 << 22
 
-    def __init__(self, consts: set[str], values: "_Constants", const_nodes: list, opsets: dict) -> None:
-        self.consts, self.values, self.opsets = consts, values, opsets
+    def __init__(self, consts: set[str], values: "_Constants", const_nodes: list, shapes: dict,
+                 opsets: dict) -> None:
+        self.consts, self.values, self.shapes, self.opsets = consts, values, shapes, opsets
         self.made_by = {o: n for n in const_nodes if _foldable(n) for o in n.output if o}
-        self.computed: dict[str, np.ndarray | None] = {}
+        self.tried: set[str] = set()
         self.logits: dict[str, float] = {}  # tensor -> share of elements offset into the subnormal band
         self.probs: dict[str, float] = {}  # tensor -> share of subnormal softmax outputs
 
@@ -584,23 +587,15 @@ class _SlowPaths:
         """A constant's value, computing the constant nodes that make it (a mask built from shapes and
         comparisons) where the loader did not fold it (it folds small constants only)."""
         v = self.values.get(name, limit=self.LIMIT)
-        if v is not None or name not in self.made_by or depth > 64:
+        if v is not None or name not in self.made_by or name in self.tried or depth > 64:
             return v
-        if name not in self.computed:
-            self.computed[name] = None
-            node = self.made_by[name]
-            feeds = {i: self._value(i, depth + 1) for i in node.input if i}
-            if all(f is not None for f in feeds.values()):
-                try:
-                    from onnx.reference import ReferenceEvaluator
-
-                    res = ReferenceEvaluator(node, opsets=self.opsets).run(None, feeds)
-                    for o, r in zip(node.output, res):
-                        if o and isinstance(r, np.ndarray) and r.size <= self.LIMIT:
-                            self.computed[o] = r
-                except Exception:  # an op the reference evaluator lacks: the value stays unknown
-                    pass
-        return self.computed.get(name)
+        self.tried.add(name)
+        node = self.made_by[name]
+        for i in node.input:
+            if i:
+                self._value(i, depth + 1)
+        self.values.values.update(_fold_node(node, self.shapes, self.values, self.opsets, self.LIMIT) or {})
+        return self.values.values.get(name)
 
     def _band_share(self, name: str) -> float:
         v = self._value(name)
@@ -619,9 +614,10 @@ class _SlowPaths:
                 perm = [lhs.index(c) for c in rhs]
             else:
                 perm = list(range(len(x)))
-            if sorted(int(p) % len(x) for p in perm) == list(range(len(x))):
+            perm = [int(p) % len(x) for p in perm]
+            if sorted(perm) == list(range(len(x))):
                 self.follow_values(op, acts, outs)
-                return transpose_slow(x, [int(p) % len(x) for p in perm])
+                return transpose_slow(x, perm)
         return self.follow_values(op, acts, outs, node, kind, shapes)
 
     def follow_values(self, op: str, acts: list[str], outs: list[str], node: onnx.NodeProto | None = None,

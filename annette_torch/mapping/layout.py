@@ -54,7 +54,12 @@ _MERGE[list(MERGE_TYPES)] = True
 
 
 def blocked_layers(net: Network) -> np.ndarray:
-    """Mask of the layers that run in the blocked layout (see the module docstring)."""
+    """Mask of the layers that run in the blocked layout (see the module docstring); computed once per network
+    (the mapping pass types blocked layers and the prediction prices their reorders on the same network)."""
+    return net._cached("blocked_layout", lambda: _blocked_layers(net))
+
+
+def _blocked_layers(net: Network) -> np.ndarray:
     types = net.types
     n = len(types)
     c_in, c_out = net.c_in, net.c_out

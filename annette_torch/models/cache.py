@@ -81,14 +81,14 @@ class CacheModel:
         phi = self.cold_share(traffic_bytes)
         w = np.asarray(weight_bytes, dtype=np.float64)
         extra = phi * self._pen[types] * np.minimum(w, self.capacity_bytes) / MB
-        floor = w * self.seconds_per_byte(types, traffic_bytes) * 1e3
+        floor = w * self.seconds_per_byte(types, traffic_bytes, phi) * 1e3
         return np.where(w > 0, np.maximum(t_ms + extra, floor), t_ms)
 
-    def seconds_per_byte(self, types: np.ndarray, traffic_bytes: Any) -> np.ndarray:
+    def seconds_per_byte(self, types: np.ndarray, traffic_bytes: Any, phi: Any = None) -> np.ndarray:
         """Streaming time per weight byte (s) of layers of ``types`` in a network moving ``traffic_bytes``:
         0 while the weights stay cached, ``1 / stream_bandwidth`` once evicted to the last level, rising to
-        ``1 / dram_bandwidth`` with the second tier."""
-        spb = self.cold_share(traffic_bytes) / self._bw[types]
+        ``1 / dram_bandwidth`` with the second tier (``phi``: `cold_share` of the traffic, when known)."""
+        spb = (self.cold_share(traffic_bytes) if phi is None else phi) / self._bw[types]
         if self.has_dram_tier:
             assert self._dram_extra is not None and self.dram_warm_bytes and self.dram_cold_bytes
             spb = spb + cold_share(traffic_bytes, self.dram_warm_bytes, self.dram_cold_bytes) * self._dram_extra[types]
