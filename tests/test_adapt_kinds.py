@@ -75,7 +75,8 @@ def test_fit_kinds_recovers_known_factors_from_exact_latencies():
     truth = {"Conv 3x3": 1.8, "Conv 1x1": 0.6, "AvgPool": 2.5, "elementwise": 1.0}
     assert set(data.kinds) <= set(truth)
     f = np.array([truth[k] for k in data.kinds])
-    y = 1.4 * (data.X @ f + data.rest + per_layer * data.n_exec + per_net)
+    # (a device's own cost per layer is never negative, whatever the base file's fitted value)
+    y = 1.4 * (data.X @ f + data.rest + max(per_layer, 0.0) * data.n_exec + per_net)
     fit = fit_kinds(data, y, per_layer, per_net, lam=1e-6)
     # g and the factors are known up to their product (the ridge sets the split): each kind's speed is exact
     for k in data.kinds:
@@ -145,3 +146,27 @@ def test_fit_kinds_recovers_a_per_inference_cost_on_request_and_never_a_negative
     assert fit_kinds(data, y, per_layer, per_net, lam=1e-6).per_network == per_net  # not on request: the base's
     faster = fit_kinds(data, 3.0 * plain - 0.5, per_layer, per_net, lam=1e-6, constant=True)
     assert faster.per_network >= per_net
+
+
+def test_network_level_refit_on_folding_cells_leaves_constants_free_and_fits_no_absent_term(monkeypatch):
+    """Without per-kind scales (forced off), ten cells of a device that folds constants and pays a per-inference
+    cost: the refit fits no per-inference constant (it would be all of a folded network's microseconds) and
+    no depthwise term (no cell has a depthwise layer: any coefficient would fit it), and the file loads."""
+    import annette_torch.fit.adapt as adapt_mod
+    from annette_torch.fit.adapt import DEFAULT_SEMANTICS
+
+    monkeypatch.setattr(adapt_mod, "KIND_MIN_ROWS", 10**6)
+    d = at.load_platform("ort-cpu").to_dict()
+    d["overhead"] = {**d["overhead"], "scale": d["overhead"]["scale"] * 2.0, "per_network_ms": 1.5}
+    fake = Platform.from_dict(d, "fake-device")
+    rng = np.random.default_rng(4)
+    archs = [nb201.index_to_arch(int(i)) for i in rng.choice(nb201.NUM_ARCHS, 40, replace=False)]
+    archs = [a for a in archs if not nb201.cell_edges(a, DEFAULT_SEMANTICS)[1]][:10]
+    y = at.estimate_many(nb201.build_networks(archs, semantics=DEFAULT_SEMANTICS), fake)
+    res = adapt("ort-cpu", latencies=[(f"nb201:{a}", float(v)) for a, v in zip(archs, y)], save=False)
+    assert res.kind_scales is None and res.semantics == DEFAULT_SEMANTICS
+    terms = res.platform.meta["adapted"]["terms"]
+    assert "constant" not in terms and "depthwise" not in terms
+    folded = nb201.build_network("|nor_conv_3x3~0|+|none~0|none~1|+|none~0|none~1|none~2|",
+                                 semantics=DEFAULT_SEMANTICS)
+    assert at.estimate(folded, res.platform).latency_ms < 0.01 * float(np.min(y))

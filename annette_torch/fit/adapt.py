@@ -588,6 +588,12 @@ def adapt(platform: PlatformLike, networks: int = DEFAULT_NETWORKS,
         raise AdaptError(f"adapt: the latency given for {bad} is below the time {base.name} predicts for its "
                          "host-run layers and switches alone")
     use = _cpu_terms(len(y)) if cpu else _board_terms(len(y))
+    if cells is not None and semantics != "eager":
+        # a runtime that folds constants runs a constant network in microseconds: a per-inference cost fitted
+        # on networks that compute would be all of such a network's latency
+        use = tuple(t for t in use if t != "constant") or ("layers",)
+    # a term no network has (depthwise time among plain cells) is not fitted: any coefficient fits it
+    use = tuple(t for t in use if t == "layers" or any(row.get(t, 0.0) for row in terms))
     groups = [family(n) for n in nets]
     cal, loo, use, check = _fit(terms, y_fit, use, names, cpu, _prior(base, cpu), groups)
     kinds = None

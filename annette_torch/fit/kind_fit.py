@@ -10,11 +10,12 @@ times ``X[k]`` of each kind ``k`` (its own scale applied) and its per-layer and 
 
 ``g`` is free, each ``log f_k`` is pulled toward 0 (the base file's own proportions) by a ridge penalty of
 weight ``lam`` times the kind's share of the time, ``d`` (a runtime's own cost per executed layer: eager
-frameworks dispatch each layer from Python) toward 0 by ``lam`` times its share, and ``c >= 0`` (a
-per-inference cost, fitted on request) by ``lam`` in units of the mean network time. The fit minimises log
-errors (relative errors of fast and slow networks weigh alike) under a robust loss (`LOSS`). Kinds below
-`MIN_SHARE` of the time stay under ``g`` alone. A network with no executed layer (a constant) costs
-``g * (per_network + c)`` only.
+frameworks dispatch each layer from Python) toward 0 by ``lam`` times its share with ``per_layer + d >= 0``
+(a layer costs no less than nothing; a negative cost lets ten latencies trade it against ``g`` and ``c``),
+and ``c >= 0`` (a per-inference cost, fitted on request) by ``lam`` in units of the mean network time. The
+fit minimises log errors (relative errors of fast and slow networks weigh alike) under a robust loss
+(`LOSS`). Kinds below `MIN_SHARE` of the time stay under ``g`` alone. A network with no executed layer (a
+constant) costs ``g * (per_network + c)`` only.
 """
 
 from __future__ import annotations
@@ -136,6 +137,8 @@ def fit_kinds(data: KindData, y: np.ndarray, per_layer: float, per_network: floa
     P = K + 3 if constant else K + 2
     th0 = np.concatenate([[float(np.median(ly - np.log(base)))], np.zeros(P - 1)])
     lo = np.full(P, -np.inf)
+    lo[K + 1] = -per_layer / unit  # a layer's own cost is never negative: per_layer + d >= 0
+    th0[K + 1] = max(th0[K + 1], lo[K + 1] + 1e-9)
     if constant:
         lo[-1] = 0.0  # a per-inference cost is never negative
     th = least_squares(residuals, th0, method="trf", x_scale=1.0, loss=LOSS, f_scale=0.1,
