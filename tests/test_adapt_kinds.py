@@ -170,3 +170,15 @@ def test_network_level_refit_on_folding_cells_leaves_constants_free_and_fits_no_
     folded = nb201.build_network("|nor_conv_3x3~0|+|none~0|none~1|+|none~0|none~1|none~2|",
                                  semantics=DEFAULT_SEMANTICS)
     assert at.estimate(folded, res.platform).latency_ms < 0.01 * float(np.min(y))
+
+
+def test_fit_kinds_never_fits_a_negative_cost_per_layer():
+    """Latencies that a negative per-layer cost would fit best (each layer 0.05 ms cheaper than nothing): the fit
+    keeps a layer's own cost at zero or above and leaves the rest to the factors."""
+    archs, data, (scale, per_layer, per_net, dw) = _cells(9, 20, "eager")
+    plain = data.X.sum(axis=1) + data.rest + max(per_layer, 0.0) * data.n_exec + per_net
+    y = np.maximum(2.0 * plain - 0.05 * data.n_exec, 0.1 * plain)
+    for lam in (1e-6, 1.0):
+        fit = fit_kinds(data, y, per_layer, per_net, lam=lam, constant=True)
+        assert fit.per_layer >= -1e-9
+        assert fit.per_network >= per_net
