@@ -194,10 +194,33 @@ def test_out_of_family_selection_rejects_terms_that_fit_each_family_its_own_way(
     y = np.array([1.3 * (t["layers"] + 0.002 * t["executed_layers"] + 0.05)
                   + (0.02 * t["executed_layers"] if g == "plain" else 0.5) for t, g in zip(terms, groups)])
     use, names = ("layers", "executed_layers", "constant"), [f"n{i}" for i in range(10)]
-    _, loo, fitted, check = _fit(terms, y, use, names, True, prior)
+    _, loo, fitted, check, _ = _fit(terms, y, use, names, True, prior)
     assert fitted == use and check == CHECKS[0]
-    _, lofo, fitted, check = _fit(terms, y, use, names, True, prior, groups)
+    _, lofo, fitted, check, errors = _fit(terms, y, use, names, True, prior, groups)
     assert fitted == ("scale",) and check == CHECKS[1] and lofo > loo
+    assert errors is not None and float(np.mean(errors)) == pytest.approx(lofo)
+
+
+def test_adapt_says_what_each_family_can_expect(tmp_path, monkeypatch, capsys):
+    """Measured here on networks of several families, adapt reports each family's error as the networks of the
+    other families predict it (their mean is the printed leave-one-family-out error), and the CLI prints it."""
+    import annette_torch.fit.adapt as A
+    from annette_torch.fit.adapt import CHECKS, family
+    from annette_torch.fit.calibrate import _validation_hashes, calibration_networks
+
+    fake = _fake_machine(1.5, 0.002, 0.1)
+    res = adapt(ORT_CPU, networks=10, measure=fake, save=False)
+    fams = [family(n) for n in calibration_networks(10, exclude_hashes=_validation_hashes())]
+    assert res.check == CHECKS[1] and res.family_mape is not None
+    assert list(res.family_mape) == list(dict.fromkeys(fams)) and len(res.family_mape) >= 2
+    counts = {g: fams.count(g) for g in res.family_mape}
+    assert sum(counts[g] * v for g, v in res.family_mape.items()) / len(fams) == pytest.approx(res.loo_mape)
+    monkeypatch.setattr(A, "_measure_here", lambda runtime, progress: lambda nets: (fake(nets),
+                                                                                    np.full(len(nets), 0.01)))
+    assert main(["adapt", "-p", "ort-cpu", "--out", str(tmp_path / "a.json")]) == 0
+    out = capsys.readouterr().out
+    line = next(x for x in out.splitlines() if x.startswith("by family, each predicted from the others: "))
+    assert all(f"{g} " in line for g in res.family_mape)
 
 
 def test_families_come_from_the_layer_types():

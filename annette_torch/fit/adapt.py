@@ -87,6 +87,9 @@ class AdaptResult:
     semantics: str | None = None
     #: how `loo_mape` was measured (`CHECKS`): each network predicted without itself, or without its family
     check: str = "leave-one-out"
+    #: with the leave-one-family-out check: per family (`family`), the mean error of its networks predicted by
+    #: a fit on the other families (what a network of that family can expect); None otherwise
+    family_mape: dict[str, float] | None = None
 
     @property
     def median_spread(self) -> float | None:
@@ -346,22 +349,23 @@ def _family_groups(groups: Sequence[str] | None, n: int, need: int) -> Sequence[
 
 def _fit(terms: list[dict[str, float]], y: np.ndarray, use: tuple[str, ...], names: Sequence[str],
          cpu: bool, prior: dict[str, float], groups: Sequence[str] | None = None
-         ) -> tuple[Any, float, tuple[str, ...], str]:
+         ) -> tuple[Any, float, tuple[str, ...], str, np.ndarray | None]:
     """The refit: the base model scaled by one factor, or the terms ``use`` fitted afresh. The fresh fit wins
     only when its out-of-sample error is lower by more than its own standard error (the one-standard-error
     rule: more parameters need clear evidence). With the networks' ``groups`` (`family`) the out-of-sample
     error is leave-one-family-out: each network predicted by a fit on the other families, so that a term
     which fits one family and no other loses (within a family, leave-one-out approves it). Below 3 networks:
     the scaled base model. Returns the `Calibration`, its out-of-sample MAPE (nan below 3 networks), what
-    was fitted (``("scale",)`` or the terms) and which check measured the error (`CHECKS`)."""
+    was fitted (``("scale",)`` or the terms), which check measured the error (`CHECKS`) and each network's
+    out-of-sample error (None below 3 networks)."""
     from .calibrate_network import CPU_LOSS, CPU_SIGNED_TERMS, SIGNED_TERMS, fit_calibration, fit_cpu_calibration
 
     scaled = _fit_scaled(terms, y, prior, names, cpu)
     if len(y) < 3 or len(y) < len(use) + 2:  # too few networks to judge a fresh fit
         groups = _family_groups(groups, len(y), 1)
-        scaled.loo_mape = float(np.mean(_loo(lambda t, m: _fit_scaled(t, m, prior, (), cpu), terms, y,
-                                             groups))) if len(y) >= 3 else float("nan")
-        return scaled, scaled.loo_mape, ("scale",), CHECKS[groups is not None]
+        errors = _loo(lambda t, m: _fit_scaled(t, m, prior, (), cpu), terms, y, groups) if len(y) >= 3 else None
+        scaled.loo_mape = float(np.mean(errors)) if errors is not None else float("nan")
+        return scaled, scaled.loo_mape, ("scale",), CHECKS[groups is not None], errors
     groups = _family_groups(groups, len(y), len(use) + 2)  # (a fit takes two networks more than terms)
     check = CHECKS[groups is not None]
     if cpu and use == _cpu_terms(10**6):
@@ -374,10 +378,10 @@ def _fit(terms: list[dict[str, float]], y: np.ndarray, use: tuple[str, ...], nam
     scaled.loo_mape = float(np.mean(err_scaled))
     se_fresh = float(np.std(err_fresh, ddof=1) / np.sqrt(len(y)))
     if np.mean(err_fresh) + se_fresh >= scaled.loo_mape - 1e-9:  # within one standard error (or a tie)
-        return scaled, scaled.loo_mape, ("scale",), check
+        return scaled, scaled.loo_mape, ("scale",), check, err_scaled
     fresh = refit(terms, y, names)
     fresh.loo_mape = float(np.mean(err_fresh))
-    return fresh, fresh.loo_mape, tuple(use), check
+    return fresh, fresh.loo_mape, tuple(use), check, err_fresh
 
 
 def _nb201_cells(names: Sequence[str]) -> list[tuple[str, int]] | None:
@@ -595,13 +599,17 @@ def adapt(platform: PlatformLike, networks: int = DEFAULT_NETWORKS,
     # a term no network has (depthwise time among plain cells) is not fitted: any coefficient fits it
     use = tuple(t for t in use if t == "layers" or any(row.get(t, 0.0) for row in terms))
     groups = [family(n) for n in nets]
-    cal, loo, use, check = _fit(terms, y_fit, use, names, cpu, _prior(base, cpu), groups)
+    cal, loo, use, check, errors = _fit(terms, y_fit, use, names, cpu, _prior(base, cpu), groups)
     kinds = None
     if cpu and latencies is not None and base.overhead is not None and len(y) >= KIND_MIN_ROWS:
         kinds = _fit_kind_scales(base, raw, names, nets, y_fit)
         # the per-kind refit must predict left-out networks better, with a per-layer cost a file can hold
         if not kinds[0] < loo or kinds[1].g * kinds[1].per_layer < -1.0:
             kinds = None
+    family_mape = None
+    if kinds is None and check == CHECKS[1] and errors is not None:
+        fam = np.asarray(groups)
+        family_mape = {g: float(np.mean(errors[fam == g])) for g in dict.fromkeys(groups)}
     d = raw.to_dict()
     origin = f"adapted with annette adapt from {base_file} on {source}"
     kind_scales = None
@@ -645,7 +653,7 @@ def adapt(platform: PlatformLike, networks: int = DEFAULT_NETWORKS,
     after = np.array([estimate(n, adapted).latency_ms for n in nets])
     res = AdaptResult(adapted, path, base_file, names, y, before, after, loo, tuple(use),
                       time.perf_counter() - t0, "measured" if latencies is None else "given", spread, kind_scales,
-                      semantics, check)
+                      semantics, check, family_mape)
     if res.noisy:
         log.warning("adapt: this machine's speed moved while measuring (a network's two fastest rounds differ by "
                     "%.0f%% at the median); the adapted file may be off by as much: run 'annette adapt' again "
