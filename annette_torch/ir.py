@@ -33,6 +33,7 @@ __all__ = [
     "SLOW_UNITS",
     "transpose_slow",
     "SUBNORMAL_LOGITS",
+    "MASK_SCAN_LIMIT",
     "subnormal_share",
     "TYPE_FALLBACKS",
 ]
@@ -198,6 +199,8 @@ SLOW_UNITS = {T.MATMUL: "multiply-adds with a subnormal operand", T.SOFTMAX: "su
 #: An additive constant whose exp() is subnormal in float32 (e^-103.3 .. e^-87.3): the -100 of a shifted-window
 #: attention mask is; -inf or -1e4 underflow to exact zeros, which cost nothing extra.
 SUBNORMAL_LOGITS = (-103.28, -87.34)
+#: largest constant (elements) the front ends read or compute to look for attention-mask values
+MASK_SCAN_LIMIT = 1 << 22
 
 
 def subnormal_share(values: np.ndarray) -> float:

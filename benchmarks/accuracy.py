@@ -376,9 +376,8 @@ def adapt_curve(args, meas: dict) -> tuple[dict, dict]:
         wall = adapt(shipped, networks=n, save=False).seconds
         key = f"adapt N={n}"
         variants[key], walls[key] = res.platform, wall
-        fams = ", ".join(f"{g} {v:.1%}" for g, v in (res.family_mape or {}).items())
         print(f"  {key}: {wall:.1f} s, in-sample MAPE {res.mape_after:.1%}, refitted {', '.join(res.terms)}"
-              + (f"; expected by family {fams}" if fams else ""))
+              + (f"; expected by family {res.by_family()}" if res.family_mape else ""))
     for plan in [p.strip() for p in args.with_calibrate.split(",") if p.strip()]:
         from annette_torch.fit.calibrate import run_calibration
 

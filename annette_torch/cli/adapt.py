@@ -59,8 +59,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"\n{len(res.names)} networks: MAPE {res.mape_before:.1%} with {res.base}, {res.mape_after:.1%} adapted; "
           f"{res.check} {loo} (what other networks can expect); refitted: {res.fitted()}")
     if res.family_mape:
-        print("by family, each predicted from the others: "
-              + ", ".join(f"{g} {v:.1%}" for g, v in res.family_mape.items()))
+        print(f"by family, each predicted from the others: {res.by_family()}")
     if res.median_spread is not None:
         print(f"measured: fastest of {ROUNDS} to {MAX_ROUNDS} rounds per network; its two fastest rounds differ "
               f"by {res.median_spread:.1%} at the median" + (" (noisy: see the warning above)" if res.noisy else ""))

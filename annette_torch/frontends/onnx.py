@@ -47,6 +47,7 @@ from onnx import TensorProto, helper, numpy_helper
 from ..errors import ModelLoadError
 from ..ir import (
     MAX_ELEMS,
+    MASK_SCAN_LIMIT,
     MAX_WINDOW,
     IRError,
     LayerType,
@@ -572,9 +573,6 @@ class _SlowPaths:
     element-wise copies (`ir.transpose_slow`), and the subnormal values of masked attention: logits offset by a
     mask constant in `SUBNORMAL_LOGITS`, the softmax probabilities made from them, the MatMul reading those."""
 
-    #: largest constant (elements) read or computed to look for mask values
-    LIMIT = 1 << 22
-
     def __init__(self, consts: set[str], values: "_Constants", const_nodes: list, shapes: dict,
                  opsets: dict) -> None:
         self.consts, self.values, self.shapes, self.opsets = consts, values, shapes, opsets
@@ -586,7 +584,7 @@ class _SlowPaths:
     def _value(self, name: str, depth: int = 0) -> np.ndarray | None:
         """A constant's value, computing the constant nodes that make it (a mask built from shapes and
         comparisons) where the loader did not fold it (it folds small constants only)."""
-        v = self.values.get(name, limit=self.LIMIT)
+        v = self.values.get(name, limit=MASK_SCAN_LIMIT)
         if v is not None or name not in self.made_by or name in self.tried or depth > 64:
             return v
         self.tried.add(name)
@@ -594,7 +592,7 @@ class _SlowPaths:
         for i in node.input:
             if i:
                 self._value(i, depth + 1)
-        self.values.values.update(_fold_node(node, self.shapes, self.values, self.opsets, self.LIMIT) or {})
+        self.values.values.update(_fold_node(node, self.shapes, self.values, self.opsets, MASK_SCAN_LIMIT) or {})
         return self.values.values.get(name)
 
     def _band_share(self, name: str) -> float:

@@ -15,7 +15,7 @@ import torch.nn as nn
 from torch.fx import Node
 
 from ...errors import ModelLoadError
-from ...ir import IRError, LayerType, Network, NetworkBuilder, subnormal_share
+from ...ir import MASK_SCAN_LIMIT, IRError, LayerType, Network, NetworkBuilder, subnormal_share
 from .leaf import recover
 from .registry import (_CONST_FUNCTIONS, _CONST_METHODS, _FUNCTION_NAMES, _FUNCTIONS, _KNOWN_TYPES, _METHODS,
                        _module_rule)
@@ -129,7 +129,7 @@ class _Walker:
                 v = _fetch_attr(self.root, node.target)
                 if isinstance(v, torch.Tensor):  # a buffer holding an attention mask: its subnormal-band share
                     share = (subnormal_share(v.detach().cpu().numpy()) if v.is_floating_point() and v.device.type
-                             != "meta" and 0 < v.numel() <= _MASK_LIMIT else 0.0)
+                             != "meta" and 0 < v.numel() <= MASK_SCAN_LIMIT else 0.0)
                     v = _TV(-1, tuple(v.shape), v.dtype, share)
                 env[node] = v
                 continue
@@ -252,8 +252,6 @@ class _Walker:
         return m
 
 
-#: largest buffer (elements) read to look for attention-mask values
-_MASK_LIMIT = 1 << 22
 #: types that pass their input's values on unchanged (a mask's share of subnormal logits goes with them)
 _VALUE_KEEPING = (T.RESHAPE, T.TRANSPOSE, T.FLATTEN, T.DROPOUT)
 
