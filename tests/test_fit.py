@@ -377,3 +377,31 @@ def test_hardswish_fold_is_learned_only_when_the_pattern_runs_as_a_node_of_its_o
     hs = np.flatnonzero(ls.network.types == T.HARDSWISH)
     assert hs.size == 1 and ls.time_ms[hs[0]] == pytest.approx(0.01)
     assert model.apply(own[0].network).network.names == ["x", "conv", "div6"]
+
+
+def test_a_batched_matmul_of_two_activations_joins_the_attention_node_it_ran_in():
+    """OpenVINO runs attention's scores, softmax and context product as one node: the context MatMul (two
+    inputs) is recorded fused into the scores MatMul. The mapping model learns that join, so the context
+    product leaves no zero-time layer behind and its time is the group's (it was priced a second time)."""
+    from annette_torch.bench.records import FUSED, NOT_FUSED, LayerRecord
+    from annette_torch.fit.data import Measured, fusion_examples, layer_samples
+    suite = SUITES["attention"]
+    measured = []
+    for cfg in suite.configs(n=12, seed=0):
+        net = suite.build(cfg)
+        recs = {n: LayerRecord(n, T(int(net.types[i])).label, NOT_FUSED, node=n, time_ms=0.01)
+                for i, n in enumerate(net.names)}
+        recs["x"] = LayerRecord("x", "Input", NOT_FUSED)
+        for n in ("softmax", "context"):
+            recs[n] = LayerRecord(n, recs[n].layer_type, FUSED, fused_into="scores", node="scores")
+        recs["scores"] = LayerRecord("scores", "MatMul", NOT_FUSED, node="scores", time_ms=0.05,
+                                     absorbed=("softmax", "context"))
+        measured.append(Measured("attention", cfg["config_id"], net, recs, []))
+    ex = fusion_examples(measured)
+    model, rep = fit_mapping(ex)
+    assert rep["MatMul+MatMul"]["fused_rate"] == 1.0
+    rule = next(r for r in model.rules if r.name == "MatMul+MatMul")
+    assert rule.multi_input
+    ls = layer_samples(measured, model)
+    mm = ls.network.types == T.MATMUL
+    assert mm.sum() == len(measured) and (ls.time_ms[mm] == pytest.approx(0.05))

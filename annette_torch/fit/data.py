@@ -23,11 +23,13 @@ from ..errors import AnnetteError
 from ..ir import MERGE_TYPES, LayerType, Network
 from ..mapping import MappedNetwork, MappingModel, apply_folds, hardswish_groups, swish_diamonds
 
-#: merges a toolchain may fuse into one of their producers (a residual Add; `MERGE_TYPES` are all of them)
-_MERGE = (LayerType.ADD, LayerType.MUL)
+#: layers of several inputs a toolchain may fuse into the group of one of their producers: a residual Add or a
+#: gating Mul (`MERGE_TYPES` are all merges), and a batched product of two activations (OpenVINO runs attention's
+#: scores, softmax and context product as one node)
+JOINING_TYPES = (LayerType.ADD, LayerType.MUL, LayerType.MATMUL)
 
 __all__ = ["Measured", "load_measured", "FusionExamples", "fusion_examples", "LayerSamples", "layer_samples",
-           "FitDataError", "learned_folds", "learned_strides"]
+           "FitDataError", "learned_folds", "learned_strides", "JOINING_TYPES"]
 
 log = logging.getLogger(__name__)
 
@@ -217,9 +219,9 @@ def fusion_examples(measured: list[Measured], folds: tuple[str, ...] = ()) -> Fu
                 continue
             h = head[p]
             if in_deg[s] != 1:
-                # a merge layer (e.g. a residual Add) joins at most one of its producers: an example only
+                # a joining layer (e.g. a residual Add) joins at most one of its producers: an example only
                 # for that producer if it did, for every eligible producer if it did not
-                if types[s] not in _MERGE or (head[s] != s and head[s] != h):
+                if types[s] not in JOINING_TYPES or (head[s] != s and head[s] != h):
                     continue
             ht.append(types[h])
             st.append(types[s])

@@ -15,7 +15,7 @@ import numpy as np
 
 from ..ir import LayerType
 from ..mapping import Condition, FusionRule, MappingModel, attr_values
-from .data import FusionExamples
+from .data import JOINING_TYPES, FusionExamples
 
 __all__ = ["fit_mapping"]
 
@@ -23,7 +23,6 @@ log = logging.getLogger(__name__)
 
 _ATTRS = ("kh", "kw", "sh", "sw", "c_out", "h_out", "w_out", "groups", "c_in_align", "c_out_align",
           "c_align")
-_MERGE = {LayerType.ADD, LayerType.MUL}
 _POOLS = {LayerType.MAX_POOL, LayerType.AVG_POOL, LayerType.GLOBAL_POOL}
 _CONVS = {LayerType.CONV, LayerType.GROUP_CONV, LayerType.DEPTHWISE_CONV}
 # rule order: normalisation first, then activations, then the rest (as toolchains apply them)
@@ -100,14 +99,14 @@ def fit_mapping(ex: FusionExamples, min_examples: int = 3, always: float = 0.95,
         if rate >= always:
             rules.append((order, FusionRule(key, (ht.label,), (stt.label,), result,
                                             origin=f"fused in {rate:.0%} of {rows.size} measured pairs",
-                                            multi_input=stt in _MERGE)))
+                                            multi_input=stt in JOINING_TYPES)))
             report[key]["rule"] = "always"
             continue
         leaves = _tree_rules(ex, rows, max_depth, purity)
         for j, conds in enumerate(leaves):
             rules.append((order, FusionRule(f"{key}#{j}", (ht.label,), (stt.label,), result, tuple(conds),
                                             origin=f"decision tree on {rows.size} measured pairs ({rate:.0%} fused)",
-                                            multi_input=stt in _MERGE)))
+                                            multi_input=stt in JOINING_TYPES)))
         report[key]["rule"] = [[c.to_dict() for c in conds] for conds in leaves] or "none (no pure leaf)"
     if has_convpool:  # a convolution that absorbed a pool keeps fusing what follows
         rules = [(o, FusionRule(r.name, r.primary + (("ConvPool",) if "Conv" in r.primary else ()), r.secondary,
