@@ -87,6 +87,7 @@ class LayerType(enum.IntEnum):
     REDUCE_MEAN = 38
     LAYER_NORM = 39
     BLOCKED_RESIZE = 40  # a Resize that runs in the blocked layout (produced by the mapping pass)
+    BLOCKED_RESHAPE = 41  # a Reshape / Flatten of a convolution's feature map (produced by the mapping pass)
 
     @property
     def label(self) -> str:
@@ -142,6 +143,7 @@ _LABELS: dict[LayerType, str] = {
     LayerType.REDUCE_MEAN: "ReduceMean",
     LayerType.LAYER_NORM: "LayerNorm",
     LayerType.BLOCKED_RESIZE: "BlockedResize",
+    LayerType.BLOCKED_RESHAPE: "BlockedReshape",
 }
 _BY_KEY: dict[str, LayerType] = {v.lower(): k for k, v in _LABELS.items()}
 _BY_KEY.update({"swish": LayerType.SILU, "upsample": LayerType.RESIZE, "gemm": LayerType.FULLY_CONNECTED,
@@ -165,6 +167,7 @@ TYPE_FALLBACKS.update({
     T.FLATTEN: ("Flatten", "Reshape"),
     T.TRANSPOSE: ("Transpose", "Reshape"),
     T.BLOCKED_RESIZE: ("BlockedResize", "Resize"),
+    T.BLOCKED_RESHAPE: ("BlockedReshape", "Reshape"),
     # the same runtime kernel as a swept type: Clip is what Relu6 exports to; Sub and Div are the binary
     # element-wise kernels of Add and Mul
     T.CLIP: ("Clip", "Relu6", "Relu"),
@@ -181,7 +184,8 @@ ELEMENTWISE_TYPES = (T.RELU, T.RELU6, T.LEAKY_RELU, T.SIGMOID, T.SILU, T.HARDSWI
 #: Types combining several inputs element by element: (inputs - 1) operations per output element.
 MERGE_TYPES = (T.ADD, T.MUL, T.SUB, T.DIV)
 #: Pure data movement: no arithmetic.
-MOVE_TYPES = (T.CONCAT, T.RESHAPE, T.FLATTEN, T.TRANSPOSE, T.PAD, T.SLICE, T.DROPOUT, T.RESIZE, T.BLOCKED_RESIZE)
+MOVE_TYPES = (T.CONCAT, T.RESHAPE, T.FLATTEN, T.TRANSPOSE, T.PAD, T.SLICE, T.DROPOUT, T.RESIZE, T.BLOCKED_RESIZE,
+              T.BLOCKED_RESHAPE)
 
 _INPUT = int(T.INPUT)
 

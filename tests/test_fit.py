@@ -405,3 +405,32 @@ def test_a_batched_matmul_of_two_activations_joins_the_attention_node_it_ran_in(
     ls = layer_samples(measured, model)
     mm = ls.network.types == T.MATMUL
     assert mm.sum() == len(measured) and (ls.time_ms[mm] == pytest.approx(0.05))
+
+
+def test_a_type_that_took_no_time_in_its_measured_layers_gets_an_in_place_model():
+    """OpenVINO runs the head split's reshape in place (0 ms in every profile). Fitted on positive times only,
+    the Reshape model came from channel shuffles and priced every token view as a copy; the full model now
+    gives a type measured at zero time in at least IN_PLACE_RATE of its layers no time at all."""
+    from annette_torch.bench.records import NOT_FUSED, LayerRecord
+    from annette_torch.fit.data import Measured, layer_samples
+    from annette_torch.fit.generator import MIN_SAMPLES, _per_type
+    from annette_torch.mapping import MappingModel
+    suite = SUITES["heads"]
+    measured = []
+    for cfg in suite.configs(n=MIN_SAMPLES + 10, seed=0):
+        net = suite.build(cfg)
+        recs = {n: LayerRecord(n, T(int(net.types[i])).label, NOT_FUSED, node=n,
+                               time_ms=0.0 if net.types[i] == T.RESHAPE else 1e-6 * float(net.out_elems[i]))
+                for i, n in enumerate(net.names)}
+        measured.append(Measured("heads", cfg["config_id"], net, recs, []))
+    ls = layer_samples(measured, MappingModel(blocked_reshape=True))
+    assert (ls.network.types == T.RESHAPE).sum() >= MIN_SAMPLES
+    models, rep = _per_type(ls, "mixed", 32, 3, 0, lambda _m: None, ("lmt",), in_place=True)
+    assert rep["Reshape"]["model"] == "in place" and rep["Reshape"]["zero_share"] == 1.0
+    feats = LayerFeatures.from_network(ls.network)
+    rows = ls.network.types == T.RESHAPE
+    assert models["Reshape"].predict(feats)[rows].max() < 1e-12
+    assert rep["Transpose"]["model"] != "in place"
+    # without in_place (the variants without a mapping model) a zero-time type keeps the old treatment
+    models, rep = _per_type(ls, "mixed", 32, 3, 0, lambda _m: None, ("lmt",))
+    assert "Reshape" not in models

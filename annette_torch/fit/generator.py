@@ -37,7 +37,7 @@ from .mapping_costs_fit import describe, fit_fused_costs, fit_inserted, fit_layo
 from .mapping_fit import fit_mapping
 from .roofline_fit import fit_refined, fit_roofline
 
-__all__ = ["VARIANTS", "fit_variants", "fit_platform", "MIN_SAMPLES"]
+__all__ = ["VARIANTS", "fit_variants", "fit_platform", "MIN_SAMPLES", "IN_PLACE_RATE", "in_place_model"]
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +46,8 @@ VARIANTS = ("flops", "roofline", "refined", "statistical", "mixed", "mixed+mappi
 #: a layer); their layers -- small convolutions beside a twin path -- would skew the layer models' data
 PROBE_SUITES = ("stride_prop",)
 MIN_SAMPLES = 30
+#: share of a type's measured layers that took no time at or above which the runtime runs it in place
+IN_PLACE_RATE = 0.95
 #: types whose compute follows the unrolled h/w/c/f dimensions (refined roofline applies)
 _REFINED_TYPES = {LayerType.CONV, LayerType.DEPTHWISE_CONV, LayerType.GROUP_CONV, LayerType.CONV_POOL,
                   LayerType.FULLY_CONNECTED, LayerType.CONV_TRANSPOSE}
@@ -57,6 +59,11 @@ _KEY = {t: t.label for t in LayerType}
 #: suites whose measurements behind a lead layer (blocked layout) and without one (plain) are both kept: the
 #: mapping's layout pass types the layer by layout (`annette_torch.mapping.layout.BLOCKED_TYPES`)
 BOTH_LAYOUTS = ("interp",)
+
+
+def in_place_model() -> Roofline:
+    """The layer model of a type a runtime runs in place: no time (a roofline of unbounded speed)."""
+    return Roofline(op_s=1e30, bandwidth=1e30, bit_act=32, bit_weights=32)
 
 
 def _subset(net: Network, rows: np.ndarray) -> LayerFeatures:
@@ -75,10 +82,13 @@ def _trains(ls: LayerSamples) -> np.ndarray:
 def _per_type(ls: LayerSamples, kind: str, bits: float, cv: int, seed: int,
               progress: Callable[[str], None],
               candidates: Sequence[str] | None = None,
-              only: set[int] | None = None) -> tuple[dict[str, LayerModel], dict[str, Any]]:
+              only: set[int] | None = None, in_place: bool = False) -> tuple[dict[str, LayerModel], dict[str, Any]]:
     """One layer model of ``kind`` per executed type with enough positive samples, plus ``Base``.
 
-    ``only``: fit just these types (the others fall back to ``Base``).
+    ``only``: fit just these types (the others fall back to ``Base``). ``in_place``: a type that took no time in
+    at least `IN_PLACE_RATE` of its (at least `MIN_SAMPLES`) measured layers gets `in_place_model` (OpenVINO runs
+    a view of a plain tensor in place; fitted on its few positive samples, its model priced every such view as a
+    copy).
     """
     from .statistical_fit import fit_mixed, fit_statistical
 
@@ -98,6 +108,13 @@ def _per_type(ls: LayerSamples, kind: str, bits: float, cv: int, seed: int,
         lt = LayerType(int(t))
         if lt == LayerType.INPUT or (only is not None and int(t) not in only):
             continue
+        if in_place:
+            every = (types == t) & _trains(ls)
+            share = float(np.mean(y[every] <= 0)) if every.any() else 0.0
+            if every.sum() >= MIN_SAMPLES and share >= IN_PLACE_RATE:
+                models[lt.label] = in_place_model()
+                report[lt.label] = {"model": "in place", "n_samples": int(every.sum()), "zero_share": share}
+                continue
         rows = np.flatnonzero((types == t) & pos)
         if rows.size < MIN_SAMPLES:
             if rows.size:
@@ -152,7 +169,7 @@ def _mapping_costs(ls: LayerSamples, measured: list, mapping: MappingModel, bits
         ins_out = {}
     costs = MappingCosts(fused, ins_in, ins_out, describe(frep, irep), layout)
     progress(f"mapping costs: {costs.origin}")
-    out = MappingModel(mapping.rules, costs, mapping.folds, mapping.strides)
+    out = MappingModel(mapping.rules, costs, mapping.folds, mapping.strides, mapping.blocked_reshape)
     retake = bool(fused or layout)
     if not layout:  # without layout types, a suite's blocked-layout sweep would blur its plain one's model
         plain = [m for m in measured if not (m.suite in BOTH_LAYOUTS and "lead" in m.network.names)]
@@ -220,6 +237,7 @@ def fit_variants(db: str | Store, platform: str, variants: Sequence[str] = VARIA
         fx = fusion_examples(measured, folds)
         strides, report["strides"] = learned_strides(probes)
         mapping, mrep = fit_mapping(fx, folds=folds, strides=strides)
+        mapping = MappingModel(mapping.rules, None, mapping.folds, mapping.strides, blocked_reshape=True)
         report["mapping"] = mrep
         progress(f"mapping: {len(mapping.rules)} fusion rules from {len(fx)} candidate pairs"
                  + (f", folds: {', '.join(folds)}" if folds else "")
@@ -228,7 +246,7 @@ def fit_variants(db: str | Store, platform: str, variants: Sequence[str] = VARIA
         report["samples_mapped"] = int((ls1.time_ms > 0).sum())
         mapping, ls1, report["mapping_costs"] = _mapping_costs(ls1, measured, mapping, bits, cv, seed, progress,
                                                                candidates)
-        models, rep = _per_type(ls1, "mixed", bits, cv, seed, progress, candidates)
+        models, rep = _per_type(ls1, "mixed", bits, cv, seed, progress, candidates, in_place=True)
         report["mixed+mapping"] = rep
         out["mixed+mapping"] = Platform(platform, models, mapping, f"{platform}: mixed layer models + learned mapping",
                                         {**fp})

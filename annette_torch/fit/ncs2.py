@@ -51,7 +51,7 @@ MIN_SAMPLES = 8
 OVERHEAD_GRID = (0.0, 0.005, 0.01, 0.02, 0.03, 0.05)
 #: layer types the MYRIAD plugin does not execute (NOT_RUN: a view of the same buffer; a Pad becomes the next
 #: convolution's padding)
-ZERO_COST_TYPES = (T.RESHAPE, T.FLATTEN, T.DROPOUT, T.PAD)
+ZERO_COST_TYPES = (T.RESHAPE, T.FLATTEN, T.BLOCKED_RESHAPE, T.DROPOUT, T.PAD)
 #: types absent from the four measured networks, costed by the published ANNETTE ncs2 model
 PUBLISHED_TYPES = ("DepthwiseConv", "GroupConv", "ConvTranspose")
 #: types absent from the measured networks, costed like a measured type (key -> (measured key, reason))

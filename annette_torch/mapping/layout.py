@@ -26,8 +26,8 @@ import numpy as np
 
 from ..ir import CONV_TYPES, ELEMENTWISE_TYPES, MERGE_TYPES, LayerType, Network
 
-__all__ = ["blocked_layers", "layout_reorders", "blocked_types", "FOLLOWERS", "ALIGN", "BLOCK",
-           "DIRECT_CHANNELS", "BLOCKED_TYPES"]
+__all__ = ["blocked_layers", "layout_reorders", "blocked_types", "feature_maps", "reshape_types", "FOLLOWERS",
+           "ALIGN", "BLOCK", "DIRECT_CHANNELS", "BLOCKED_TYPES", "VIEW_TYPES"]
 
 T = LayerType
 _N_TYPES = max(LayerType) + 1
@@ -132,4 +132,53 @@ def blocked_types(net: Network) -> np.ndarray | None:
     out = types.copy()
     for a, b in BLOCKED_TYPES.items():
         out[hit & (types == a)] = b
+    return out
+
+
+#: shape-only layers: a runtime runs them on the tensor's memory as it is, unless that memory is in a blocked layout
+VIEW_TYPES = (T.RESHAPE, T.FLATTEN)
+_VIEW = np.zeros(_N_TYPES, bool)
+_VIEW[list(VIEW_TYPES)] = True
+#: layers that keep a feature map a feature map (`feature_maps`): `FOLLOWERS` and slices
+_MAP_FOLLOW = _FOLLOW.copy()
+_MAP_FOLLOW[T.SLICE] = True
+
+
+def feature_maps(net: Network) -> np.ndarray:
+    """Mask of the layers whose output is a convolution's feature map: written by a convolution, or by a follower
+    (`FOLLOWERS`) or slice of a feature map. Unlike `blocked_layers` this ignores channel alignment and needs only
+    one such input: OpenVINO keeps unaligned channel counts blocked too (padded), and a channel shuffle's concat of
+    a convolution's output and a slice of the block input blocked, so the shuffle's reshape reorders it."""
+    return net._cached("feature_maps", lambda: _feature_maps(net))
+
+
+def _feature_maps(net: Network) -> np.ndarray:
+    types = net.types
+    fm = _ANCHOR[types].copy()
+    if not net.edges.size or not fm.any():
+        return fm
+    src, dst = net.edges[:, 0], net.edges[:, 1]
+    follow = _MAP_FOLLOW[types]
+    while True:  # forward from the convolutions through followers
+        nxt = fm | (follow & (np.bincount(dst, weights=fm[src], minlength=len(types)) > 0))
+        if (nxt == fm).all():
+            return fm
+        fm = nxt
+
+
+def reshape_types(net: Network) -> np.ndarray | None:
+    """``net``'s types with every view (`VIEW_TYPES`) of a feature map typed ``BlockedReshape``: a CPU runtime keeps
+    feature maps in a blocked layout, so viewing one reorders it (a copy), while a view of a plain tensor moves
+    nothing (OpenVINO runs it in place); None when no layer changes."""
+    types = net.types
+    view = _VIEW[types]
+    if not view.any() or not net.edges.size:
+        return None
+    src, dst = net.edges[:, 0], net.edges[:, 1]
+    reads_map = np.bincount(dst, weights=feature_maps(net)[src], minlength=len(types)) > 0
+    hit = view & reads_map
+    if not hit.any():
+        return None
+    out = types.copy()
+    out[hit] = T.BLOCKED_RESHAPE
     return out

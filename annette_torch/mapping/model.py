@@ -28,7 +28,7 @@ import numpy as np
 from ..errors import PlatformError
 from ..ir import INT_COLUMNS, LayerType, Network
 from .costs import MappingCosts
-from .layout import blocked_types
+from .layout import blocked_types, reshape_types
 from .folds import FOLDS, apply_folds, hardswish_groups, may_fold, swish_diamonds
 from .strides import propagate_strides
 
@@ -209,10 +209,12 @@ class MappingModel:
     gives each executing layer's fused-layer time (`MappedNetwork.fused_ms`), the prediction passes add both.
     ``folds``: pattern folds (`FOLDS`) applied before the rules. ``strides``: None when the toolchain does not
     propagate strides, else the layer types a stride passes through (`annette_torch.mapping.strides`).
+    ``blocked_reshape``: views of convolution feature maps get the type ``BlockedReshape`` (`layout.reshape_types`).
     """
 
     def __init__(self, rules: Sequence[FusionRule] = (), costs: MappingCosts | None = None,
-                 folds: Sequence[str] = (), strides: Sequence[str] | None = None) -> None:
+                 folds: Sequence[str] = (), strides: Sequence[str] | None = None,
+                 blocked_reshape: bool = False) -> None:
         unknown = sorted(set(folds) - set(FOLDS))
         if unknown:
             raise PlatformError(f"mapping.folds: unknown fold(s) {', '.join(map(repr, unknown))} "
@@ -221,6 +223,7 @@ class MappingModel:
         self.costs = costs if costs is not None and not costs.empty else None
         self.folds = tuple(f for f in FOLDS if f in folds)
         self.strides = None if strides is None else tuple(strides)
+        self.blocked_reshape = bool(blocked_reshape)
         self._through = None if strides is None else expand_types(list(strides), "mapping.strides.through")
         n_types = max(LayerType) + 1
         # table[k, p, s] = index of the k-th rule (in rule order) fusing type p with type s, -1 past the last:
@@ -248,7 +251,7 @@ class MappingModel:
         hit = [(p, s) for p, s in pairs if (self._table[:, p, s] >= 0).any()]
         if not hit:
             return self
-        out = MappingModel(self.rules, self.costs, self.folds, self.strides)
+        out = MappingModel(self.rules, self.costs, self.folds, self.strides, self.blocked_reshape)
         for p, s in hit:
             out._table[:, p, s] = -1
         out.blocked = tuple(hit)
@@ -272,8 +275,11 @@ class MappingModel:
                 raise PlatformError(f"{where}.strides: expected an object with 'through', a list of layer type "
                                     "names")
             strides = through
+        blocked_reshape = d.get("blocked_reshape", False)
+        if not isinstance(blocked_reshape, bool):
+            raise PlatformError(f"{where}.blocked_reshape: expected true or false, got {blocked_reshape!r}")
         return cls([FusionRule.from_dict(r, f"{where}.rules[{i}]") for i, r in enumerate(rules)], costs, folds,
-                   strides)
+                   strides, blocked_reshape)
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"rules": [r.to_dict() for r in self.rules]}
@@ -281,6 +287,8 @@ class MappingModel:
             d["folds"] = list(self.folds)
         if self.strides is not None:
             d["strides"] = {"through": list(self.strides)}
+        if self.blocked_reshape:
+            d["blocked_reshape"] = True
         if self.costs is not None:
             d["costs"] = self.costs.to_dict()
         return d
@@ -423,6 +431,10 @@ class MappingModel:
             bt = blocked_types(out)
             if bt is not None:
                 out.types[:] = bt  # (a fresh array of this network, nothing derived from it yet)
+        if self.blocked_reshape:  # views that reorder a feature map
+            rt = reshape_types(out)
+            if rt is not None:
+                out.types[:] = rt
         fused = np.zeros(kept.size)
         if self.costs is not None:
             gone = (~alive & ~f.folded).nonzero()[0]

@@ -39,7 +39,7 @@ T = LayerType
 _N_TYPES = max(LayerType) + 1
 _INPUT, _UNKNOWN = int(T.INPUT), int(T.UNKNOWN)  # (comparing with a plain int is faster than with the enum member)
 #: Layers that never move to the host: graph inputs, shape-only views and layers of unknown type (flagged).
-NEUTRAL_TYPES = (T.INPUT, T.RESHAPE, T.FLATTEN, T.DROPOUT, T.UNKNOWN)
+NEUTRAL_TYPES = (T.INPUT, T.RESHAPE, T.FLATTEN, T.BLOCKED_RESHAPE, T.DROPOUT, T.UNKNOWN)
 #: Declarable parameter ranges ``[min, max]`` and the IR columns each bounds (every listed column must lie in
 #: the range): ``dilation_x_c_in`` is the larger dilation times the input channels (the DPU's line-buffer
 #: limit); ``h_out`` / ``w_out`` the output size (``[1, 1]``: a mean over the whole feature map).

@@ -21,7 +21,7 @@ from ..models.roofline import roofline_ms
 from ..platform import Platform
 from ..platform.tables import ModelTables
 from .original import original_layer_models
-from .state import Run
+from .state import RUNS_MS, Run
 
 __all__ = ["PASSES", "run", "layer_times", "model_times", "map_layers", "place_layers", "layer_models",
            "weight_residency", "fused_work", "slow_paths", "runtime_overhead", "host_layers", "switches", "drop_inputs"]
@@ -112,8 +112,8 @@ def slow_paths(r: Run) -> None:
 
 
 def runtime_overhead(r: Run) -> None:
-    """A CPU runtime's fitted per-layer scale and cost (depthwise layers scaled apart) and per-inference cost
-    (on the graph input)."""
+    """A CPU runtime's fitted per-layer scale and cost (depthwise layers scaled apart; none for a layer run in
+    place, `RUNS_MS`) and per-inference cost (on the graph input)."""
     oh = r.platform.overhead
     if oh is None:
         return
@@ -131,7 +131,7 @@ def runtime_overhead(r: Run) -> None:
                 m &= (cols["kh"] == k[0]) & (cols["kw"] == k[1])
             factor[m] = f
         scales = scales * factor
-    t = np.maximum(r.time_ms * scales + np.where(is_input, 0.0, per_layer), 0.0)
+    t = np.maximum(r.time_ms * scales + np.where(is_input | (r.time_ms < RUNS_MS), 0.0, per_layer), 0.0)
     t[is_input & (r.executed.n_inputs == 0)] += per_net
     r.time_ms = t
 

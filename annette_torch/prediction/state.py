@@ -10,7 +10,11 @@ from ..ir import Network
 from ..mapping import MappedNetwork, Placement
 from ..platform import Platform
 
-__all__ = ["Run"]
+__all__ = ["Run", "RUNS_MS"]
+
+#: a layer whose model gives it less time than this (ms) runs in place (`fit.generator.in_place_model`): it pays
+#: no per-layer cost and is not counted among the executed layers of the end-to-end calibration
+RUNS_MS = 1e-9
 
 
 @dataclass

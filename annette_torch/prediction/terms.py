@@ -21,7 +21,7 @@ from typing import Collection
 from ..ir import LayerType, Network
 from ..models.calibration import TERMS
 from ..platform import Platform
-from .state import Run
+from .state import RUNS_MS, Run
 
 __all__ = ["LATENCY_KINDS", "network_terms", "totals", "per_inference_ms", "tail_elems", "check_kind"]
 
@@ -93,7 +93,7 @@ def network_terms(r: Run, per_inference: bool = True, names: Collection[str] | N
         dw = types == _DEPTHWISE
         terms["depthwise"] = _sum(acc[dw], None if seg is None else seg[dw], n)
     if "executed_layers" in want:
-        terms["executed_layers"] = _sum((types != _INPUT).astype(np.float64), seg, n)
+        terms["executed_layers"] = _sum(((types != _INPUT) & (acc >= RUNS_MS)).astype(np.float64), seg, n)
     if "weights" in want:
         net = r.network
         fetched = np.where(_FETCHED[net.types], np.asarray(net.weights, np.float64), 0.0)
