@@ -251,11 +251,29 @@ def test_identity_and_constants_are_not_layers():
              helper.make_node("Add", ["m", "c"], ["y"], name="bias")]
     model = make_model(nodes, [vi("x", [3, 4])], [vi("y", [3, 8])], initializers=[w])
     net = from_onnx(model)
-    assert net.names == ["x", "fc", "bias"]
-    assert types_of(net) == [T.INPUT, T.FULLY_CONNECTED, T.ADD]
-    assert net.edges.tolist() == [[0, 1], [1, 2]]  # Identity connected through, constants are no edges
+    # Identity connected through, constants are no edges, and the bias Add is the fully connected layer's
+    assert net.names == ["x", "fc"]
+    assert types_of(net) == [T.INPUT, T.FULLY_CONNECTED]
+    assert net.edges.tolist() == [[0, 1]]
     assert (net.n[1], net.c_in[1], net.c_out[1]) == (3, 4, 8)
-    assert net.ops[1] == 2 * 3 * 8 * 4 and net.ops[2] == 3 * 8
+    assert net.ops[1] == 2 * 3 * 8 * 4
+
+
+@pytest.mark.parametrize("const_shape, folded", [([8], True), ([1, 1, 8], True), ([5, 8], False), ([2, 5, 1], False)])
+def test_an_add_folds_into_the_linear_layer_only_when_it_is_a_bias(const_shape, folded):
+    """A constant varying along the features only is a bias (torch's nn.Linear on tokens exports MatMul + Add);
+    a positional table or a per-token constant is an Add layer of its own, as is a bias whose MatMul output has
+    another reader."""
+    w = numpy_helper.from_array(np.ones((4, 8), np.float32), "w")
+    c = numpy_helper.from_array(np.ones(const_shape, np.float32), "c")
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["m"], name="fc"),
+             helper.make_node("Add", ["c", "m"], ["y"], name="add")]
+    net = from_onnx(make_model(nodes, [vi("x", [2, 5, 4])], [vi("y", [2, 5, 8])], initializers=[w, c]))
+    assert ("add" not in net.names) == folded
+    nodes.append(helper.make_node("Relu", ["m"], ["r"], name="other_reader"))
+    net = from_onnx(make_model(nodes, [vi("x", [2, 5, 4])], [vi("y", [2, 5, 8]), vi("r", [2, 5, 8])],
+                               initializers=[w, c]))
+    assert "add" in net.names
 
 
 def test_big_constant_node_weight_is_a_weight():

@@ -11,7 +11,10 @@ Decisions worth knowing:
   (e.g. ``Transpose`` of a weight, ``Gather`` on a shape). Small constant computations are evaluated
   (``onnx.reference``) so that shape inference sees the values that the shape arithmetic of dynamic-shape
   exports produces once ``input_shape`` fixes the input (ONNX's own data propagation covers only part of it).
-* ``Identity`` is skipped (its consumers connect to its producer).
+* ``Identity`` is skipped (its consumers connect to its producer), and so is the ``Add`` of a constant bias
+  over the features of a ``FullyConnected`` layer it alone reads (how torch exports ``nn.Linear`` on a tensor of
+  rank 3 or more: ``MatMul`` + ``Add``): the layer carries its bias, as ``Gemm``, the fx front end's ``Linear``
+  and the runtimes (which fuse the two) have it.
 * ``Gemm`` and ``MatMul`` with a constant second operand are ``FullyConnected``; ``MatMul`` (or ``Gemm``)
   of two activations is ``MatMul``. For both, ``c_in`` is the reduced dimension K and ``c_out`` is N, so
   ``ops = 2 * out_elems * c_in`` is the true 2 x MACs count. Rank-2 products ``[M, K] x [K, N]`` are stored
@@ -155,6 +158,8 @@ def from_onnx(model: str | os.PathLike | onnx.ModelProto, input_shape: Sequence[
             except IRError as e:
                 raise ModelLoadError(f"ONNX model {net_name!r}: input {vi.name!r}: {e}") from None
 
+    readers = Counter(i for n in layer_nodes for i in n.input if i) + Counter(o.name for o in graph.output)
+    linear: set[int] = set()  # FullyConnected layers, whose bias Add (if any) they carry
     unknown_ops: Counter[str] = Counter()
     gelu_input, gelu_inner = _gelu_patterns(layer_nodes, consts, {o.name for o in graph.output})
     slow = _SlowPaths(consts, values, const_nodes, shapes, {o.domain if o.domain != "ai.onnx" else "": o.version
@@ -179,6 +184,11 @@ def from_onnx(model: str | os.PathLike | onnx.ModelProto, input_shape: Sequence[
             if outs:
                 producer[outs[0]] = producer[acts[0]]
                 slow.follow(node, acts)
+            continue
+        if op == "Add" and outs and len(acts) == 1 and producer[acts[0]] in linear and readers[acts[0]] == 1 \
+                and _bias_of(node, acts[0], shapes):
+            producer[outs[0]] = producer[acts[0]]
+            slow.follow(node, acts)
             continue
         out_shape = shapes.get(outs[0]) if outs else None
         if out_shape is not None and 0 in tuple(out_shape) and op in _EMPTY_OK:  # an empty piece (a roll by 0):
@@ -219,6 +229,8 @@ def from_onnx(model: str | os.PathLike | onnx.ModelProto, input_shape: Sequence[
             raise ModelLoadError(f"ONNX node {lname!r} ({op}): {e}") from None
         for o in outs:
             producer[o] = idx
+        if kind == T.FULLY_CONNECTED:
+            linear.add(idx)
 
     net = b.build()
     if unknown_ops:
@@ -230,6 +242,16 @@ def from_onnx(model: str | os.PathLike | onnx.ModelProto, input_shape: Sequence[
                    "assumed equal to the input shape"
         log.warning(msg)
     return net
+
+
+def _bias_of(node: onnx.NodeProto, x: str, shapes: dict) -> bool:
+    """Whether ``node`` (an ``Add`` reading activation ``x``) adds a constant that varies along the last axis
+    only: one value per output feature of the layer writing ``x``."""
+    other = [i for i in node.input if i and i != x]
+    xs, cs = shapes.get(x), shapes.get(other[0]) if len(other) == 1 else None
+    if not _static(xs) or cs is None or not _static(cs) or len(cs) > len(xs) or not len(xs):
+        return False
+    return math.prod(cs) == xs[-1] and (not len(cs) or cs[-1] == xs[-1])
 
 
 # --------------------------------------------------------------------------------------------------
