@@ -56,6 +56,23 @@ def test_refined_fit_recovers_unrolling():
     assert rep["mre"] < 0.01
 
 
+def test_refined_fit_of_layers_no_memory_bound_keeps_a_finite_bandwidth(monkeypatch):
+    """Layers whose time no byte count explains leave the log-bandwidth free, and the solver may leave it past
+    what exp() holds (a quick calibration's FullyConnected model once came out with bandwidth inf, a platform file
+    that does not load): the model takes the clipped values its residuals were computed with."""
+    from types import SimpleNamespace
+    from annette_torch.fit import roofline_fit as RF
+    X = _convs(40)
+    y = X.ops / 1e8 * 1e3  # pure compute at 0.1 TFLOP/s
+    monkeypatch.setattr(RF, "least_squares", lambda f, x0, **kw: SimpleNamespace(
+        x=np.concatenate([[np.log(1e11), 800.0], x0[2:]]), fun=np.zeros(len(y))))
+    m, _ = fit_refined(X, y)
+    assert m.op_s == pytest.approx(1e11)
+    assert np.isfinite(m.bandwidth)
+    d = json.loads(json.dumps(Platform("p", {"Base": m}).to_dict()))
+    assert np.isfinite(Platform.from_dict(d, "p.json").layers["Base"].bandwidth)
+
+
 def _examples():
     """Conv+Relu always fuses; Conv+MaxPool only with a 2x2 window; Conv+Conv never."""
     rng = np.random.default_rng(1)
@@ -423,7 +440,7 @@ def test_a_type_that_took_no_time_in_its_measured_layers_gets_an_in_place_model(
                                time_ms=0.0 if net.types[i] == T.RESHAPE else 1e-6 * float(net.out_elems[i]))
                 for i, n in enumerate(net.names)}
         measured.append(Measured("heads", cfg["config_id"], net, recs, []))
-    ls = layer_samples(measured, MappingModel(blocked_reshape=True))
+    ls = layer_samples(measured, MappingModel(kernel_types=True))
     assert (ls.network.types == T.RESHAPE).sum() >= MIN_SAMPLES
     models, rep = _per_type(ls, "mixed", 32, 3, 0, lambda _m: None, ("lmt",), in_place=True)
     assert rep["Reshape"]["model"] == "in place" and rep["Reshape"]["zero_share"] == 1.0

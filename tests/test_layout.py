@@ -283,23 +283,23 @@ def _shuffle_and_tokens():
 
 def test_views_of_feature_maps_are_typed_apart_only_where_the_mapping_says_so():
     """OpenVINO runs a view of a plain tensor in place but reorders a blocked feature map first (a channel
-    shuffle's reshape copies 0.7 ns per element): with ``blocked_reshape`` the mapping types such views
+    shuffle's reshape copies 0.7 ns per element): with ``kernel_types`` the mapping types such views
     BlockedReshape, the shuffle's included (its concat reads a slice of the block input: one feature-map
     input is enough), while views of the transpose's or a LayerNorm's output stay Reshape."""
     net = _shuffle_and_tokens()
-    mn = MappingModel(blocked_reshape=True).apply(net).network
+    mn = MappingModel(kernel_types=True).apply(net).network
     types = dict(zip(mn.names, mn.types))
     assert types["shuffle_view"] == T.BLOCKED_RESHAPE and types["patches"] == T.BLOCKED_RESHAPE
     assert types["shuffle_back"] == T.RESHAPE and types["tokens"] == T.RESHAPE
     assert not (MappingModel().apply(net).network.types == T.BLOCKED_RESHAPE).any()
     # the flag is plain data: written only when set, read back, refused when not a boolean
     d = Platform("p", {"Base": Roofline(op_s=1e12, bandwidth=1e12, bit_act=32, bit_weights=32)},
-                 MappingModel(blocked_reshape=True)).to_dict()
-    assert d["mapping"]["blocked_reshape"] is True
-    assert Platform.from_dict(d, "p.json").mapping.blocked_reshape
-    assert "blocked_reshape" not in Platform("p", {"Base": Roofline()}).to_dict()["mapping"]
-    d["mapping"]["blocked_reshape"] = "yes"
-    with pytest.raises(PlatformError, match="blocked_reshape: expected true or false"):
+                 MappingModel(kernel_types=True)).to_dict()
+    assert d["mapping"]["kernel_types"] is True
+    assert Platform.from_dict(d, "p.json").mapping.kernel_types
+    assert "kernel_types" not in Platform("p", {"Base": Roofline()}).to_dict()["mapping"]
+    d["mapping"]["kernel_types"] = "yes"
+    with pytest.raises(PlatformError, match="kernel_types: expected true or false"):
         Platform.from_dict(d, "p.json")
 
 
@@ -316,7 +316,7 @@ def test_a_layer_run_in_place_pays_no_per_layer_cost_and_is_not_counted_as_execu
     b.add(T.RESHAPE, "view", [2], (1, 8, 256, 1))
     net = b.build()
     base = Roofline(op_s=1e10, bandwidth=1e9, bit_act=32, bit_weights=32)
-    plat = Platform("p", {"Base": base, "Reshape": in_place_model()}, MappingModel(blocked_reshape=True))
+    plat = Platform("p", {"Base": base, "Reshape": in_place_model()}, MappingModel(kernel_types=True))
     assert at.estimate(net, plat).terms["executed_layers"] == 2  # conv and LayerNorm; the view runs in place
     d = plat.to_dict()
     d["overhead"] = {"scale": 1.0, "per_layer_ms": 0.01, "per_network_ms": 0.0}

@@ -169,7 +169,7 @@ def _mapping_costs(ls: LayerSamples, measured: list, mapping: MappingModel, bits
         ins_out = {}
     costs = MappingCosts(fused, ins_in, ins_out, describe(frep, irep), layout)
     progress(f"mapping costs: {costs.origin}")
-    out = MappingModel(mapping.rules, costs, mapping.folds, mapping.strides, mapping.blocked_reshape)
+    out = MappingModel(mapping.rules, costs, mapping.folds, mapping.strides, mapping.kernel_types)
     retake = bool(fused or layout)
     if not layout:  # without layout types, a suite's blocked-layout sweep would blur its plain one's model
         plain = [m for m in measured if not (m.suite in BOTH_LAYOUTS and "lead" in m.network.names)]
@@ -237,7 +237,7 @@ def fit_variants(db: str | Store, platform: str, variants: Sequence[str] = VARIA
         fx = fusion_examples(measured, folds)
         strides, report["strides"] = learned_strides(probes)
         mapping, mrep = fit_mapping(fx, folds=folds, strides=strides)
-        mapping = MappingModel(mapping.rules, None, mapping.folds, mapping.strides, blocked_reshape=True)
+        mapping = MappingModel(mapping.rules, None, mapping.folds, mapping.strides, kernel_types=True)
         report["mapping"] = mrep
         progress(f"mapping: {len(mapping.rules)} fusion rules from {len(fx)} candidate pairs"
                  + (f", folds: {', '.join(folds)}" if folds else "")

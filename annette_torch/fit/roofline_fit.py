@@ -107,6 +107,7 @@ def fit_refined(X: LayerFeatures, y_ms: np.ndarray, bit_act: float = 32, bit_wei
         report["steps"].append({"dim": d, "s": s, "mre": err})
     unroll = {d: {"s": float(s), "alpha": float(np.clip(a, 0, 1)), "replicate": replicate}
               for (d, s), a in zip(chosen, alphas)}
-    m = RefinedRoofline(float(np.exp(x[0])), float(np.exp(x[1])), bit_act, bit_weights, unroll=unroll)
+    op_s, bandwidth = np.exp(np.clip(x[:2], -60.0, 80.0))  # as the residuals saw them (never infinite)
+    m = RefinedRoofline(float(op_s), float(bandwidth), bit_act, bit_weights, unroll=unroll)
     report["mre"] = err
     return m, report

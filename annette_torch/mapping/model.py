@@ -209,12 +209,13 @@ class MappingModel:
     gives each executing layer's fused-layer time (`MappedNetwork.fused_ms`), the prediction passes add both.
     ``folds``: pattern folds (`FOLDS`) applied before the rules. ``strides``: None when the toolchain does not
     propagate strides, else the layer types a stride passes through (`annette_torch.mapping.strides`).
-    ``blocked_reshape``: views of convolution feature maps get the type ``BlockedReshape`` (`layout.reshape_types`).
+    ``kernel_types``: layers get the type of the kernel a runtime runs for them: a view of a convolution's feature
+    map, which reorders it, is a ``BlockedReshape`` (`layout.reshape_types`).
     """
 
     def __init__(self, rules: Sequence[FusionRule] = (), costs: MappingCosts | None = None,
                  folds: Sequence[str] = (), strides: Sequence[str] | None = None,
-                 blocked_reshape: bool = False) -> None:
+                 kernel_types: bool = False) -> None:
         unknown = sorted(set(folds) - set(FOLDS))
         if unknown:
             raise PlatformError(f"mapping.folds: unknown fold(s) {', '.join(map(repr, unknown))} "
@@ -223,7 +224,7 @@ class MappingModel:
         self.costs = costs if costs is not None and not costs.empty else None
         self.folds = tuple(f for f in FOLDS if f in folds)
         self.strides = None if strides is None else tuple(strides)
-        self.blocked_reshape = bool(blocked_reshape)
+        self.kernel_types = bool(kernel_types)
         self._through = None if strides is None else expand_types(list(strides), "mapping.strides.through")
         n_types = max(LayerType) + 1
         # table[k, p, s] = index of the k-th rule (in rule order) fusing type p with type s, -1 past the last:
@@ -251,7 +252,7 @@ class MappingModel:
         hit = [(p, s) for p, s in pairs if (self._table[:, p, s] >= 0).any()]
         if not hit:
             return self
-        out = MappingModel(self.rules, self.costs, self.folds, self.strides, self.blocked_reshape)
+        out = MappingModel(self.rules, self.costs, self.folds, self.strides, self.kernel_types)
         for p, s in hit:
             out._table[:, p, s] = -1
         out.blocked = tuple(hit)
@@ -275,11 +276,11 @@ class MappingModel:
                 raise PlatformError(f"{where}.strides: expected an object with 'through', a list of layer type "
                                     "names")
             strides = through
-        blocked_reshape = d.get("blocked_reshape", False)
-        if not isinstance(blocked_reshape, bool):
-            raise PlatformError(f"{where}.blocked_reshape: expected true or false, got {blocked_reshape!r}")
+        kernel_types = d.get("kernel_types", False)
+        if not isinstance(kernel_types, bool):
+            raise PlatformError(f"{where}.kernel_types: expected true or false, got {kernel_types!r}")
         return cls([FusionRule.from_dict(r, f"{where}.rules[{i}]") for i, r in enumerate(rules)], costs, folds,
-                   strides, blocked_reshape)
+                   strides, kernel_types)
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"rules": [r.to_dict() for r in self.rules]}
@@ -287,8 +288,8 @@ class MappingModel:
             d["folds"] = list(self.folds)
         if self.strides is not None:
             d["strides"] = {"through": list(self.strides)}
-        if self.blocked_reshape:
-            d["blocked_reshape"] = True
+        if self.kernel_types:
+            d["kernel_types"] = True
         if self.costs is not None:
             d["costs"] = self.costs.to_dict()
         return d
@@ -431,10 +432,10 @@ class MappingModel:
             bt = blocked_types(out)
             if bt is not None:
                 out.types[:] = bt  # (a fresh array of this network, nothing derived from it yet)
-        if self.blocked_reshape:  # views that reorder a feature map
-            rt = reshape_types(out)
-            if rt is not None:
-                out.types[:] = rt
+        if self.kernel_types:  # views that reorder a feature map
+            kt = reshape_types(out)
+            if kt is not None:
+                out.types[:] = kt
         fused = np.zeros(kept.size)
         if self.costs is not None:
             gone = (~alive & ~f.folded).nonzero()[0]
