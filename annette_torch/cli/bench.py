@@ -390,6 +390,10 @@ def run_calibrate(args: argparse.Namespace) -> int:
           + (f"; '-p {args.platform}' now loads it" if loads else f"; use it with '-p {rep['out']}'"))
     print(f"end-to-end calibration on {e2e['networks']} networks: leave-one-out MAPE {e2e['loo_mape']:.1%} "
           f"(layer sum alone {e2e['layers_only_mape']:.1%})")
+    rc = rep.get("recheck")
+    if rc and rc["checked"]:
+        print(f"measured again (far slower than the fit predicted): {rc['checked']} configurations, "
+              f"{len(rc['replaced'])} faster the second time and replaced")
     print(f"time: benchmarks {rep['seconds_bench']:.0f} s, fitting {rep['seconds_fit']:.0f} s, "
           f"total {rep['seconds_total']:.0f} s")
     return 0
