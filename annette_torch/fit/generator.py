@@ -96,7 +96,8 @@ def _per_type(ls: LayerSamples, kind: str, bits: float, cv: int, seed: int,
     types = net.types
     models: dict[str, LayerModel] = {}
     report: dict[str, Any] = {}
-    pos = (y > 0) & _trains(ls)
+    trains = _trains(ls)
+    pos = (y > 0) & trains
     base_rows = np.flatnonzero(pos & ~np.isin(types, list(_REFINED_TYPES)) & (types != LayerType.INPUT))
     if base_rows.size < 2:
         base_rows = np.flatnonzero(pos & (types != LayerType.INPUT))
@@ -109,7 +110,7 @@ def _per_type(ls: LayerSamples, kind: str, bits: float, cv: int, seed: int,
         if lt == LayerType.INPUT or (only is not None and int(t) not in only):
             continue
         if in_place:
-            every = (types == t) & _trains(ls)
+            every = (types == t) & trains
             share = float(np.mean(y[every] <= 0)) if every.any() else 0.0
             if every.sum() >= MIN_SAMPLES and share >= IN_PLACE_RATE:
                 models[lt.label] = in_place_model()
