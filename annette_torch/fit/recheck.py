@@ -34,11 +34,10 @@ FASTER = 0.9
 
 def suspects(measured: list[Measured], plat: Platform, skip: tuple[str, ...] = ()) -> list[tuple[float, Measured]]:
     """(measured / predicted layer time, configuration) of the configurations to measure again, worst first;
-    ``skip``: suites left alone (those no layer model is fitted on)."""
+    ``plat``: layer and mapping models without end-to-end terms (as `fit_platform` returns them); ``skip``:
+    suites left alone (those no layer model is fitted on)."""
     from ..prediction.passes import run
-    from .calibrate import without_overhead
 
-    bare = without_overhead(plat)
     out = []
     for m in measured:
         if m.suite in skip:
@@ -46,7 +45,7 @@ def suspects(measured: list[Measured], plat: Platform, skip: tuple[str, ...] = (
         took = sum(r.time_ms for r in m.records.values())
         if took < MIN_MS:
             continue
-        r = run(bare, m.network)
+        r = run(plat, m.network)
         assert r.time_ms is not None
         predicted = float(r.time_ms.sum())
         if predicted > 0 and took >= RATIO * predicted:
@@ -57,8 +56,9 @@ def suspects(measured: list[Measured], plat: Platform, skip: tuple[str, ...] = (
 
 def recheck(db: str, platform: str, plat: Platform, runner: str, runner_kwargs: dict[str, Any],
             skip: tuple[str, ...] = (), progress: Callable[[str], None] | None = None) -> dict[str, Any]:
-    """Measure the `suspects` of ``plat`` in ``db`` again (into a scratch store) and replace each stored
-    configuration whose re-measurement is `FASTER`; returns {checked, replaced: [suite/config_id, ...]}."""
+    """Measure the `suspects` of ``plat`` (a `fit_platform` result) in ``db`` again (into a scratch store) and
+    replace each stored configuration whose re-measurement is `FASTER`; returns {checked, replaced:
+    [suite/config_id, ...]}."""
     from ..bench.sweep import run_sweep
 
     with Store(db) as st:
