@@ -478,3 +478,24 @@ def test_a_configuration_measured_in_a_slow_spell_is_measured_again_and_replaced
     assert rc["replaced"] == [f"conv/{cid}"], rc
     with Store(measured_store) as st:
         assert st.e2e_medians("fake", "conv")[("conv", cid)] == pytest.approx(e2e)
+
+
+def test_a_channel_shuffle_fused_into_its_concat_is_priced_as_the_transpose_that_copies():
+    """OpenVINO runs a channel shuffle (view, transpose, view back) inside the concat before it. The group's
+    fused type was "several" and taught no fused-layer cost; the views move nothing beside the copy, so the
+    group now counts as a fused Transpose of the transpose's elements."""
+    from annette_torch.fit.data import _fused_summary
+    from annette_torch.mapping import FusionRule, MappingModel
+    b = NetworkBuilder("shuffle")
+    x = b.input("x", (1, 8, 16, 16))
+    y = b.concat("cat", [b.conv("a", x, 8, 1), b.conv("b", x, 8, 1)])
+    v = b.add(T.RESHAPE, "view", [y], (1, 2, 8, 16, 16))
+    t = b.add(T.TRANSPOSE, "transpose", [v], (1, 8, 2, 16, 16))
+    b.add(T.RESHAPE, "view_back", [t], (1, 16, 16, 16))
+    net = b.build()
+    rules = [FusionRule(f"Concat+{s}", ("Concat",), (s,)) for s in ("Reshape", "Transpose")]
+    mp = MappingModel(rules).apply(net)
+    owner = np.searchsorted(mp.kept, mp.fused_into)
+    ftype, felems = _fused_summary(mp.source, owner, mp)
+    cat = int(np.flatnonzero(mp.network.types == T.CONCAT)[0])
+    assert ftype[cat] == T.TRANSPOSE and felems[cat] == 16 * 16 * 16

@@ -22,11 +22,14 @@ from ..bench.store import Store
 from ..errors import AnnetteError
 from ..ir import MERGE_TYPES, LayerType, Network
 from ..mapping import MappedNetwork, MappingModel, apply_folds, hardswish_groups, swish_diamonds
+from ..mapping.layout import VIEW_TYPES
 
 #: layers of several inputs a toolchain may fuse into the group of one of their producers: a residual Add or a
 #: gating Mul (`MERGE_TYPES` are all merges), and a batched product of two activations (OpenVINO runs attention's
 #: scores, softmax and context product as one node)
 JOINING_TYPES = (LayerType.ADD, LayerType.MUL, LayerType.MATMUL)
+#: views (`mapping.layout.VIEW_TYPES`), left out of a fused group's type beside another fused type
+_VIEWS = {int(t) for t in VIEW_TYPES}
 
 __all__ = ["Measured", "load_measured", "FusionExamples", "fusion_examples", "LayerSamples", "layer_samples",
            "FitDataError", "learned_folds", "learned_strides", "JOINING_TYPES"]
@@ -353,6 +356,8 @@ def _fused_summary(net: Network, owner: np.ndarray, mp: MappedNetwork) -> tuple[
         types = set(int(t) for t in ltypes[rows])
         if len(types) > 1:
             types.discard(int(LayerType.BATCH_NORM))
+        if len(types) > 1:  # a view beside a copy moves nothing itself (a channel shuffle: the transpose copies)
+            types -= _VIEWS
         if len(types) == 1:
             ftype[j] = types.pop()
             felems[j] = net.out_elems[rows[ltypes[rows] == ftype[j]]].sum()
