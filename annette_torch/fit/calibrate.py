@@ -221,14 +221,18 @@ def run_calibration(platform: str, quick: bool = False, out: str | None = None, 
                 raise KeyboardInterrupt
     t_bench = time.perf_counter() - t0
     progress("fitting mapping and layer models")
-    plat, fit_rep = fit_platform(db, platform, cv=plan.cv, progress=progress, candidates=plan.candidates)
+
+    def fit() -> tuple[Platform, dict[str, Any]]:
+        return fit_platform(db, platform, cv=plan.cv, progress=progress, candidates=plan.candidates)
+
+    plat, fit_rep = fit()
     if budget_s is None or time.perf_counter() - t0 < budget_s:  # measured in a slow spell? (`fit.recheck`)
         report["recheck"] = rc = recheck(db, platform, plat, runner, kw, skip=CONTEXT + PROBE_SUITES,
                                          progress=progress)
         if rc["replaced"]:
             progress(f"{len(rc['replaced'])} of {rc['checked']} configurations measured again came out faster: "
                      "fitting again")
-            plat, fit_rep = fit_platform(db, platform, cv=plan.cv, progress=progress, candidates=plan.candidates)
+            plat, fit_rep = fit()
     t_fit = time.perf_counter() - t0 - t_bench
     progress("slow paths: micro-kernel pairs (masked attention, transposes)")
     with MachineLock().hold():  # one measurement at a time on this machine, as the sweeps

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import Any, Iterable
 
 import numpy as np
 
@@ -51,6 +51,8 @@ class Measured:
     records: dict[str, LayerRecord]
     inserted: list[LayerRecord]
     e2e_ms: float | None = None
+    #: the configuration's parameters (what its suite builds it from, what measures it again)
+    params: dict[str, Any] = field(default_factory=dict)
 
 
 def load_measured(store: Store, platform: str, suites: Iterable[str] | None = None) -> list[Measured]:
@@ -75,7 +77,8 @@ def load_measured(store: Store, platform: str, suites: Iterable[str] | None = No
         if not set(net.names) <= set(layers):
             log.debug("%s/%s: records do not cover the network; skipped", suite, cid)
             continue
-        out.append(Measured(suite, cid, net, layers, [r for r in recs if r.fused == INSERTED], e2e.get((suite, cid))))
+        out.append(Measured(suite, cid, net, layers, [r for r in recs if r.fused == INSERTED], e2e.get((suite, cid)),
+                            params))
     if skipped:
         log.info("suites without a builder skipped: %s", ", ".join(sorted(skipped)))
     return out

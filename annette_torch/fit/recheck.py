@@ -65,27 +65,19 @@ def recheck(db: str, platform: str, plat: Platform, runner: str, runner_kwargs: 
         todo = suspects(load_measured(st, platform), plat, skip)
         if not todo:
             return {"checked": 0, "replaced": []}
-        runs = [r for r in st.runs() if r["platform"] == platform]
-        run_id = runs[-1]["id"]
-        wanted = {(m.suite, m.config_id) for _, m in todo}
-        params: dict[tuple[str, str], dict[str, Any]] = {}
-        for suite in sorted({s for s, _ in wanted}):
-            for s, cid, p, _rec in st.layer_records(platform, suite):
-                if (s, cid) in wanted:
-                    params.setdefault((s, cid), p)
-        before = st.e2e_medians(platform)
+        run_id = [r for r in st.runs() if r["platform"] == platform][-1]["id"]
         if progress:
             progress(f"measuring {len(todo)} configurations again (their layers took {todo[-1][0]:.2f}-"
                      f"{todo[0][0]:.2f}x what the fit predicts)")
+        stored = {(m.suite, m.config_id): m for _, m in todo}
         again: list[ConfigResult] = []
         with tempfile.TemporaryDirectory() as tmp, Store(os.path.join(tmp, "recheck.sqlite")) as scratch:
-            for suite in sorted({s for s, _ in wanted}):
-                cfgs = [p for (s, _), p in params.items() if s == suite]
-                run_sweep(scratch, platform, suite, cfgs, runner, runner_kwargs, iterations=20, warmup=3,
-                          progress=False, on_result=again.append)
+            for suite in sorted({s for s, _ in stored}):
+                run_sweep(scratch, platform, suite, [m.params for (s, _), m in stored.items() if s == suite],
+                          runner, runner_kwargs, iterations=20, warmup=3, progress=False, on_result=again.append)
         replaced = []
         for r in again:
-            old = before.get((r.suite, r.config_id))
+            old = stored[(r.suite, r.config_id)].e2e_ms
             if r.status == "ok" and old and r.e2e_median_ms is not None and r.e2e_median_ms < FASTER * old:
                 st.add(run_id, platform, r, replace=True)
                 replaced.append(f"{r.suite}/{r.config_id}")

@@ -149,10 +149,6 @@ def feature_maps(net: Network) -> np.ndarray:
     (`FOLLOWERS`) or slice of a feature map. Unlike `blocked_layers` this ignores channel alignment and needs only
     one such input: OpenVINO keeps unaligned channel counts blocked too (padded), and a channel shuffle's concat of
     a convolution's output and a slice of the block input blocked, so the shuffle's reshape reorders it."""
-    return net._cached("feature_maps", lambda: _feature_maps(net))
-
-
-def _feature_maps(net: Network) -> np.ndarray:
     types = net.types
     fm = _ANCHOR[types].copy()
     if not net.edges.size or not fm.any():
