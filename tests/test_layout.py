@@ -264,6 +264,39 @@ def test_without_layout_costs_the_blocked_layout_sweep_stays_out_of_the_layer_mo
     assert not any("lead" in m.network.names for m in ls2.configs)
 
 
+def test_with_kernel_types_and_no_layout_costs_resizes_of_feature_maps_are_blocked_and_both_sweeps_stay():
+    """OpenVINO fits no layout costs, yet upsamples a convolution's output (SegFormer's logits: 21 ms for
+    150 x 512 x 512) ~8x faster per element than the plain resizes of its decoder: with ``kernel_types`` a
+    resize of a feature map is a BlockedResize there, and the fit keeps the suite's blocked-layout sweep to
+    learn it from."""
+    from annette_torch.bench.suites import SUITES
+    from annette_torch.fit.generator import _mapping_costs
+
+    b = NetworkBuilder("two")
+    x = b.input("x", (1, 16, 8, 8))
+    y = b.conv("conv", x, 16, 1)
+    b.add(T.RESIZE, "after_conv", [y], (1, 16, 16, 16), mode="bilinear")
+    r = b.add(T.TRANSPOSE, "plain", [y], (1, 8, 8, 16), perm=(0, 2, 3, 1))
+    b.add(T.RESIZE, "after_plain", [r], (1, 8, 16, 32), mode="bilinear")
+    net = b.build()
+    types = dict(zip(net.names, MappingModel(kernel_types=True).apply(net).network.types))
+    assert types["after_conv"] == T.BLOCKED_RESIZE and types["after_plain"] == T.RESIZE
+    assert not (MappingModel().apply(net).network.types == T.BLOCKED_RESIZE).any()
+    s = SUITES["interp"]
+    measured = []
+    for opts in (None, {"lead": "dw1"}):
+        for c in s.configs(n=3, seed=0, options=opts):
+            net = s.build(c)
+            recs = {n: LayerRecord(n, T(int(net.types[i])).label, NOT_FUSED, node=n, time_ms=0.0 if i == 0 else 0.1)
+                    for i, n in enumerate(net.names)}
+            measured.append(Measured("interp", c["config_id"], net, recs, []))
+    mapping = MappingModel(kernel_types=True)
+    ls = layer_samples(measured, mapping)
+    _, ls2, rep = _mapping_costs(ls, measured, mapping, 32, 2, 0, lambda _m: None, None)
+    assert rep["inserted"]["layout_fit"].get("skipped") and len(ls2.configs) == 6
+    assert (ls2.network.types == T.BLOCKED_RESIZE).sum() == 3 and (ls2.network.types == T.RESIZE).sum() == 3
+
+
 def _shuffle_and_tokens():
     """A channel shuffle (concat of a conv's output and a slice of the block input, then reshape -> transpose ->
     reshape), the patch embedding's flatten of a conv output, and token views behind a LayerNorm."""

@@ -172,7 +172,8 @@ def _mapping_costs(ls: LayerSamples, measured: list, mapping: MappingModel, bits
     progress(f"mapping costs: {costs.origin}")
     out = MappingModel(mapping.rules, costs, mapping.folds, mapping.strides, mapping.kernel_types)
     retake = bool(fused or layout)
-    if not layout:  # without layout types, a suite's blocked-layout sweep would blur its plain one's model
+    if not layout and not mapping.kernel_types:  # without layout or kernel types, a suite's blocked-layout sweep
+        # would blur its plain one's model
         plain = [m for m in measured if not (m.suite in BOTH_LAYOUTS and "lead" in m.network.names)]
         retake |= len(plain) < len(measured)
         measured = plain

@@ -28,7 +28,7 @@ import numpy as np
 from ..errors import PlatformError
 from ..ir import INT_COLUMNS, LayerType, Network
 from .costs import MappingCosts
-from .layout import blocked_types, reshape_types
+from .layout import blocked_types, reshape_types, resize_types
 from .folds import FOLDS, apply_folds, hardswish_groups, may_fold, swish_diamonds
 from .strides import propagate_strides
 
@@ -210,7 +210,8 @@ class MappingModel:
     ``folds``: pattern folds (`FOLDS`) applied before the rules. ``strides``: None when the toolchain does not
     propagate strides, else the layer types a stride passes through (`annette_torch.mapping.strides`).
     ``kernel_types``: layers get the type of the kernel a runtime runs for them: a view of a convolution's feature
-    map, which reorders it, is a ``BlockedReshape`` (`layout.reshape_types`).
+    map, which reorders it, is a ``BlockedReshape`` (`layout.reshape_types`); without layout costs, a resize of
+    one is a ``BlockedResize`` (`layout.resize_types`).
     """
 
     def __init__(self, rules: Sequence[FusionRule] = (), costs: MappingCosts | None = None,
@@ -428,14 +429,16 @@ class MappingModel:
         else:
             out = Network(net.name, names, f.types[kept], {c: v[kept] for c, v in net.cols.items()}, edges, attrs)
             out.set_derived(derived)
-        if self.costs is not None and self.costs.has_layout:  # layers whose kernel differs in the blocked layout
+        by_layout = self.costs is not None and self.costs.has_layout
+        if by_layout:  # layers whose kernel differs in the blocked layout
             bt = blocked_types(out)
             if bt is not None:
                 out.types[:] = bt  # (a fresh array of this network, nothing derived from it yet)
-        if self.kernel_types:  # views that reorder a feature map
-            kt = reshape_types(out)
-            if kt is not None:
-                out.types[:] = kt
+        if self.kernel_types:  # views that reorder a feature map; without layout costs, resizes of one
+            for retype in (reshape_types,) if by_layout else (reshape_types, resize_types):
+                kt = retype(out)
+                if kt is not None:
+                    out.types[:] = kt
         fused = np.zeros(kept.size)
         if self.costs is not None:
             gone = (~alive & ~f.folded).nonzero()[0]
