@@ -51,3 +51,23 @@ def test_shipped_cpu_files_model_the_attention_era_types_and_round_trip(path):
     plat = at.load_platform(str(path))
     again = Platform.from_dict(json.loads(json.dumps(plat.to_dict())), str(path))
     assert set(again.layers) == set(plat.layers) and len(again.mapping.rules) == len(plat.mapping.rules)
+
+
+def test_a_quick_calibration_shipped_keeps_the_models_of_the_types_its_plan_does_not_measure():
+    spec = importlib.util.spec_from_file_location("ship", ROOT / "scripts" / "ship_cpu_machine_file.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    previous = json.loads((ROOT / "platforms" / "ort-cpu.json").read_text())
+    quick = json.loads(json.dumps(previous))
+    for t in ("Tanh", "Softplus"):
+        del quick["layers"][t]
+    quick["layers"]["MatMul"].pop("origin", None)
+    quick["mapping"]["rules"] = quick["mapping"]["rules"][:3]
+    out, kept = mod.keep_unmeasured(quick, previous, "2026-12-05")
+    assert kept == ["Softplus", "Tanh"]
+    assert {k: v for k, v in out["layers"]["Tanh"].items() if k != "origin"} == \
+        {k: v for k, v in previous["layers"]["Tanh"].items() if k != "origin"}
+    assert "kept from the previous file" in out["layers"]["Tanh"]["origin"]
+    assert out["layers"]["MatMul"]["origin"] == "measured on this machine on 2026-12-05 (annette calibrate --quick)"
+    assert out["mapping"] == quick["mapping"] and "Tanh" not in quick["layers"]  # (the input is not modified)
+    assert set(Platform.from_dict(out, "x.json").layers) == set(previous["layers"])
