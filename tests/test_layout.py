@@ -245,9 +245,9 @@ def test_quick_plan_sweeps_the_resize_suite_in_both_layouts_and_the_fit_keeps_bo
     assert blocked >= MIN_SAMPLES
 
 
-def test_without_layout_costs_the_blocked_layout_sweep_stays_out_of_the_layer_models():
+def _measured_interp() -> list[Measured]:
+    """Three configurations of the interp suite in each layout (plain, behind a 1x1 depthwise lead), 0.1 ms each."""
     from annette_torch.bench.suites import SUITES
-    from annette_torch.fit.generator import _mapping_costs
 
     s = SUITES["interp"]
     measured = []
@@ -257,6 +257,13 @@ def test_without_layout_costs_the_blocked_layout_sweep_stays_out_of_the_layer_mo
             recs = {n: LayerRecord(n, T(int(net.types[i])).label, NOT_FUSED, node=n, time_ms=0.0 if i == 0 else 0.1)
                     for i, n in enumerate(net.names)}
             measured.append(Measured("interp", c["config_id"], net, recs, []))
+    return measured
+
+
+def test_without_layout_costs_the_blocked_layout_sweep_stays_out_of_the_layer_models():
+    from annette_torch.fit.generator import _mapping_costs
+
+    measured = _measured_interp()
     ls = layer_samples(measured, MappingModel())
     mapping, ls2, rep = _mapping_costs(ls, measured, MappingModel(), 32, 2, 0, lambda _m: None, None)
     assert rep["inserted"]["layout_fit"].get("skipped") and mapping.costs is None
@@ -269,7 +276,6 @@ def test_with_kernel_types_and_no_layout_costs_resizes_of_feature_maps_are_block
     150 x 512 x 512) ~8x faster per element than the plain resizes of its decoder: with ``kernel_types`` a
     resize of a feature map is a BlockedResize there, and the fit keeps the suite's blocked-layout sweep to
     learn it from."""
-    from annette_torch.bench.suites import SUITES
     from annette_torch.fit.generator import _mapping_costs
 
     b = NetworkBuilder("two")
@@ -282,14 +288,7 @@ def test_with_kernel_types_and_no_layout_costs_resizes_of_feature_maps_are_block
     types = dict(zip(net.names, MappingModel(kernel_types=True).apply(net).network.types))
     assert types["after_conv"] == T.BLOCKED_RESIZE and types["after_plain"] == T.RESIZE
     assert not (MappingModel().apply(net).network.types == T.BLOCKED_RESIZE).any()
-    s = SUITES["interp"]
-    measured = []
-    for opts in (None, {"lead": "dw1"}):
-        for c in s.configs(n=3, seed=0, options=opts):
-            net = s.build(c)
-            recs = {n: LayerRecord(n, T(int(net.types[i])).label, NOT_FUSED, node=n, time_ms=0.0 if i == 0 else 0.1)
-                    for i, n in enumerate(net.names)}
-            measured.append(Measured("interp", c["config_id"], net, recs, []))
+    measured = _measured_interp()
     mapping = MappingModel(kernel_types=True)
     ls = layer_samples(measured, mapping)
     _, ls2, rep = _mapping_costs(ls, measured, mapping, 32, 2, 0, lambda _m: None, None)
