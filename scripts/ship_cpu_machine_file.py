@@ -71,6 +71,8 @@ def main(argv: list[str] | None = None) -> int:
         previous = json.loads(out.read_text()) if out.is_file() else {"layers": {}}
         day = date.today().isoformat()
         d, kept = keep_unmeasured(quick, previous, day)
+        d["description"] = (f"{d.get('description', args.platform)}; annette calibrate --quick of {day} (the types "
+                            "its plan does not measure: from the previous file for this machine)")
         plat = without_overhead(Platform.from_dict(d, str(out)))
         cal = accuracy.calibration_set()
         with V.MeasurementCache(args.cache) as cache:  # cached: nothing is measured again
