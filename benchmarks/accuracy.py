@@ -436,9 +436,10 @@ def interleave(a: list, b: list) -> list:
     return [(a, b)[side][j] for _, side, j in sorted(keyed)]
 
 
-def calibrate_variants(variants: dict, cal: list, meas: dict) -> dict:
+def calibrate_variants(variants: dict, cal: list, meas: dict, origin: str = "end-to-end calibration") -> dict:
     """Give every variant the same network-level calibration, fitted on the calibration networks' measurements
-    (a variant file that is already calibrated is calibrated anew from its raw layer-model sums)."""
+    (a variant file that is already calibrated is calibrated anew from its raw layer-model sums); ``origin``: what
+    the fitted terms record they come from."""
     from annette_torch.fit.calibrate import with_overhead, without_overhead
 
     names = [c.name for c in cal if c.name in meas]
@@ -447,7 +448,7 @@ def calibrate_variants(variants: dict, cal: list, meas: dict) -> dict:
     for k, plat in variants.items():
         plat = without_overhead(plat)
         terms = [at.estimate(c.network, plat).terms for c in cal if c.name in meas]
-        out[k], loo = with_overhead(plat, terms, y, names)
+        out[k], loo = with_overhead(plat, terms, y, names, origin)
         print(f"  {k}: end-to-end calibration on {len(names)} calibration networks, LOO MAPE {loo:.1%}")
     return out
 

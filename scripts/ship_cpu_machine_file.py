@@ -33,7 +33,7 @@ def keep_unmeasured(quick: dict[str, Any], previous: dict[str, Any], day: str) -
     the list of kept types. Mapping rules and costs stay ``quick``'s."""
     out = json.loads(json.dumps(quick))
     kept = sorted(set(previous["layers"]) - set(out["layers"]))
-    for t, m in out["layers"].items():
+    for m in out["layers"].values():
         if not m.get("origin"):
             m["origin"] = f"measured on this machine on {day} (annette calibrate --quick)"
     for t in kept:
@@ -56,11 +56,9 @@ def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(ROOT / "benchmarks"))
     import accuracy  # the calibration networks of the accuracy benchmark
 
-    import annette_torch as at
     from annette_torch import validate as V
     from annette_torch.atomic import write_text
     from annette_torch.errors import AnnetteError
-    from annette_torch.fit.calibrate import with_overhead, without_overhead
     from annette_torch.platform import Platform
     from annette_torch.platform.machine import machine_fingerprint, machine_slug
     from annette_torch.platform.platform import dumps_platform
@@ -73,22 +71,19 @@ def main(argv: list[str] | None = None) -> int:
         d, kept = keep_unmeasured(quick, previous, day)
         d["description"] = (f"{d.get('description', args.platform)}; annette calibrate --quick of {day} (the types "
                             "its plan does not measure: from the previous file for this machine)")
-        plat = without_overhead(Platform.from_dict(d, str(out)))
         cal = accuracy.calibration_set()
         with V.MeasurementCache(args.cache) as cache:  # cached: nothing is measured again
             meas = V.measure_all(cal, args.platform, cache, runs=20, repeats=1, warmup=5, rounds=2)
-        names = [c.name for c in cal if c.name in meas]
-        if len(names) < len(cal):
-            raise AnnetteError(f"{args.cache}: {len(cal) - len(names)} calibration networks not measured")
-        terms = [at.estimate(c.network, plat).terms for c in cal]
-        plat, loo = with_overhead(plat, terms, [meas[n].median_ms for n in names], names,
-                                  origin=f"end-to-end calibration on the {len(names)} calibration networks (NB101 "
-                                         "cells, MobileNetV2-space and transformer-era networks, never the "
-                                         "validation set) of an accuracy run")
+        if len(meas) < len(cal):
+            raise AnnetteError(f"{args.cache}: {len(cal) - len(meas)} calibration networks not measured")
+        plat = accuracy.calibrate_variants(
+            {args.platform: Platform.from_dict(d, str(out))}, cal, meas,
+            origin=f"end-to-end calibration on the {len(cal)} calibration networks (NB101 cells, MobileNetV2-space "
+                   "and transformer-era networks, never the validation set) of an accuracy run")[args.platform]
     except (OSError, ValueError, AnnetteError) as e:
         print(f"ship_cpu_machine_file: {e}", file=sys.stderr)
         return 1
-    print(f"{out}: kept {', '.join(kept) or 'nothing'} from the previous file; end-to-end LOO MAPE {loo:.1%}")
+    print(f"{out}: kept {', '.join(kept) or 'nothing'} from the previous file")
     if not args.dry_run:
         text = dumps_platform(plat.to_dict())
         Platform.from_dict(json.loads(text), str(out))  # loads before it replaces anything

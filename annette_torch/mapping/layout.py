@@ -26,8 +26,7 @@ import numpy as np
 
 from ..ir import CONV_TYPES, ELEMENTWISE_TYPES, MERGE_TYPES, LayerType, Network
 
-__all__ = ["blocked_layers", "layout_reorders", "blocked_types", "feature_maps", "reshape_types", "resize_types",
-           "FOLLOWERS",
+__all__ = ["blocked_layers", "layout_reorders", "blocked_types", "feature_maps", "map_kernel_types", "FOLLOWERS",
            "ALIGN", "BLOCK", "DIRECT_CHANNELS", "BLOCKED_TYPES", "VIEW_TYPES"]
 
 T = LayerType
@@ -163,36 +162,21 @@ def feature_maps(net: Network) -> np.ndarray:
         fm = nxt
 
 
-def reshape_types(net: Network) -> np.ndarray | None:
-    """``net``'s types with every view (`VIEW_TYPES`) of a feature map typed ``BlockedReshape``: a CPU runtime keeps
-    feature maps in a blocked layout, so viewing one reorders it (a copy), while a view of a plain tensor moves
-    nothing (OpenVINO runs it in place); None when no layer changes."""
+def map_kernel_types(net: Network, resizes: bool = False) -> np.ndarray | None:
+    """``net``'s types with every layer that reads a feature map (`feature_maps`) typed by the kernel a CPU runtime
+    runs for it there: a view (`VIEW_TYPES`) is a ``BlockedReshape`` (feature maps are kept blocked, so viewing one
+    reorders it, a copy, while a view of a plain tensor moves nothing: OpenVINO runs it in place); with
+    ``resizes`` (a runtime without layout costs, whose blocked layers `blocked_types` does not know), a ``Resize``
+    is a ``BlockedResize`` (OpenVINO upsamples a convolution's logits ~8x faster per element than a plain tensor).
+    None when no layer changes."""
     types = net.types
-    view = _VIEW[types]
-    if not view.any() or not net.edges.size:
+    cand = _VIEW[types] | ((types == T.RESIZE) if resizes else False)
+    if not cand.any() or not net.edges.size:
         return None
     src, dst = net.edges[:, 0], net.edges[:, 1]
-    reads_map = np.bincount(dst, weights=feature_maps(net)[src], minlength=len(types)) > 0
-    hit = view & reads_map
+    hit = cand & (np.bincount(dst, weights=feature_maps(net)[src], minlength=len(types)) > 0)
     if not hit.any():
         return None
     out = types.copy()
-    out[hit] = T.BLOCKED_RESHAPE
-    return out
-
-
-def resize_types(net: Network) -> np.ndarray | None:
-    """``net``'s types with every ``Resize`` of a feature map typed ``BlockedResize`` (its kernel runs on the blocked
-    layout: OpenVINO upsamples a convolution's logits ~8x faster per element than a plain tensor); for a runtime
-    without layout costs, whose blocked layers `blocked_types` does not know. None when no layer changes."""
-    types = net.types
-    rs = types == T.RESIZE
-    if not rs.any() or not net.edges.size:
-        return None
-    src, dst = net.edges[:, 0], net.edges[:, 1]
-    hit = rs & (np.bincount(dst, weights=feature_maps(net)[src], minlength=len(types)) > 0)
-    if not hit.any():
-        return None
-    out = types.copy()
-    out[hit] = T.BLOCKED_RESIZE
+    out[hit] = np.where(types[hit] == T.RESIZE, T.BLOCKED_RESIZE, T.BLOCKED_RESHAPE)
     return out

@@ -28,7 +28,7 @@ import numpy as np
 from ..errors import PlatformError
 from ..ir import INT_COLUMNS, LayerType, Network
 from .costs import MappingCosts
-from .layout import blocked_types, reshape_types, resize_types
+from .layout import blocked_types, map_kernel_types
 from .folds import FOLDS, apply_folds, hardswish_groups, may_fold, swish_diamonds
 from .strides import propagate_strides
 
@@ -210,8 +210,8 @@ class MappingModel:
     ``folds``: pattern folds (`FOLDS`) applied before the rules. ``strides``: None when the toolchain does not
     propagate strides, else the layer types a stride passes through (`annette_torch.mapping.strides`).
     ``kernel_types``: layers get the type of the kernel a runtime runs for them: a view of a convolution's feature
-    map, which reorders it, is a ``BlockedReshape`` (`layout.reshape_types`); without layout costs, a resize of
-    one is a ``BlockedResize`` (`layout.resize_types`).
+    map, which reorders it, is a ``BlockedReshape``; without layout costs, a resize of one is a ``BlockedResize``
+    (`layout.map_kernel_types`).
     """
 
     def __init__(self, rules: Sequence[FusionRule] = (), costs: MappingCosts | None = None,
@@ -435,10 +435,9 @@ class MappingModel:
             if bt is not None:
                 out.types[:] = bt  # (a fresh array of this network, nothing derived from it yet)
         if self.kernel_types:  # views that reorder a feature map; without layout costs, resizes of one
-            for retype in (reshape_types,) if by_layout else (reshape_types, resize_types):
-                kt = retype(out)
-                if kt is not None:
-                    out.types[:] = kt
+            kt = map_kernel_types(out, resizes=not by_layout)
+            if kt is not None:
+                out.types[:] = kt
         fused = np.zeros(kept.size)
         if self.costs is not None:
             gone = (~alive & ~f.folded).nonzero()[0]
