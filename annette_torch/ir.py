@@ -36,6 +36,7 @@ __all__ = [
     "MASK_SCAN_LIMIT",
     "subnormal_share",
     "TYPE_FALLBACKS",
+    "kernel_taps",
 ]
 
 
@@ -412,6 +413,12 @@ class Network:
                                                      self.n_inputs))
 
     @property
+    def taps(self) -> np.ndarray:
+        """Per convolution (3, layers): the log share of its kernel taps that read the input rather than its
+        padding, along h and w, and the part of their sum its dilation causes (`kernel_taps`); 0 elsewhere."""
+        return self._cached("taps", lambda: kernel_taps(self.types, self.cols))
+
+    @property
     def total_ops(self) -> float:
         """Sum of `ops` over all layers."""
         return float(self.ops.sum())
@@ -577,6 +584,45 @@ def layer_ops(types: np.ndarray, cols: dict[str, np.ndarray], out_elems: np.ndar
     bases[5] = out_elems
     np.multiply(np.maximum(n_inputs - 1, 1), out_elems, out=bases[6])
     return _OPS_COEF[types] * bases.take(_OPS_BASIS[types] * n + np.arange(n))
+
+
+def _axis_taps(size: np.ndarray, out: np.ndarray, k: np.ndarray, s: np.ndarray, pad: np.ndarray,
+               d: np.ndarray) -> np.ndarray:
+    """Log of (taps reading the input) / (all taps) along one axis, summed over the output positions: tap ``i``
+    reads input ``o * s - pad // 2 + i * d``, inside for a closed range of outputs ``o``."""
+    begin = np.floor(pad / 2)
+    inside = np.zeros(len(size))
+    for i in range(int(k.max(initial=1))):
+        first = np.maximum(np.ceil((begin - i * d) / s), 0)
+        last = np.minimum(np.floor((size - 1 + begin - i * d) / s), out - 1)
+        inside += np.where(i < k, np.maximum(last - first + 1, 0), 0)
+    return np.log(np.maximum(inside, 1) / np.maximum(k * out, 1))
+
+
+def kernel_taps(types: np.ndarray, cols: dict[str, np.ndarray]) -> np.ndarray:
+    """Per layer, shape (3, layers): log of the share of a convolution's kernel taps that read its input and not
+    its padding, along h and along w, and how much lower their sum is than that of the same convolution
+    undilated (its padding divided by its dilation); 0 for other layers. A dilated convolution whose dilation
+    nears its input size (DeepLab's atrous rates 12-18 on 33 x 33 maps) reads padding with most taps; runtimes
+    skip such taps (ONNX Runtime, OpenVINO), so its time follows this share, not its MACs."""
+    out = np.zeros((3, len(types)))
+    conv = np.flatnonzero(np.isin(types, CONV_TYPES))
+    if conv.size:
+        f = {c: cols[c][conv].astype(np.float64) for c in ("h_in", "w_in", "h_out", "w_out", "kh", "kw", "sh",
+                                                              "sw", "ph", "pw", "dh", "dw")}
+        out[0, conv] = _axis_taps(f["h_in"], f["h_out"], f["kh"], np.maximum(f["sh"], 1), f["ph"],
+                                  np.maximum(f["dh"], 1))
+        out[1, conv] = _axis_taps(f["w_in"], f["w_out"], f["kw"], np.maximum(f["sw"], 1), f["pw"],
+                                  np.maximum(f["dw"], 1))
+        dilated = np.flatnonzero((f["dh"] > 1) | (f["dw"] > 1))
+        if dilated.size:
+            g = {k: v[dilated] for k, v in f.items()}
+            one = np.ones(dilated.size)
+            plain = sum(_axis_taps(g[f"{a}_in"], g[f"{a}_out"], g[f"k{a[0]}"], np.maximum(g[f"s{a[0]}"], 1),
+                                   np.round(g[f"p{a[0]}"] / np.maximum(g[f"d{a[0]}"], 1)), one) for a in ("h", "w"))
+            rows = conv[dilated]
+            out[2, rows] = np.minimum(out[0, rows] + out[1, rows] - plain, 0.0)
+    return out
 
 
 class NetworkBuilder:

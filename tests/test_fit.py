@@ -300,6 +300,24 @@ def test_grouped_convolutions_get_the_per_group_features(measured_store):
     assert set(GROUP_FEATURES) <= set(features["GroupConv"]) and not set(GROUP_FEATURES) & set(features["Conv"])
 
 
+@pytest.mark.slow
+def test_convolutions_get_the_kernel_tap_features(measured_store):
+    """The convolution models see the share of their kernel taps that read the input (`features.TAP_FEATURES`),
+    other types do not."""
+    from annette_torch.bench.sweep import run_sweep
+    from annette_torch.fit.generator import fit_platform
+    from annette_torch.models.features import TAP_FEATURES
+    with Store(measured_store) as st:
+        run_sweep(st, "fake", "dilconv", SUITES["dilconv"].configs(n=12, seed=0), "fake_runner:FakeRunner", {},
+                  iterations=3, warmup=0, progress=False)
+    plat, _ = fit_platform(str(measured_store), "fake", cv=2, candidates=("lmt",))
+    features = {k: m.to_dict()["correction"]["features"] for k, m in plat.layers.items()
+                if m.to_dict().get("model") == "mixed"}
+    assert set(TAP_FEATURES) <= set(features["Conv"])
+    assert not any(set(TAP_FEATURES) & set(f) for k, f in features.items() if k not in ("Conv", "DepthwiseConv",
+                                                                                         "GroupConv", "ConvPool"))
+
+
 def test_leads_of_conv_suites_and_concat():
     for name, layer in (("conv", "conv"), ("gconv", "gconv"), ("gconv_same", "gconv")):
         led = SUITES[name].configs(n=2, seed=0, options={"lead": "dw1"})[0]

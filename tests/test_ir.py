@@ -35,6 +35,35 @@ def test_depthwise_and_grouped_conv():
     assert net.ops[g] == 2 * 32 * 32 * 32 * 4 * 9
 
 
+def test_kernel_taps_count_the_taps_that_read_the_input():
+    """Share of a convolution's taps inside its input, per axis: a 3x3 conv of dilation d and padding d on a
+    33-wide map has 33 outputs per tap position, the off-centre taps reach 33 - d of them (DeepLab's rates)."""
+    b = NetworkBuilder("t")
+    x = b.input("x", (1, 8, 33, 20))
+    for d in (1, 6, 12, 18, 40):
+        b.conv(f"d{d}", x, 8, 3, padding=d, dilation=d)
+    b.conv("s2", x, 8, 3, stride=2, padding=1)
+    b.conv("k1", x, 8, 1)
+    b.pool("pool", x, "max", 3, 1, padding=1)
+    net = b.build()
+    share = np.exp(net.taps)
+    for d in (1, 6, 12, 18, 40):
+        i = net.index(f"d{d}")
+        assert share[0, i] == pytest.approx((33 + 2 * max(33 - d, 0)) / 99)
+        assert share[1, i] == pytest.approx((20 + 2 * max(20 - d, 0)) / 60)
+    assert share[0, net.index("s2")] == pytest.approx((17 + 16 + 16) / 51)  # outputs 0..16, input 2o-1+i
+    # the dilated part: below the same convolution undilated (padding 1), 0 for an undilated one
+    undilated = net.taps[0, net.index("d1")] + net.taps[1, net.index("d1")]
+    for d in (6, 18):
+        i = net.index(f"d{d}")
+        assert net.taps[2, i] == pytest.approx(net.taps[0, i] + net.taps[1, i] - undilated)
+    for name in ("d1", "s2", "k1", "pool", "x"):
+        assert net.taps[2, net.index(name)] == 0.0
+    assert net.taps[:, net.index("k1")].tolist() == [0.0, 0.0, 0.0]
+    assert net.taps[:, net.index("pool")].tolist() == [0.0, 0.0, 0.0]  # convolutions only
+    assert net.taps[:, net.index("x")].tolist() == [0.0, 0.0, 0.0]
+
+
 def test_linear_pool_bn_add_concat_counts():
     b = NetworkBuilder("t")
     x = b.input("x", (1, 8, 8, 8))

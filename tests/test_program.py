@@ -12,7 +12,7 @@ import pytest
 
 import annette_torch as at
 from annette_torch import zoo
-from annette_torch.ir import Network
+from annette_torch.ir import Network, NetworkBuilder
 from annette_torch.models import LayerFeatures, Mixed, RefinedRoofline, Roofline
 from annette_torch.models.statistical import Statistical
 from annette_torch.platform import Platform, platform_dir
@@ -46,7 +46,9 @@ def _models() -> dict[str, object]:
     zero.clip_min_ = zero.clip_max_ = 0.25
     standalone = copy.deepcopy(by[("RefinedRoofline", "trees")].correction_)
     assert type(standalone) is Statistical
-    return {"Conv": by[("RefinedRoofline", "trees")], "DepthwiseConv": shuffled, "GroupConv": refined,
+    dilated = copy.deepcopy(by[("RefinedRoofline", "trees")])  # a tap slope: dilated rows scaled down
+    dilated.taps_slope_ = 0.7
+    return {"Conv": dilated, "DepthwiseConv": shuffled, "GroupConv": refined,
             "Add": by[("Roofline", "trees")], "Relu6": by.get(("Roofline", "lmt"), by[("Roofline", "poly")]),
             "Relu": by[("Roofline", "poly")], "BatchNorm": zero, "GlobalPool": standalone,
             "FullyConnected": _Halved(2e10, 5e9), "Base": Roofline(1e10, 1e9)}
@@ -60,7 +62,11 @@ def platform() -> Platform:
 @pytest.fixture(scope="module")
 def network() -> Network:
     nets = [at.trace(zoo.get(m), zoo.INPUT_SHAPES[m]) for m in ("mobilenet_v2", "resnet18")]
-    return Network.concat(nets)[0]
+    b = NetworkBuilder("atrous")  # DeepLab's atrous convolutions: rows with a dilated tap share
+    x = b.input("x", (1, 64, 33, 33))
+    for d in (1, 2, 6, 12, 18):
+        b.conv(f"aspp{d}", x, 32, 3, padding=d, dilation=d)
+    return Network.concat(nets + [b.build()])[0]
 
 
 def _own(plat: Platform, net: Network, rows: np.ndarray) -> np.ndarray:
@@ -93,6 +99,7 @@ def test_program_equals_each_model(platform, network, forest) -> None:
     used = set(plat.tables.model_of_type[network.types].tolist())
     assert {plat.tables.keys.index(k) for k in ("Conv", "DepthwiseConv", "Add", "BatchNorm", "GlobalPool",
                                                  "FullyConnected", "Relu6")} <= used
+    assert (network.taps[2] < 0).sum() == 4
     all_rows = np.arange(len(network))
     np.testing.assert_array_equal(model_times(plat.tables, network)[0], _own(plat, network, all_rows))
     rows = all_rows[::3]  # a subset (the host's rows of a placement)
@@ -121,7 +128,7 @@ def _random_layers(rng: np.random.Generator, n: int) -> LayerFeatures:
                 sh=np.ones(n, np.int64), sw=np.ones(n, np.int64), groups=groups, ops=ops,
                 in_elems=(c_in * h * w).astype(float), out_elems=(c_out * h * w).astype(float),
                 weights=(c_in * c_out * k * k / groups).astype(float))
-    return LayerFeatures(**cols)
+    return LayerFeatures(**cols, d_taps=np.log(rng.choice([1.0, 1.0, 0.8, 0.3], n)))
 
 
 def test_program_equals_each_model_on_any_input(platform) -> None:
@@ -136,6 +143,7 @@ def test_program_equals_each_model_on_any_input(platform) -> None:
         model = tables.models[m]
         byts = X.in_elems + X.out_elems
         byts = byts * tables.act_bytes[m] + X.weights * tables.weight_bytes[m]
-        got = prog.times(np.full(len(X), m), X.ops, byts, sizes, raw if prog.needs_raw[m] else np.zeros(len(X)))
+        got = prog.times(np.full(len(X), m), X.ops, byts, sizes, raw if prog.needs_raw[m] else np.zeros(len(X)),
+                         X.d_taps)
         want = model.predict(X, raw=raw) if prog.needs_raw[m] else model.predict(X)
         np.testing.assert_array_equal(got, want, err_msg=tables.keys[m])

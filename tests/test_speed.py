@@ -93,7 +93,7 @@ def test_shipped_convolution_ensemble_equals_row_by_row() -> None:
 _BASE = LayerFeatures.NAMES
 
 
-def _documented(X: LayerFeatures, unroll: dict, grouped: bool) -> np.ndarray:
+def _documented(X: LayerFeatures, unroll: dict, grouped: bool, taps: bool = False) -> np.ndarray:
     """The feature transform column by column, as `annette_torch.models.features` documents it."""
     cols = [np.log1p(np.maximum(getattr(X, c).astype(np.float64), 0.0)) for c in _BASE]
     moved = X.in_elems.astype(np.float64) + X.out_elems + X.weights
@@ -105,6 +105,8 @@ def _documented(X: LayerFeatures, unroll: dict, grouped: bool) -> np.ndarray:
         fpg = np.maximum(X.c_out // np.maximum(X.groups, 1), 1).astype(np.int64)
         cols += [np.log1p(cpg.astype(np.float64)), np.log1p(fpg.astype(np.float64)),
                  np.log2(np.gcd(fpg, 64)).astype(np.float64)]
+    if taps:
+        cols += [X.h_taps.astype(np.float64), X.w_taps.astype(np.float64)]
     if unroll:
         sizes, total = dimension_sizes(X), np.zeros(len(X))
         for d in ("h", "w", "c", "f"):
@@ -120,14 +122,15 @@ def _documented(X: LayerFeatures, unroll: dict, grouped: bool) -> np.ndarray:
 
 
 def _layers(rng: np.random.Generator, n: int) -> LayerFeatures:
-    """Random layers, zeros and grouped ones included."""
+    """Random layers, zeros and grouped ones included, some reading padding with part of their kernel taps."""
     c_in, c_out = rng.integers(0, 300, n), rng.integers(0, 300, n)
     h, w, k, g = rng.integers(0, 120, n), rng.integers(1, 120, n), rng.choice([1, 3, 5], n), rng.choice([0, 1, 2, 4], n)
     one = rng.integers(1, 3, n)
     out, inn = (one * c_out * h * w).astype(float), (one * c_in * h * w).astype(float)
+    taps = np.log(rng.choice([1.0, 1.0, 0.9, 0.6, 0.35], (2, n)))
     return LayerFeatures(n=one, c_in=c_in, h_in=h, w_in=w, c_out=c_out, h_out=h, w_out=w, kh=k, kw=k, sh=one, sw=one,
                          groups=g, ops=2.0 * out * c_in * k * k, in_elems=inn, out_elems=out,
-                         weights=(c_in * c_out * k * k).astype(float))
+                         weights=(c_in * c_out * k * k).astype(float), h_taps=taps[0], w_taps=taps[1])
 
 
 _UNROLLS = st.dictionaries(st.sampled_from("hwcf"), st.sampled_from([1.0, 3.0, 8.0, 12.0, 16.0, 48.0, 64.0]),
@@ -135,20 +138,22 @@ _UNROLLS = st.dictionaries(st.sampled_from("hwcf"), st.sampled_from([1.0, 3.0, 8
 
 
 @settings(max_examples=40, deadline=None)
-@given(specs=st.lists(st.tuples(_UNROLLS, st.booleans()), min_size=1, max_size=4), seed=st.integers(0, 2**16),
+@given(specs=st.lists(st.tuples(_UNROLLS, st.booleans(), st.booleans()), min_size=1, max_size=4),
+       seed=st.integers(0, 2**16),
        n=st.integers(0, 40))
 def test_feature_plan_columns_equal_each_transform(specs, seed, n) -> None:
     """One plan for several transforms gives each transform's columns bit for bit (shared columns computed once)."""
     X = _layers(np.random.default_rng(seed), n)
     plan = FeaturePlan(specs)
     M = plan.matrix(X)
-    for i, (unroll, grouped) in enumerate(specs):
-        want = _documented(X, unroll, grouped) if n else np.zeros((0, len(plan.columns[i])))
+    for i, (unroll, grouped, taps) in enumerate(specs):
+        want = _documented(X, unroll, grouped, taps) if n else np.zeros((0, len(plan.columns[i])))
         np.testing.assert_array_equal(M[:, plan.columns[i]], want)
-        np.testing.assert_array_equal(layer_features(X, unroll, grouped), want)
+        np.testing.assert_array_equal(layer_features(X, unroll, grouped, taps), want)
 
 
-_SPECS = [({"w": 16.0, "f": 32.0}, False), ({}, False), ({"c": 8.0}, True), ({"h": 3.0, "w": 16.0, "f": 8.0}, False)]
+_SPECS = [({"w": 16.0, "f": 32.0}, False, True), ({}, False, False), ({"c": 8.0}, True, False),
+          ({"h": 3.0, "w": 16.0, "f": 8.0}, False, True)]
 
 
 @pytest.fixture(scope="module")
@@ -156,7 +161,7 @@ def forest_members() -> list[tuple[TreeEnsemble, tuple[dict, bool]]]:
     """Ensembles of different kinds and depths, each fitted on its own feature transform."""
     rng = np.random.default_rng(5)
     X = _layers(rng, 400)
-    y = np.log1p(X.ops) * 0.1 + np.log1p(X.c_out) * 0.3 + rng.normal(0, 0.1, len(X))
+    y = np.log1p(X.ops) * 0.1 + np.log1p(X.c_out) * 0.3 + 0.8 * X.h_taps + rng.normal(0, 0.1, len(X))
     fits = [GradientBoostingRegressor(n_estimators=40, max_depth=5, random_state=0),
             RandomForestRegressor(n_estimators=12, max_depth=8, random_state=0),
             GradientBoostingRegressor(n_estimators=25, max_depth=2, learning_rate=0.2, random_state=0),
@@ -184,6 +189,24 @@ def test_forest_equals_each_ensemble(forest_members, seed, n, repeats, members) 
     rng = np.random.default_rng(seed)
     X = _layers(rng, n).take(np.tile(np.arange(n), repeats))
     _check_forest(forest_members, X, rng.choice(sorted(members), len(X)))
+
+
+def test_forest_tells_apart_rows_that_differ_only_in_their_kernel_taps(forest_members) -> None:
+    """Two convolutions alike in every `LayerFeatures.NAMES` column but dilated differently (their tap shares
+    differ) get their own outputs, in one call and from the memory of an earlier one."""
+    rng = np.random.default_rng(11)
+    base = _layers(rng, 30)
+    rows = np.repeat(np.arange(30), 3)
+    X = base.take(rows)
+    X = LayerFeatures(**{k: getattr(X, k) for k in LayerFeatures.NAMES},
+                      h_taps=np.tile(np.log([1.0, 0.7, 0.4]), 30), w_taps=np.tile(np.log([1.0, 0.6, 0.3]), 30))
+    member = np.zeros(len(X), dtype=np.int64)  # the first member reads the tap features
+    assert _SPECS[0][2]
+    _check_forest(forest_members, X, member)
+    forest = Forest([e for e, _ in forest_members], [s for _, s in forest_members])
+    first = forest.regress(X.take(np.arange(0, len(X), 3)), member[::3])  # undilated rows remembered first
+    np.testing.assert_array_equal(forest.regress(X, member)[::3], first)
+    assert len(set(forest.regress(X, member)[:3].tolist())) > 1
 
 
 def test_forest_hash_collisions_fall_back_to_whole_rows(forest_members, monkeypatch) -> None:

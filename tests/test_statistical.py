@@ -311,6 +311,54 @@ def test_group_features_help_grouped_convolutions():
     assert not roundtrip(Statistical("lmt").fit(X, y)).grouped_  # files without them load as before
 
 
+def dilated_convs(n: int, rng: np.random.Generator) -> tuple[LayerFeatures, np.ndarray]:
+    """3x3 convolutions of dilation 1..18 with "same" padding on 8..64-wide maps, timed as a runtime that skips
+    the taps reading padding (OpenVINO CPU) runs them: MACs times the share of taps inside the input, 3% noise.
+    Their `NAMES` columns are those of an undilated convolution."""
+    b = NetworkBuilder("dil")
+    sides, dils = rng.choice([8, 14, 16, 28, 33, 56, 64], n), rng.choice([1, 2, 4, 6, 12, 18], n)
+    chans = rng.choice([32, 64, 128, 256], (n, 2))
+    for i in range(n):
+        x = b.input(f"x{i}", (1, int(chans[i, 0]), int(sides[i]), int(sides[i])))
+        b.conv(f"c{i}", x, int(chans[i, 1]), 3, padding=int(dils[i]), dilation=int(dils[i]))
+    net = b.build()
+    rows = np.flatnonzero(net.types == T.CONV)
+    X = LayerFeatures.from_network(net, rows)
+    share = np.exp(X.h_taps + X.w_taps)
+    return X, (X.ops * share / 1e8 + 0.002) * np.exp(rng.normal(0.0, 0.03, n))
+
+
+@needs_sklearn
+def test_tap_features_help_dilated_convolutions():
+    X, y = dilated_convs(300, np.random.default_rng(4))
+    _, plain = fit_mixed(X, y, BASE, candidates=("gbm",))
+    m, taps = fit_mixed(X, y, BASE, candidates=("gbm",), taps=True)
+    assert taps["cv_mape"]["gbm"] < 0.6 * plain["cv_mape"]["gbm"]
+    names = m.correction_.to_dict()["features"]
+    assert names == feature_names(BASE.unroll, taps=True) and names[19:21] == ["h_taps", "w_taps"]
+    np.testing.assert_array_equal(layer_features(X, {}, taps=True)[:, 19:21], np.column_stack([X.h_taps, X.w_taps]))
+    again = roundtrip(m)  # the stored feature names select the transform
+    assert again.taps and again.correction_.taps_ and np.array_equal(again.predict(X), m.predict(X))
+    assert not roundtrip(Statistical("lmt").fit(X, y)).taps_  # files without them load as before
+    undilated = LayerFeatures(**{k: getattr(X, k) for k in LayerFeatures.NAMES})  # no tap columns: shares of 1
+    np.testing.assert_array_equal(layer_features(undilated, {}, taps=True)[:, 19:21], 0.0)
+    # the share a dilation leaves is a fitted power (here the time follows it fully), which carries it to larger
+    # layers than measured: monotone in the dilation, near the true ratios
+    assert 0.7 < m.taps_slope_ <= 1.0 and again.taps_slope_ == m.taps_slope_
+    big, _ = dilated_convs(1, np.random.default_rng(0))
+    b = NetworkBuilder("big")
+    x = b.input("x", (1, 2048, 33, 33))
+    for d in (1, 6, 12, 18):
+        b.conv(f"d{d}", x, 256, 3, padding=d, dilation=d)
+    net = b.build()
+    Xb = LayerFeatures.from_network(net, np.flatnonzero(net.types == T.CONV))
+    t = m.predict(Xb)
+    assert np.all(np.diff(t) < 0)
+    np.testing.assert_allclose(t[1:] / t[0], np.exp(Xb.h_taps + Xb.w_taps)[1:] / np.exp(Xb.h_taps + Xb.w_taps)[0],
+                               rtol=0.15)
+    assert not roundtrip(fit_mixed(X, y, BASE, candidates=("gbm",))[0]).taps_slope_  # none without taps
+
+
 def test_fit_says_what_is_missing():
     X = convs(3, np.random.default_rng(0))
     with pytest.raises(ValueError, match="at least 4 measured layers, got 3"):

@@ -26,7 +26,7 @@ import numpy as np
 
 from ..bench.store import Store
 from ..platform.machine import machine_fingerprint
-from ..ir import LayerType, Network
+from ..ir import CONV_TYPES, LayerType, Network
 from ..mapping import MappingModel
 from ..mapping.costs import MappingCosts
 from ..models import LayerFeatures, LayerModel, Roofline
@@ -141,6 +141,8 @@ def _per_type(ls: LayerSamples, kind: str, bits: float, cv: int, seed: int,
         kw: dict[str, Any] = {"candidates": tuple(candidates)} if candidates else {}
         # the kernel a runtime picks for a grouped convolution depends on the channels of one group
         kw["grouped"] = lt == LayerType.GROUP_CONV
+        # and runtimes skip the kernel taps that read a convolution's padding (dilated convolutions)
+        kw["taps"] = lt in CONV_TYPES
         if kind == "statistical":
             m, srep = fit_statistical(X, yy, cv=cv, seed=seed, unroll=unroll, **kw)
         else:

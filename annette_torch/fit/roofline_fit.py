@@ -75,7 +75,7 @@ def fit_refined(X: LayerFeatures, y_ms: np.ndarray, bit_act: float = 32, bit_wei
     """
     y = np.asarray(y_ms, dtype=np.float64) * 1e-3
     ok = y > 0
-    Xs = LayerFeatures(**{k: v[ok] for k, v in X.__dict__.items()})
+    Xs = X.take(ok)
     y = y[ok]
     if y.size < 8:
         raise ValueError(f"need at least 8 measured layers to fit a refined roofline, got {y.size}")

@@ -142,17 +142,19 @@ def _best(score: dict[str, float]) -> str:
 
 def fit_statistical(X: LayerFeatures, y_ms: Any, candidates: Sequence[str] = DEFAULT_CANDIDATES, cv: int = 5,
                     seed: int = 0, unroll: Mapping[str, Any] | None = None,
-                    extrapolation_check: bool = False, grouped: bool = False) -> tuple[Statistical, dict[str, Any]]:
+                    extrapolation_check: bool = False, grouped: bool = False,
+                    taps: bool = False) -> tuple[Statistical, dict[str, Any]]:
     """The best `Statistical` model of ``candidates`` by ``cv``-fold CV MAPE, refitted on all layers.
 
     ``unroll`` (``{dim: s}`` or a refined roofline's ``unroll``) adds the step-pattern features, ``grouped`` the
-    per-group channel features (grouped convolutions). Report:
+    per-group channel features (grouped convolutions), ``taps`` the kernel-tap features (convolutions). Report:
     ``cv_mape`` (candidate -> %), ``extrapolation_mape`` (-> %), ``score`` (what was compared), ``chosen``,
     ``n_samples``, ``cv_folds``, ``errors`` (failed candidates -> message).
     """
     y, folds = _check(X, y_ms, candidates, cv, "fit_statistical")
-    makers = _with_large({c: (lambda c=c: Statistical(c, unroll, seed=seed, grouped=grouped)) for c in candidates},
-                         lambda: Statistical("gbm", unroll, seed=seed, params=LARGE_GBM, grouped=grouped),
+    makers = _with_large({c: (lambda c=c: Statistical(c, unroll, seed=seed, grouped=grouped, taps=taps))
+                          for c in candidates},
+                         lambda: Statistical("gbm", unroll, seed=seed, params=LARGE_GBM, grouped=grouped, taps=taps),
                          candidates, len(y))
     scores, extra, errors = _select(makers, X, y, folds, seed, "fit_statistical")
     score = _score(scores, extra, extrapolation_check)
@@ -164,9 +166,10 @@ def fit_statistical(X: LayerFeatures, y_ms: Any, candidates: Sequence[str] = DEF
 
 def fit_mixed(X: LayerFeatures, y_ms: Any, base: Roofline, candidates: Sequence[str] = DEFAULT_CANDIDATES,
               cv: int = 5, seed: int = 0, unroll: Mapping[str, Any] | None = None,
-              extrapolation_check: bool = True, grouped: bool = False) -> tuple[Mixed, dict[str, Any]]:
+              extrapolation_check: bool = True, grouped: bool = False,
+              taps: bool = False) -> tuple[Mixed, dict[str, Any]]:
     """The best `Mixed` model on ``base`` (a fitted `Roofline` / `RefinedRoofline`, kept as is); ``grouped``
-    as in `fit_statistical`.
+    and ``taps`` as in `fit_statistical`.
 
     Layers the base gives no time (0) are left out. Report as `fit_statistical`'s plus ``base_mape`` and
     ``base_extrapolation_mape`` (the base alone on the same layers / the largest 20%) and ``clip`` (the
@@ -183,8 +186,9 @@ def fit_mixed(X: LayerFeatures, y_ms: Any, base: Roofline, candidates: Sequence[
         if len(y) < MIN_SAMPLES:
             raise ValueError(f"fit_mixed: needs at least {MIN_SAMPLES} layers with a base time, got {len(y)}")
         folds = min(folds, len(y) // 2)
-    makers = _with_large({c: (lambda c=c: Mixed(base, c, unroll, seed=seed, grouped=grouped)) for c in candidates},
-                         lambda: Mixed(base, "gbm", unroll, seed=seed, params=LARGE_GBM, grouped=grouped),
+    makers = _with_large({c: (lambda c=c: Mixed(base, c, unroll, seed=seed, grouped=grouped, taps=taps))
+                          for c in candidates},
+                         lambda: Mixed(base, "gbm", unroll, seed=seed, params=LARGE_GBM, grouped=grouped, taps=taps),
                          candidates, len(y))
     scores, extra, errors = _select(makers, X, y, folds, seed, "fit_mixed")
     split = extrapolation_split(X)

@@ -50,9 +50,16 @@ class LayerFeatures:
     in_elems: np.ndarray
     out_elems: np.ndarray
     weights: np.ndarray
+    #: log share of a convolution's kernel taps that read its input, along h and w, and the part of their sum
+    #: its dilation causes (`ir.kernel_taps`); None: 0
+    h_taps: np.ndarray | None = None
+    w_taps: np.ndarray | None = None
+    d_taps: np.ndarray | None = None
 
     NAMES: ClassVar[tuple[str, ...]] = ("n", "c_in", "h_in", "w_in", "c_out", "h_out", "w_out", "kh", "kw",
                                         "sh", "sw", "groups", "ops", "in_elems", "out_elems", "weights")
+    #: columns besides `NAMES` that only some feature transforms read (`models.features.TAP_FEATURES`)
+    TAPS: ClassVar[tuple[str, ...]] = ("h_taps", "w_taps", "d_taps")
 
     @classmethod
     def from_network(cls, net: Network, rows: np.ndarray | None = None) -> "LayerFeatures":
@@ -60,7 +67,8 @@ class LayerFeatures:
         cols = net.cols
         data = {c: cols[c] for c in ("n", "c_in", "h_in", "w_in", "c_out", "h_out", "w_out", "kh", "kw", "sh",
                                      "sw", "groups")}
-        data.update(ops=net.ops, in_elems=net.in_elems, out_elems=net.out_elems, weights=net.weights)
+        data.update(ops=net.ops, in_elems=net.in_elems, out_elems=net.out_elems, weights=net.weights,
+                    h_taps=net.taps[0], w_taps=net.taps[1], d_taps=net.taps[2])
         if rows is not None:
             data = {k: v[rows] for k, v in data.items()}
         return cls(**data)
@@ -75,7 +83,7 @@ class LayerFeatures:
     def stacked_of(cls, net: Network, rows: np.ndarray) -> "LayerFeatures":
         """`from_network` of ``rows`` held as one (16, rows) float64 array (`stacked`), the integer columns taken
         in one call from the network's matrix where it has one: the tree ensembles read it whole."""
-        s = np.empty((len(cls.NAMES), len(rows)))
+        s = np.empty((len(cls.NAMES) + len(cls.TAPS), len(rows)))
         if net.matrix is not None:
             s[:12] = net.matrix[_MATRIX_ROWS, rows]
         else:
@@ -83,6 +91,7 @@ class LayerFeatures:
                 s[i] = net.cols[c][rows]
         for i, v in enumerate((net.ops, net.in_elems, net.out_elems, net.weights)):
             v.take(rows, out=s[12 + i])
+        net.taps.take(rows, axis=1, out=s[len(cls.NAMES):])
         return _Stacked(s)
 
     def __len__(self) -> int:
@@ -94,7 +103,22 @@ class LayerFeatures:
 
     def take(self, rows: np.ndarray) -> "LayerFeatures":
         """The rows ``rows`` (an index or bool array)."""
-        return LayerFeatures(**{k: getattr(self, k)[rows] for k in self.NAMES})
+        taps = {k: v[rows] for k in self.TAPS if (v := getattr(self, k)) is not None}
+        return LayerFeatures(**{k: getattr(self, k)[rows] for k in self.NAMES}, **taps)
+
+    def stacked_keys(self, taps: bool) -> np.ndarray:
+        """`stacked`, with the `TAPS` rows below it if ``taps``: the columns that tell two rows apart for feature
+        transforms with (or without) the kernel-tap features."""
+        return np.concatenate([self.stacked(), self.tap_columns()]) if taps else self.stacked()
+
+    def tap_columns(self) -> np.ndarray:
+        """`TAPS` as a (3, rows) float64 array (zeros for those not given)."""
+        out = np.zeros((len(self.TAPS), len(self)))
+        for i, k in enumerate(self.TAPS):
+            v = getattr(self, k)
+            if v is not None:
+                out[i] = v
+        return out
 
     def stacked(self) -> np.ndarray:
         """All features as one float64 array with a row per feature (`NAMES` order) and a column per layer."""
@@ -111,6 +135,18 @@ class _RowFeatures(LayerFeatures):
     def __init__(self, net: Network, rows: np.ndarray) -> None:  # (no dataclass init: columns come lazily)
         object.__setattr__(self, "_net", net)
         object.__setattr__(self, "_rows", rows)
+
+    @property  # type: ignore[override]
+    def h_taps(self) -> np.ndarray:
+        return self.__dict__["_net"].taps[0][self.__dict__["_rows"]]
+
+    @property  # type: ignore[override]
+    def w_taps(self) -> np.ndarray:
+        return self.__dict__["_net"].taps[1][self.__dict__["_rows"]]
+
+    @property  # type: ignore[override]
+    def d_taps(self) -> np.ndarray:
+        return self.__dict__["_net"].taps[2][self.__dict__["_rows"]]
 
     def __getattr__(self, name: str) -> np.ndarray:
         if name not in LayerFeatures.NAMES:
@@ -141,8 +177,27 @@ class _Stacked(LayerFeatures):
     def __len__(self) -> int:
         return self.__dict__["_s"].shape[1]
 
+    @property  # type: ignore[override]
+    def h_taps(self) -> np.ndarray:
+        return self.__dict__["_s"][len(LayerFeatures.NAMES)]
+
+    @property  # type: ignore[override]
+    def w_taps(self) -> np.ndarray:
+        return self.__dict__["_s"][len(LayerFeatures.NAMES) + 1]
+
+    @property  # type: ignore[override]
+    def d_taps(self) -> np.ndarray:
+        return self.__dict__["_s"][len(LayerFeatures.NAMES) + 2]
+
     def stacked(self) -> np.ndarray:
-        return self.__dict__["_s"]
+        return self.__dict__["_s"][: len(LayerFeatures.NAMES)]
+
+    def stacked_keys(self, taps: bool) -> np.ndarray:
+        s = self.__dict__["_s"]
+        return s if taps else s[: len(LayerFeatures.NAMES)]
+
+    def tap_columns(self) -> np.ndarray:
+        return self.__dict__["_s"][len(LayerFeatures.NAMES):]
 
     def take(self, rows: np.ndarray) -> "LayerFeatures":
         return _Stacked(self.__dict__["_s"][:, rows])

@@ -63,17 +63,17 @@ def forest_of(models: Sequence[LayerModel]) -> tuple["Forest | None", np.ndarray
         if ens is not None:
             member[i] = len(trees)
             trees.append(ens)
-            specs.append((st.unroll_, st.grouped_))
+            specs.append((st.unroll_, st.grouped_, st.taps_))
     if not trees:
         return None, member
     return Forest(trees, specs), member
 
 
 class Forest:
-    """Float32-comparing tree ensembles, each over its own feature transform ``specs[i]`` (``(unroll, grouped)``,
+    """Float32-comparing tree ensembles, each over its own feature transform ``specs[i]`` (``(unroll, grouped, taps)``,
     see `FeaturePlan`), predicted together; see the module docstring."""
 
-    def __init__(self, ensembles: Sequence[TreeEnsemble], specs: Sequence[tuple[dict, bool]]) -> None:
+    def __init__(self, ensembles: Sequence[TreeEnsemble], specs: Sequence[tuple[dict, bool, bool]]) -> None:
         if len(ensembles) != len(specs) or not ensembles:
             raise ValueError("a forest needs one feature transform per ensemble, and at least one ensemble")
         self.ensembles = list(ensembles)
@@ -124,8 +124,9 @@ class Forest:
             return np.zeros(0)
         if n > _MEMO_ROWS:
             return self._regress(X, member)
-        bits = np.empty((n, len(LayerFeatures.NAMES) + 1), dtype=np.int64)  # a row's key: its features' bits, member
-        bits[:, :-1] = X.stacked().T.view(np.int64)
+        cols = X.stacked_keys(self.plan.taps)
+        bits = np.empty((n, len(cols) + 1), dtype=np.int64)  # a row's key: its features' bits, member
+        bits[:, :-1] = cols.T.view(np.int64)
         bits[:, -1] = member
         keys = bits.view(np.dtype((np.void, bits.shape[1] * 8))).ravel().tolist()
         memo = self._memo
@@ -153,7 +154,8 @@ class Forest:
         """`regress` without the memory (``distinct``: no two rows are equal in features and member)."""
         rank = self.rank[member]
         stacked = X.stacked()
-        rows, inverse = (np.arange(len(rank)), None) if distinct else self._distinct(stacked, rank)
+        rows, inverse = ((np.arange(len(rank)), None) if distinct
+                         else self._distinct(X.stacked_keys(self.plan.taps), rank))
         order = np.argsort(rank[rows], kind="stable")  # the distinct rows grouped by member, walk order
         rows = rows[order]
         F = self.plan.matrix(X.take(rows), stacked[:, rows])
@@ -174,7 +176,7 @@ class Forest:
         n = len(rank)
         if n < 2 or int(self._n_trees[rank].sum()) * len(self._levels) < _DEDUPE_WORK:
             return np.arange(n), None
-        bits = np.concatenate([stacked.view(np.int64), rank[None]])  # (17, rows): equal bits, equal features
+        bits = np.concatenate([stacked.view(np.int64), rank[None]])  # (17 or 19, rows): equal bits, equal features
         _, first, inverse = np.unique(_HASH[: len(bits)] @ bits, return_index=True, return_inverse=True)
         if first.size == n:
             return np.arange(n), None

@@ -5,12 +5,13 @@ roofline, its correction, its clips), and with calls of ~1 us on arrays of a few
 time. The program holds every such model's parameters as columns of one table, so all rows of all of them
 are costed by one sequence of calls over per-row parameters:
 
-    time = base * exp(clip(clip(raw, lo1, hi1), lo2, hi2))
+    time = base * exp(clip(clip(raw, lo1, hi1), lo2, hi2) + taps_slope * d_taps)
 
 ``base`` is the row's roofline (plain or refined; 1.0 for a standalone statistical model), ``raw`` its
 regressor's output (0 where there is none), ``lo1 .. hi1`` the statistical model's target range widened by
 `Z_MARGIN` and ``lo2 .. hi2`` a mixed model's correction range (a standalone model's: +-700; a model without
-a correction: 0 .. 0, a zero correction: its constant). Each operation is the one the model's own ``predict``
+a correction: 0 .. 0, a zero correction: its constant) and ``taps_slope`` a mixed model's power of the tap share
+a dilation leaves (``d_taps``, `annette_torch.ir.kernel_taps`; 0 without). Each operation is the one the model's own ``predict``
 applies, element by element (an unrolled dimension the model lacks multiplies its efficiency by exactly 1.0),
 so the times are the same bit for bit.
 """
@@ -30,10 +31,10 @@ from .statistical import Z_MARGIN, Statistical
 __all__ = ["ModelProgram"]
 
 # rows of the parameter table (`ModelProgram.params`): scalars, then four per unrolled-dimension slot
-_OP_S, _BW, _C_OP, _C_BW, _LO1, _HI1, _LO2, _HI2, _REFINED, _STAT = range(10)
+_OP_S, _BW, _C_OP, _C_BW, _LO1, _HI1, _LO2, _HI2, _REFINED, _STAT, _TAPS = range(11)
 _SLOTS = len(DIMENSIONS)
-_S, _A, _REP, _DIM = (10 + k * _SLOTS for k in range(4))
-_N_PARAMS = 10 + 4 * _SLOTS
+_S, _A, _REP, _DIM = (11 + k * _SLOTS for k in range(4))
+_N_PARAMS = 11 + 4 * _SLOTS
 
 
 class ModelProgram:
@@ -63,8 +64,10 @@ class ModelProgram:
         #: (`_N_PARAMS`, models) parameters, a column per model
         self.params = p
         self.needs_raw = np.array([r is not None for r in self.regressor], dtype=bool)
+        #: per model: whether it has a tap slope (its rows need the dilated share of `kernel_taps`)
+        self.tapped = p[_TAPS] != 0
         #: per model: whether its time has a factor (a regressor's or a zero correction's; else it is its base's)
-        self.factor = self.needs_raw | (p[_LO2] != 0) | (p[_HI2] != 0)
+        self.factor = self.needs_raw | (p[_LO2] != 0) | (p[_HI2] != 0) | self.tapped
 
     @staticmethod
     def _column(m: LayerModel) -> tuple[np.ndarray, Statistical | None] | None:
@@ -83,6 +86,7 @@ class ModelProgram:
             else:
                 st = m.correction_
                 c[[_LO2, _HI2]] = m.clip_min_, m.clip_max_
+            c[_TAPS] = getattr(m, "taps_slope_", 0.0)
         elif type(m) is Statistical:
             base, st = None, m
             c[_STAT] = 1.0
@@ -103,10 +107,11 @@ class ModelProgram:
         return c, st
 
     def times(self, mi: np.ndarray, ops: np.ndarray, byts: np.ndarray, sizes: np.ndarray | None,
-              raw: np.ndarray) -> np.ndarray:
+              raw: np.ndarray, d_taps: np.ndarray | None = None) -> np.ndarray:
         """Times in ms of rows costed by the covered models ``mi``: their operations, bytes moved, unrolled
         dimension sizes (`dimension_sizes` as a (4, rows) array; needed only with a refined roofline among
-        them) and regressor outputs (0 where the model has none)."""
+        them), regressor outputs (0 where the model has none) and the tap shares dilations leave (`kernel_taps`'
+        last row; needed only with a tap slope among them)."""
         P = self.params[:, mi]
         t = np.maximum(ops / P[_OP_S], byts / P[_BW]) * 1e3  # `roofline_ms`
         refined = P[_REFINED] > 0
@@ -130,4 +135,8 @@ class ModelProgram:
         # the clips as maximum then minimum (np.clip's wrapper costs more than both): the same values, at most a
         # zero's sign apart, which exp() does not see
         z = np.minimum(np.maximum(raw, P[_LO1]), P[_HI1])
-        return t * np.exp(np.minimum(np.maximum(z, P[_LO2]), P[_HI2]))
+        z = np.minimum(np.maximum(z, P[_LO2]), P[_HI2])
+        if self.tapped[mi].any():
+            assert d_taps is not None
+            z = z + P[_TAPS] * d_taps
+        return t * np.exp(z)

@@ -35,7 +35,7 @@ import numpy as np
 
 from ..errors import PlatformError
 from .base import LayerFeatures, LayerModel, check_number, register
-from .features import GROUP_FEATURES, FeaturePlan, feature_names, layer_features, normalize_unroll
+from .features import GROUP_FEATURES, TAP_FEATURES, FeaturePlan, feature_names, layer_features, normalize_unroll
 from .refined import DIMENSIONS
 from .trees import TreeEnsemble, read_array
 
@@ -385,9 +385,10 @@ class Statistical(LayerModel):
     before predicting; off by default: the features are correlated, and clipping some but not others feeds
     the regressor combinations it never saw, which hurt more than plain extrapolation in our tests), ``seed``,
     ``params`` (overrides for the regressor), ``target`` (``log_ms``, or ``log_ratio`` for a correction),
-    ``grouped`` (add the per-group channel features, `GROUP_FEATURES`).
+    ``grouped`` (add the per-group channel features, `GROUP_FEATURES`), ``taps`` (add the kernel-tap features,
+    `TAP_FEATURES`).
     Fitted: ``regressor_``, ``unroll_``, ``feature_names_``, ``x_min_`` / ``x_max_`` (training feature range),
-    ``clip_inputs_``, ``grouped_``.
+    ``clip_inputs_``, ``grouped_``, ``taps_``.
     """
 
     kind = "statistical"
@@ -395,7 +396,7 @@ class Statistical(LayerModel):
     def __init__(self, method: str = "gbm", unroll: Mapping[str, Any] | None = None,
                  clip_inputs: bool = False,
                  seed: int = 0, params: Mapping[str, Any] | None = None, target: str = "log_ms",
-                 grouped: bool = False) -> None:
+                 grouped: bool = False, taps: bool = False) -> None:
         self.method = method
         self.unroll = unroll
         self.clip_inputs = clip_inputs
@@ -403,6 +404,7 @@ class Statistical(LayerModel):
         self.params = params
         self.target = target
         self.grouped = grouped
+        self.taps = taps
 
     def fit(self, X: LayerFeatures, y: np.ndarray) -> "Statistical":
         """Fit on measured times ``y`` (ms, > 0)."""
@@ -422,8 +424,9 @@ class Statistical(LayerModel):
             raise ValueError(f"target must be one of {TARGETS}, got {self.target!r}")
         self.unroll_ = normalize_unroll(self.unroll)
         self.grouped_ = bool(self.grouped)
-        F = layer_features(X, self.unroll_, self.grouped_)
-        self.feature_names_ = feature_names(self.unroll_, self.grouped_)
+        self.taps_ = bool(self.taps)
+        F = layer_features(X, self.unroll_, self.grouped_, self.taps_)
+        self.feature_names_ = feature_names(self.unroll_, self.grouped_, self.taps_)
         self.x_min_, self.x_max_ = F.min(axis=0), F.max(axis=0)
         self.clip_inputs_ = bool(self.clip_inputs)
         self.z_range_ = (float(z.min()), float(z.max()))
@@ -432,10 +435,10 @@ class Statistical(LayerModel):
 
     def feature_plan(self) -> FeaturePlan:
         """The plan of this model's feature transform (built on first use)."""
-        key = (tuple(self.unroll_.items()), self.grouped_)
+        key = (tuple(self.unroll_.items()), self.grouped_, self.taps_)
         plan = self.__dict__.get("_plan")
         if plan is None or plan[0] != key:
-            plan = (key, FeaturePlan([(self.unroll_, self.grouped_)]))
+            plan = (key, FeaturePlan([(self.unroll_, self.grouped_, self.taps_)]))
             self._plan = plan
         return plan[1]
 
@@ -488,12 +491,13 @@ class Statistical(LayerModel):
                 raise PlatformError(f"{where}.unroll.{dim}: unknown dimension (known: {', '.join(DIMENSIONS)})")
             check_number(unroll, dim, f"{where}.unroll", minimum=1)
         u = normalize_unroll(unroll)
-        grouped = d.get("features") == feature_names(u, grouped=True)
-        names = feature_names(u, grouped)
+        options = [(g, t) for g in (False, True) for t in (False, True)]
+        grouped, taps = next((o for o in options if d.get("features") == feature_names(u, *o)), (False, False))
+        names = feature_names(u, grouped, taps)
         if d.get("features") != names:
             raise PlatformError(f"{where}.features: do not match this version's feature transform for the "
-                                f"given unroll (expected {names}, optionally with {list(GROUP_FEATURES)} after "
-                                "f_align)")
+                                f"given unroll (expected {names}, optionally with {list(GROUP_FEATURES)} and / or "
+                                f"{list(TAP_FEATURES)} after f_align)")
         clip = d.get("clip_inputs", False)
         if not isinstance(clip, bool):
             raise PlatformError(f"{where}.clip_inputs: expected true or false")
@@ -502,9 +506,9 @@ class Statistical(LayerModel):
         x_max = read_array(d, "x_max", where, length=k)
         if np.any(x_min > x_max):
             raise PlatformError(f"{where}.x_min: entries must be <= x_max")
-        m = cls(method, u, clip, target=target, grouped=grouped)
+        m = cls(method, u, clip, target=target, grouped=grouped, taps=taps)
         m.unroll_, m.feature_names_, m.x_min_, m.x_max_, m.clip_inputs_ = u, names, x_min, x_max, clip
-        m.grouped_ = grouped
+        m.grouped_, m.taps_ = grouped, taps
         m.regressor_ = regressor_from_dict(d.get("regressor"), f"{where}.regressor", k)
         zr = read_array(d, "z_range", where, length=2) if "z_range" in d else np.array([-np.inf, np.inf])
         if zr[0] > zr[1]:

@@ -92,10 +92,12 @@ class ModelTables:
         done = sel if covered.all() else sel[covered]
         if done.size:
             c = slice(None) if done is sel else covered
-            sizes = None
+            sizes = d_taps = None
             if prog.any_refined:
                 sizes = _dimension_sizes(net, at[c])
-            t[done] = prog.times(ms[c], ops[done], byts[done], sizes, raw[c])
+            if prog.tapped[ms[c]].any():
+                d_taps = net.taps[2, at[c]]
+            t[done] = prog.times(ms[c], ops[done], byts[done], sizes, raw[c], d_taps)
         if done is not sel:  # models the program does not know: each predicts its own rows
             rest = (~covered).nonzero()[0]
             for m in np.unique(ms[rest]).tolist():
