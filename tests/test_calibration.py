@@ -87,6 +87,42 @@ def test_cpu_calibration_fits_a_signed_depthwise_scale():
     assert "depthwise" not in cal.coef and cal.coef["layers"] == pytest.approx(0.9, rel=0.03)
 
 
+def test_cpu_calibration_fits_the_token_mixing_layers_their_own_scale():
+    """Attention-era layers (`TOKEN_TYPES`) that run 1.5x slower in networks than their micro-kernels (ONNX
+    Runtime on an Intel Xeon) get their own scale, written as per-type factors on the file's scale, and the
+    calibrated platform predicts what the fit does; networks without such layers leave the term out."""
+    from annette_torch.fit.calibrate import overhead_entry, with_overhead, without_overhead
+    from annette_torch.fit.calibrate_network import fit_cpu_calibration
+    from annette_torch.models.calibration import TOKEN_TYPES
+    from annette_torch.search.spaces import vit
+    rng = np.random.default_rng(4)
+    terms = []
+    for _ in range(24):
+        layers = rng.uniform(0.5, 30)
+        terms.append({"layers": layers, "tokens": layers * rng.uniform(0, 0.6), "depthwise": 0.0,
+                      "executed_layers": float(rng.integers(5, 300)), "constant": 1.0})
+    y = np.array([0.95 * t["layers"] + 0.45 * t["tokens"] - 0.003 * t["executed_layers"] for t in terms])
+    cal = fit_cpu_calibration(terms, y * np.exp(rng.normal(0, 0.01, len(y))))
+    assert cal.coef["tokens"] == pytest.approx(0.45, abs=0.04) and cal.loo_mape < 0.03
+    entry = overhead_entry(cal, "test")
+    assert set(entry["kind_scales"]) == set(TOKEN_TYPES)
+    assert entry["kind_scales"]["MatMul"] == pytest.approx((cal.coef["layers"] + cal.coef["tokens"]) / entry["scale"])
+    cnn = [dict(t, tokens=0.0) for t in terms]
+    assert "tokens" not in fit_cpu_calibration(cnn, [0.95 * t["layers"] for t in cnn]).coef
+
+    # the file applies the term: a calibrated platform's latency is the fit's prediction from the raw terms
+    raw = without_overhead(at.load_platform("ort-cpu"))
+    nets = [vit.build_network(a) for a in vit.sample(12, np.random.default_rng(5))]
+    ts = [at.estimate(n, raw).terms for n in nets]
+    assert all(t["tokens"] > 0 for t in ts)
+    y = np.array([0.9 * t["layers"] + 0.5 * t["tokens"] - 0.001 * t["executed_layers"] for t in ts])
+    plat, _ = with_overhead(raw, ts, y)
+    fit = fit_cpu_calibration(ts, y)
+    assert "tokens" in fit.coef
+    for n, t in zip(nets, ts):
+        assert at.estimate(n, plat).latency_ms == pytest.approx(fit.predict(t), rel=1e-3)  # (layers clip at 0)
+
+
 def test_zcu102_leave_one_out_within_target(ref_dir):
     rep = loo_report("zcu102-dnndk")
     assert len(rep["rows"]) == 10

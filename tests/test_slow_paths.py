@@ -67,8 +67,12 @@ def test_a_platform_prices_slow_work_per_type_and_other_platforms_ignore_it():
     priced = Platform.from_dict(d, "priced")
     base = estimate(net, free)
     assert base.latency_ms == pytest.approx(estimate(plain, free).latency_ms)
-    scale = priced.overhead[0]  # the runtime's end-to-end scale applies to slow work as to the rest
-    want = _slow(net, T.SOFTMAX) * 20e-6 + _slow(net, T.MATMUL) * 2e-6
+    # the runtime's end-to-end scale (and its type's own factor, `overhead.kind_scales`) applies to slow work
+    # as to the rest of the layer's time
+    scale = priced.overhead[0]
+    factor = {t: f for t, k, f in priced.kind_scales if k is None}
+    want = (_slow(net, T.SOFTMAX) * 20e-6 * factor.get(int(T.SOFTMAX), 1.0)
+            + _slow(net, T.MATMUL) * 2e-6 * factor.get(int(T.MATMUL), 1.0))
     assert want > 0
     assert estimate(net, priced).latency_ms - base.latency_ms == pytest.approx(want * scale, rel=1e-9)
     # zcu102 runs int8: it has no slow path, the column changes nothing there

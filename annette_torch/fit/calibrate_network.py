@@ -17,11 +17,13 @@ end-to-end time is modelled as a non-negative combination of terms computed from
   (ONNX Runtime, OpenVINO on a CPU). It may be negative: layer models fitted on *profiled* per-node times
   carry the profiler's own cost per node (~3 us with ONNX Runtime), which an unprofiled inference lacks.
 
-On a measured CPU the ``depthwise`` term may be negative too (`CPU_SIGNED_TERMS`): the depthwise layer models,
+On a measured CPU the ``depthwise`` and ``tokens`` terms may be negative too (`CPU_SIGNED_TERMS`): the depthwise layer models,
 fitted on micro-kernels, are too low for layers inside a network on one CPU (AMD EPYC: 1.2-1.4x slower inside)
 and too high on another (an Intel Xeon with AVX-512), so their scale is fitted apart from the other layers'
 whenever the calibration networks contain some (the MobileNetV2-space ones do) and the separate scale lowers
-the leave-one-out error.
+the leave-one-out error. So is the ``tokens`` time (attention-era layers, `TOKEN_TYPES`): ONNX Runtime on an
+Intel Xeon runs them ~1.5x slower inside a network than as micro-kernels (leave-one-out 5.7% -> 3.4%, the
+15 transformer-era calibration networks 10-16% low without it), OpenVINO about as measured (the term stays out).
 
 Coefficients come from bounded least squares on relative error (non-negative except the ``SIGNED_TERMS``);
 the leave-one-out error is what a network outside the calibration set can expect. Measured CPUs use a
@@ -53,7 +55,7 @@ ZCU102_TERMS = ("layers", "depthwise", "cpu_tail", "constant", "weights")
 CPU_TERMS = ("layers", "depthwise", "executed_layers", "constant")
 #: ... and on a measured CPU also the depthwise time (see the module docstring); ``layers + depthwise``, the
 #: depthwise layers' own scale, must stay above `MIN_DEPTHWISE_SCALE` of ``layers`` or the term is dropped
-CPU_SIGNED_TERMS = ("executed_layers", "depthwise")
+CPU_SIGNED_TERMS = ("executed_layers", "depthwise", "tokens")
 MIN_DEPTHWISE_SCALE = 0.25
 #: scipy ``least_squares`` loss and its scale (relative error) for the CPU calibration: residuals beyond
 #: ~5 % count linearly, not quadratically (soft L1, convex: one optimum), so outliers do not drag the fit
@@ -102,38 +104,52 @@ def leave_one_out(terms: Sequence[dict[str, float]], measured_ms: Sequence[float
     return errs
 
 
+def _has(terms: Sequence[dict[str, float]], key: str) -> bool:
+    return any(t.get(key, 0.0) > 0 for t in terms)
+
+
 def _has_depthwise(terms: Sequence[dict[str, float]]) -> bool:
-    return any(t.get("depthwise", 0.0) > 0 for t in terms)
+    return _has(terms, "depthwise")
 
 
 def _fit_cpu(terms: Sequence[dict[str, float]], y: np.ndarray, names: Sequence[str] = (),
-             depthwise: bool = True) -> Calibration:
-    """`CPU_TERMS` under `CPU_LOSS`; the depthwise term only if asked, where the networks have depthwise time and
-    the depthwise layers' resulting scale stays sane (else their time takes the common scale)."""
+             depthwise: bool = True, tokens: bool = False) -> Calibration:
+    """`CPU_TERMS` under `CPU_LOSS`; the depthwise (and ``tokens``) term only if asked, where the networks have
+    such time and those layers' resulting scale stays sane (else their time takes the common scale)."""
     use = [k for k in CPU_TERMS if k != "depthwise" or (depthwise and _has_depthwise(terms))]
-    cal = fit_calibration(terms, y, use, names, loss=CPU_LOSS, signed=CPU_SIGNED_TERMS)
-    c = cal.coef
-    if "depthwise" in c and c["layers"] + c["depthwise"] < MIN_DEPTHWISE_SCALE * c["layers"]:
-        cal = fit_calibration(terms, y, [k for k in use if k != "depthwise"], names, loss=CPU_LOSS,
-                              signed=CPU_SIGNED_TERMS)
-    return cal
+    if tokens and _has(terms, "tokens"):
+        use.append("tokens")
+    while True:
+        cal = fit_calibration(terms, y, use, names, loss=CPU_LOSS, signed=CPU_SIGNED_TERMS)
+        c = cal.coef
+        odd = [k for k in ("depthwise", "tokens") if k in c and c["layers"] + c[k] < MIN_DEPTHWISE_SCALE * c["layers"]]
+        if not odd:
+            return cal
+        use.remove(odd[0])
 
 
 def fit_cpu_calibration(terms: Sequence[dict[str, float]], measured_ms: Sequence[float],
                         names: Sequence[str] = ()) -> Calibration:
     """A measured CPU's calibration: `CPU_TERMS` under `CPU_LOSS`, with its leave-one-out MAPE set.
 
-    The depthwise term stays only when it lowers the leave-one-out error: its scale is fitted mostly on the
-    calibration set's few depthwise-heavy networks, and on one runtime (ONNX Runtime on an Intel Xeon) it
-    fitted those better and every other network worse (validation MAPE 5.3% without it, 6.7% with it).
+    The depthwise and tokens terms stay only when they lower the leave-one-out error: the depthwise scale is
+    fitted mostly on the calibration set's few depthwise-heavy networks, and on one runtime (ONNX Runtime on an
+    Intel Xeon) it fitted those better and every other network worse (validation MAPE 5.3% without it, 6.7%
+    with it).
     """
     y = np.asarray(measured_ms, dtype=np.float64)
-    options = (False, True) if _has_depthwise(terms) else (False,)
-    loo = {dw: float(np.mean(np.abs(leave_one_out(terms, y, fit=lambda t, m, dw=dw: _fit_cpu(t, m, depthwise=dw)))))
-           for dw in options}
-    dw = min(options, key=loo.__getitem__)  # a tie keeps the simpler term set, listed first
-    cal = _fit_cpu(terms, y, names, depthwise=dw)
-    cal.loo_mape = loo[dw]
+    # the tokens term on top of `CPU_TERMS` only with two networks per term (as `adapt` asks of its terms)
+    tokens = _has(terms, "tokens") and len(y) >= 2 * (len(CPU_TERMS) + 1)
+    options = [(dw, tok) for tok in ((False, True) if tokens else (False,))
+               for dw in ((False, True) if _has_depthwise(terms) else (False,))]
+    def loo_of(o: tuple[bool, bool]) -> float:
+        fit = lambda t, m: _fit_cpu(t, m, depthwise=o[0], tokens=o[1])  # noqa: E731
+        return float(np.mean(np.abs(leave_one_out(terms, y, fit=fit))))
+
+    loo = {o: loo_of(o) for o in options}
+    best = min(options, key=loo.__getitem__)  # a tie keeps the simpler term set, listed first
+    cal = _fit_cpu(terms, y, names, depthwise=best[0], tokens=best[1])
+    cal.loo_mape = loo[best]
     return cal
 
 

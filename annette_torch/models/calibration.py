@@ -6,7 +6,10 @@ The terms: ``layers`` (the layer models' total), ``depthwise`` (its depthwise-co
 ``cpu_tail`` (millions of elements processed after the last conv / FC layer, i.e. host post-processing),
 ``constant`` (per inference), ``executed_layers`` (per executed node, for runtimes with a per-node cost) and
 ``weights`` (millions of weights the network loads per inference: on an accelerator that fetches every
-layer's weights from DRAM, the part of that traffic a layer roofline's max(compute, memory) hides).
+layer's weights from DRAM, the part of that traffic a layer roofline's max(compute, memory) hides) and
+``tokens`` (the part of ``layers`` spent in the token-mixing layers of attention-era blocks, `TOKEN_TYPES`:
+fitted on micro-kernels, they run at another speed inside a network, ONNX Runtime on an Intel Xeon ~1.5x
+slower, and a common scale fitted mostly on CNNs cannot follow them).
 """
 
 from __future__ import annotations
@@ -19,11 +22,15 @@ import numpy as np
 from ..errors import PlatformError
 from .base import check_number
 
-__all__ = ["TERMS", "SIGNED_TERMS", "Calibration"]
+__all__ = ["TERMS", "SIGNED_TERMS", "TOKEN_TYPES", "Calibration"]
 
-TERMS = ("layers", "depthwise", "cpu_tail", "constant", "executed_layers", "weights")
-#: terms whose coefficient may be negative (a per-node cost the profiled layer times over-count)
-SIGNED_TERMS = ("executed_layers",)
+TERMS = ("layers", "depthwise", "cpu_tail", "constant", "executed_layers", "weights", "tokens")
+#: terms whose coefficient may be negative (a per-node cost the profiled layer times over-count; a type group
+#: running faster inside a network than as micro-kernels)
+SIGNED_TERMS = ("executed_layers", "tokens")
+#: the layer types of the ``tokens`` term: products of two activations, softmax, layer norm, GELU and the
+#: transposes between heads and windows
+TOKEN_TYPES = ("MatMul", "Softmax", "LayerNorm", "GELU", "Transpose")
 
 
 @dataclass
