@@ -17,13 +17,14 @@ end-to-end time is modelled as a non-negative combination of terms computed from
   (ONNX Runtime, OpenVINO on a CPU). It may be negative: layer models fitted on *profiled* per-node times
   carry the profiler's own cost per node (~3 us with ONNX Runtime), which an unprofiled inference lacks.
 
-On a measured CPU the ``depthwise`` and ``tokens`` terms may be negative too (`CPU_SIGNED_TERMS`): the depthwise layer models,
-fitted on micro-kernels, are too low for layers inside a network on one CPU (AMD EPYC: 1.2-1.4x slower inside)
-and too high on another (an Intel Xeon with AVX-512), so their scale is fitted apart from the other layers'
-whenever the calibration networks contain some (the MobileNetV2-space ones do) and the separate scale lowers
-the leave-one-out error. So is the ``tokens`` time (attention-era layers, `TOKEN_TYPES`): ONNX Runtime on an
-Intel Xeon runs them ~1.5x slower inside a network than as micro-kernels (leave-one-out 5.7% -> 3.4%, the
-15 transformer-era calibration networks 10-16% low without it), OpenVINO about as measured (the term stays out).
+On a measured CPU the ``depthwise`` and ``tokens`` terms may be negative too (`CPU_SIGNED_TERMS`): the
+depthwise layer models, fitted on micro-kernels, are too low for layers inside a network on one CPU (AMD EPYC:
+1.2-1.4x slower inside) and too high on another (an Intel Xeon with AVX-512), so their scale is fitted apart
+from the other layers' whenever the calibration networks contain some (the MobileNetV2-space ones do) and the
+separate scale lowers the leave-one-out error. So is the ``tokens`` time (attention-era layers,
+`TOKEN_TYPES`): ONNX Runtime on an Intel Xeon runs them ~1.5x slower inside a network than as micro-kernels
+(leave-one-out 5.7% -> 3.4%; the 15 transformer-era calibration networks came out 10-16% low without it);
+OpenVINO runs them about as measured (the term stays out).
 
 Coefficients come from bounded least squares on relative error (non-negative except the ``SIGNED_TERMS``);
 the leave-one-out error is what a network outside the calibration set can expect. Measured CPUs use a
@@ -53,8 +54,9 @@ log = logging.getLogger(__name__)
 #: the terms used for the ZCU102 (board figures) and for CPU runtimes measured here
 ZCU102_TERMS = ("layers", "depthwise", "cpu_tail", "constant", "weights")
 CPU_TERMS = ("layers", "depthwise", "executed_layers", "constant")
-#: ... and on a measured CPU also the depthwise time (see the module docstring); ``layers + depthwise``, the
-#: depthwise layers' own scale, must stay above `MIN_DEPTHWISE_SCALE` of ``layers`` or the term is dropped
+#: ... and on a measured CPU also the depthwise and tokens time (see the module docstring); ``layers + depthwise``
+#: (``+ tokens``), those layers' own scale, must stay above `MIN_DEPTHWISE_SCALE` of ``layers`` or the term is
+#: dropped
 CPU_SIGNED_TERMS = ("executed_layers", "depthwise", "tokens")
 MIN_DEPTHWISE_SCALE = 0.25
 #: scipy ``least_squares`` loss and its scale (relative error) for the CPU calibration: residuals beyond
@@ -121,7 +123,7 @@ def _fit_cpu(terms: Sequence[dict[str, float]], y: np.ndarray, names: Sequence[s
         use.append("tokens")
     while True:
         cal = fit_calibration(terms, y, use, names, loss=CPU_LOSS, signed=CPU_SIGNED_TERMS)
-        c = cal.coef
+        c = cal.coef  # a term whose layers would run below `MIN_DEPTHWISE_SCALE` of the common scale is dropped
         odd = [k for k in ("depthwise", "tokens") if k in c and c["layers"] + c[k] < MIN_DEPTHWISE_SCALE * c["layers"]]
         if not odd:
             return cal
@@ -142,6 +144,7 @@ def fit_cpu_calibration(terms: Sequence[dict[str, float]], measured_ms: Sequence
     tokens = _has(terms, "tokens") and len(y) >= 2 * (len(CPU_TERMS) + 1)
     options = [(dw, tok) for tok in ((False, True) if tokens else (False,))
                for dw in ((False, True) if _has_depthwise(terms) else (False,))]
+
     def loo_of(o: tuple[bool, bool]) -> float:
         fit = lambda t, m: _fit_cpu(t, m, depthwise=o[0], tokens=o[1])  # noqa: E731
         return float(np.mean(np.abs(leave_one_out(terms, y, fit=fit))))

@@ -58,7 +58,8 @@ class LayerFeatures:
 
     NAMES: ClassVar[tuple[str, ...]] = ("n", "c_in", "h_in", "w_in", "c_out", "h_out", "w_out", "kh", "kw",
                                         "sh", "sw", "groups", "ops", "in_elems", "out_elems", "weights")
-    #: columns besides `NAMES` that only some feature transforms read (`models.features.TAP_FEATURES`)
+    #: columns besides `NAMES`: the first two are the features `models.features.TAP_FEATURES`, the last the
+    #: dilated share a convolution's `Mixed` model prices (`taps_slope`)
     TAPS: ClassVar[tuple[str, ...]] = ("h_taps", "w_taps", "d_taps")
 
     @classmethod
@@ -81,8 +82,9 @@ class LayerFeatures:
 
     @classmethod
     def stacked_of(cls, net: Network, rows: np.ndarray) -> "LayerFeatures":
-        """`from_network` of ``rows`` held as one (16, rows) float64 array (`stacked`), the integer columns taken
-        in one call from the network's matrix where it has one: the tree ensembles read it whole."""
+        """`from_network` of ``rows`` held as one (16, rows) float64 array (`stacked`) above the (3, rows) `TAPS`,
+        the integer columns taken in one call from the network's matrix where it has one: the tree ensembles read
+        it whole."""
         s = np.empty((len(cls.NAMES) + len(cls.TAPS), len(rows)))
         if net.matrix is not None:
             s[:12] = net.matrix[_MATRIX_ROWS, rows]
@@ -136,17 +138,10 @@ class _RowFeatures(LayerFeatures):
         object.__setattr__(self, "_net", net)
         object.__setattr__(self, "_rows", rows)
 
-    @property  # type: ignore[override]
-    def h_taps(self) -> np.ndarray:
-        return self.__dict__["_net"].taps[0][self.__dict__["_rows"]]
+    def tap_columns(self) -> np.ndarray:
+        return self.__dict__["_net"].taps[:, self.__dict__["_rows"]]
 
-    @property  # type: ignore[override]
-    def w_taps(self) -> np.ndarray:
-        return self.__dict__["_net"].taps[1][self.__dict__["_rows"]]
-
-    @property  # type: ignore[override]
-    def d_taps(self) -> np.ndarray:
-        return self.__dict__["_net"].taps[2][self.__dict__["_rows"]]
+    h_taps, w_taps, d_taps = (property(lambda self, i=i: self.tap_columns()[i]) for i in range(3))  # type: ignore
 
     def __getattr__(self, name: str) -> np.ndarray:
         if name not in LayerFeatures.NAMES:
@@ -177,17 +172,7 @@ class _Stacked(LayerFeatures):
     def __len__(self) -> int:
         return self.__dict__["_s"].shape[1]
 
-    @property  # type: ignore[override]
-    def h_taps(self) -> np.ndarray:
-        return self.__dict__["_s"][len(LayerFeatures.NAMES)]
-
-    @property  # type: ignore[override]
-    def w_taps(self) -> np.ndarray:
-        return self.__dict__["_s"][len(LayerFeatures.NAMES) + 1]
-
-    @property  # type: ignore[override]
-    def d_taps(self) -> np.ndarray:
-        return self.__dict__["_s"][len(LayerFeatures.NAMES) + 2]
+    h_taps, w_taps, d_taps = (property(lambda self, i=i: self.tap_columns()[i]) for i in range(3))  # type: ignore
 
     def stacked(self) -> np.ndarray:
         return self.__dict__["_s"][: len(LayerFeatures.NAMES)]

@@ -10,10 +10,10 @@ are costed by one sequence of calls over per-row parameters:
 ``base`` is the row's roofline (plain or refined; 1.0 for a standalone statistical model), ``raw`` its
 regressor's output (0 where there is none), ``lo1 .. hi1`` the statistical model's target range widened by
 `Z_MARGIN` and ``lo2 .. hi2`` a mixed model's correction range (a standalone model's: +-700; a model without
-a correction: 0 .. 0, a zero correction: its constant) and ``taps_slope`` a mixed model's power of the tap share
-a dilation leaves (``d_taps``, `annette_torch.ir.kernel_taps`; 0 without). Each operation is the one the model's own ``predict``
-applies, element by element (an unrolled dimension the model lacks multiplies its efficiency by exactly 1.0),
-so the times are the same bit for bit.
+a correction: 0 .. 0, a zero correction: its constant) and ``taps_slope`` a mixed model's power of the tap
+share a dilation leaves (``d_taps``, `annette_torch.ir.kernel_taps`; 0 without). Each operation is the one
+the model's own ``predict`` applies, element by element (an unrolled dimension the model lacks multiplies its
+efficiency by exactly 1.0), so the times are the same bit for bit.
 """
 
 from __future__ import annotations
