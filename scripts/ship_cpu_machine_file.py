@@ -36,10 +36,11 @@ def keep_unmeasured(quick: dict[str, Any], previous: dict[str, Any], day: str) -
     for m in out["layers"].values():
         if not m.get("origin"):
             m["origin"] = f"measured on this machine on {day} (annette calibrate --quick)"
+    note = "kept from the previous file for this machine (the quick plan does not measure this type alone)"
     for t in kept:
         m = dict(previous["layers"][t])
-        m["origin"] = "; ".join(x for x in (m.get("origin", ""), "kept from the previous file for this machine "
-                                            "(the quick plan does not measure this type alone)") if x)
+        parts = [x for x in m.get("origin", "").split("; ") if x] + [note]
+        m["origin"] = "; ".join(dict.fromkeys(parts))  # each part once, however often the type was kept
         out["layers"][t] = m
     return out, kept
 

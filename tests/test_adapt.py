@@ -231,16 +231,19 @@ def test_families_come_from_the_layer_types():
     assert family(at.trace(zoo.get("vit_ti16"), (1, 3, 224, 224))) == "attention"
 
 
-def test_adapt_scales_the_token_layers_own_scale_with_the_rest():
-    """A file whose calibration gave the token-mixing layers their own scale (`overhead.kind_scales` of every
-    `TOKEN_TYPES` type alike) hands adapt that term as part of its prior; other kind scales do not."""
+def test_adapt_scales_a_type_groups_own_scale_with_the_rest():
+    """A file whose calibration gave a group of attention-era layers their own scale (`overhead.kind_scales` of
+    every type of one of `TYPE_GROUPS` alike) hands adapt that term as part of its prior; other kind scales
+    do not."""
     from annette_torch.fit.adapt import _prior
-    from annette_torch.models.calibration import TOKEN_TYPES
+    from annette_torch.models.calibration import TYPE_GROUPS
     from annette_torch.platform import Platform
     d = at.load_platform("ort-cpu").to_dict()
-    d["overhead"] = {"scale": 1.2, "per_layer_ms": -0.003, "per_network_ms": 0.0,
-                     "kind_scales": {label: 1.5 for label in TOKEN_TYPES}}
-    prior = _prior(Platform.from_dict(d, "t"), cpu=True)
-    assert prior["tokens"] == pytest.approx(1.2 * 0.5) and prior["layers"] == 1.2
+    for group, types in TYPE_GROUPS.items():
+        d["overhead"] = {"scale": 1.2, "per_layer_ms": -0.003, "per_network_ms": 0.0,
+                         "kind_scales": {label: 0.5 for label in types}}
+        prior = _prior(Platform.from_dict(d, "t"), cpu=True)
+        assert prior[group] == pytest.approx(1.2 * -0.5) and prior["layers"] == 1.2
+        assert not set(TYPE_GROUPS) - {group} & set(prior)
     d["overhead"]["kind_scales"] = {"AvgPool": 1.5}
-    assert "tokens" not in _prior(Platform.from_dict(d, "t"), cpu=True)
+    assert not set(TYPE_GROUPS) & set(_prior(Platform.from_dict(d, "t"), cpu=True))

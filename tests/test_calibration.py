@@ -109,6 +109,13 @@ def test_cpu_calibration_fits_the_token_mixing_layers_their_own_scale():
     assert entry["kind_scales"]["MatMul"] == pytest.approx((cal.coef["layers"] + cal.coef["tokens"]) / entry["scale"])
     cnn = [dict(t, tokens=0.0) for t in terms]
     assert "tokens" not in fit_cpu_calibration(cnn, [0.95 * t["layers"] for t in cnn]).coef
+    # the attention core alone faster inside a network (OpenVINO's fused attention): that group's term instead
+    for t in terms:
+        t["attention"] = t["tokens"] * rng.uniform(0.3, 0.7)
+    y = np.array([0.95 * t["layers"] - 0.5 * t["attention"] - 0.003 * t["executed_layers"] for t in terms])
+    cal = fit_cpu_calibration(terms, y * np.exp(rng.normal(0, 0.01, len(y))))
+    assert "tokens" not in cal.coef and cal.coef["attention"] == pytest.approx(-0.5, abs=0.05)
+    assert set(overhead_entry(cal, "test")["kind_scales"]) == {"MatMul", "Softmax"}
 
     # the file applies the term: a calibrated platform's latency is the fit's prediction from the raw terms
     raw = without_overhead(at.load_platform("ort-cpu"))

@@ -71,3 +71,5 @@ def test_a_quick_calibration_shipped_keeps_the_models_of_the_types_its_plan_does
     assert out["layers"]["MatMul"]["origin"] == "measured on this machine on 2026-12-05 (annette calibrate --quick)"
     assert out["mapping"] == quick["mapping"] and "Tanh" not in quick["layers"]  # (the input is not modified)
     assert set(Platform.from_dict(out, "x.json").layers) == set(previous["layers"])
+    again, _ = mod.keep_unmeasured(quick, out, "2026-12-06")  # shipped once more: the origin says it once
+    assert again["layers"]["Tanh"]["origin"] == out["layers"]["Tanh"]["origin"]

@@ -295,22 +295,22 @@ def _prior(base: Any, cpu: bool) -> dict[str, float]:
     prior = {"layers": scale, "executed_layers": per_layer, "constant": per_network}
     if dw_scale != scale:
         prior["depthwise"] = dw_scale - scale
-    token = _token_factor(base)
-    if token is not None:  # the token-mixing layers' own scale (`calibrate.overhead_entry`)
-        prior["tokens"] = scale * (token - 1.0)
+    group = _group_factor(base)
+    if group is not None:  # a type group's own scale (`calibrate.overhead_entry`)
+        prior[group[0]] = scale * (group[1] - 1.0)
     return prior
 
 
-def _token_factor(base: Any) -> float | None:
-    """The one factor the base file's ``kind_scales`` give every token-mixing type (`TOKEN_TYPES`, as ``annette
-    calibrate`` writes its ``tokens`` term), else None."""
-    from ..models.calibration import TOKEN_TYPES
+def _group_factor(base: Any) -> tuple[str, float] | None:
+    """(term, factor) when the base file's ``kind_scales`` give exactly the types of one of `TYPE_GROUPS` one
+    factor, as ``annette calibrate`` writes such a term; else None."""
+    from ..models.calibration import TYPE_GROUPS
 
     factors = {t: f for t, k, f in base.kind_scales if k is None}
-    got = {factors.get(int(LayerType.from_label(label))) for label in TOKEN_TYPES}
-    if len(got) != 1 or None in got or len(factors) != len(TOKEN_TYPES):
-        return None
-    return float(next(iter(got)))
+    for group, types in TYPE_GROUPS.items():
+        if set(factors) == {int(LayerType.from_label(label)) for label in types} and len(set(factors.values())) == 1:
+            return group, float(next(iter(factors.values())))
+    return None
 
 
 def _fit_scaled(terms: list[dict[str, float]], y: np.ndarray, prior: dict[str, float], names: Sequence[str],

@@ -19,7 +19,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ..errors import AnnetteError, check_writable
-from ..models.calibration import TOKEN_TYPES
+from ..models.calibration import TYPE_GROUPS
 from ..platform import Platform
 from ..validate.networks import VALIDATION_SEED
 
@@ -293,8 +293,9 @@ def overhead_entry(cal: Any, origin: str) -> dict[str, Any]:
     out = {"scale": scale, "per_layer_ms": c.get("executed_layers", 0.0), "per_network_ms": c.get("constant", 0.0)}
     if c.get("depthwise", 0.0):  # the depthwise term adds to the scale of the depthwise layers' time
         out["depthwise_scale"] = scale + c["depthwise"]
-    if c.get("tokens", 0.0):  # and the tokens term to that of the token-mixing layers: a factor per type
-        out["kind_scales"] = {label: (scale + c["tokens"]) / scale for label in TOKEN_TYPES}
+    for group, types in TYPE_GROUPS.items():  # a type group's term to that of its layers: a factor per type
+        if c.get(group, 0.0):
+            out["kind_scales"] = {label: (scale + c[group]) / scale for label in types}
     return {**out, "origin": origin, "fitted_on": list(cal.fitted_on)}
 
 

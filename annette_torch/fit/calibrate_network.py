@@ -21,10 +21,12 @@ On a measured CPU the ``depthwise`` and ``tokens`` terms may be negative too (`C
 depthwise layer models, fitted on micro-kernels, are too low for layers inside a network on one CPU (AMD EPYC:
 1.2-1.4x slower inside) and too high on another (an Intel Xeon with AVX-512), so their scale is fitted apart
 from the other layers' whenever the calibration networks contain some (the MobileNetV2-space ones do) and the
-separate scale lowers the leave-one-out error. So is the ``tokens`` time (attention-era layers,
-`TOKEN_TYPES`): ONNX Runtime on an Intel Xeon runs them ~1.5x slower inside a network than as micro-kernels
-(leave-one-out 5.7% -> 3.4%; the 15 transformer-era calibration networks came out 10-16% low without it);
-OpenVINO runs them about as measured (the term stays out).
+separate scale lowers the leave-one-out error. So is the time of one group of attention-era layers
+(`TYPE_GROUPS`, the one that lowers the leave-one-out error most, or none): ONNX Runtime on an Intel Xeon runs
+the token-mixing layers (``tokens``) ~1.5x slower inside a network than as micro-kernels (leave-one-out 5.7% ->
+3.4%; the 15 transformer-era calibration networks came out 10-16% low without it); OpenVINO runs the
+attention core (``attention``: scores, softmax, context; it fuses them) ~0.45x its micro-kernels' time
+(5.4% -> 5.3%).
 
 Coefficients come from bounded least squares on relative error (non-negative except the ``SIGNED_TERMS``);
 the leave-one-out error is what a network outside the calibration set can expect. Measured CPUs use a
@@ -43,7 +45,7 @@ import numpy as np
 
 from ..errors import AnnetteError
 from ..ir import LayerType, Network
-from ..models.calibration import SIGNED_TERMS, TERMS, Calibration
+from ..models.calibration import SIGNED_TERMS, TERMS, TYPE_GROUPS, Calibration
 from ..types import PlatformLike
 
 __all__ = ["TERMS", "ZCU102_TERMS", "CPU_TERMS", "SIGNED_TERMS", "CPU_SIGNED_TERMS", "CPU_LOSS", "Calibration", "fit_calibration", "leave_one_out", "fit_cpu_calibration", "loo_report",
@@ -57,7 +59,7 @@ CPU_TERMS = ("layers", "depthwise", "executed_layers", "constant")
 #: ... and on a measured CPU also the depthwise and tokens time (see the module docstring); ``layers + depthwise``
 #: (``+ tokens``), those layers' own scale, must stay above `MIN_DEPTHWISE_SCALE` of ``layers`` or the term is
 #: dropped
-CPU_SIGNED_TERMS = ("executed_layers", "depthwise", "tokens")
+CPU_SIGNED_TERMS = ("executed_layers", "depthwise", *TYPE_GROUPS)
 MIN_DEPTHWISE_SCALE = 0.25
 #: scipy ``least_squares`` loss and its scale (relative error) for the CPU calibration: residuals beyond
 #: ~5 % count linearly, not quadratically (soft L1, convex: one optimum), so outliers do not drag the fit
@@ -115,16 +117,18 @@ def _has_depthwise(terms: Sequence[dict[str, float]]) -> bool:
 
 
 def _fit_cpu(terms: Sequence[dict[str, float]], y: np.ndarray, names: Sequence[str] = (),
-             depthwise: bool = True, tokens: bool = False) -> Calibration:
-    """`CPU_TERMS` under `CPU_LOSS`; the depthwise (and ``tokens``) term only if asked, where the networks have
-    such time and those layers' resulting scale stays sane (else their time takes the common scale)."""
+             depthwise: bool = True, group: str | None = None) -> Calibration:
+    """`CPU_TERMS` under `CPU_LOSS`; the depthwise term (and the ``group`` term, one of `TYPE_GROUPS`) only if
+    asked, where the networks have such time and those layers' resulting scale stays sane (else their time
+    takes the common scale)."""
     use = [k for k in CPU_TERMS if k != "depthwise" or (depthwise and _has_depthwise(terms))]
-    if tokens and _has(terms, "tokens"):
-        use.append("tokens")
+    if group is not None and _has(terms, group):
+        use.append(group)
     while True:
         cal = fit_calibration(terms, y, use, names, loss=CPU_LOSS, signed=CPU_SIGNED_TERMS)
         c = cal.coef  # a term whose layers would run below `MIN_DEPTHWISE_SCALE` of the common scale is dropped
-        odd = [k for k in ("depthwise", "tokens") if k in c and c["layers"] + c[k] < MIN_DEPTHWISE_SCALE * c["layers"]]
+        odd = [k for k in ("depthwise", *TYPE_GROUPS)
+               if k in c and c["layers"] + c[k] < MIN_DEPTHWISE_SCALE * c["layers"]]
         if not odd:
             return cal
         use.remove(odd[0])
@@ -134,24 +138,23 @@ def fit_cpu_calibration(terms: Sequence[dict[str, float]], measured_ms: Sequence
                         names: Sequence[str] = ()) -> Calibration:
     """A measured CPU's calibration: `CPU_TERMS` under `CPU_LOSS`, with its leave-one-out MAPE set.
 
-    The depthwise and tokens terms stay only when they lower the leave-one-out error: the depthwise scale is
+    The depthwise and type-group terms stay only when they lower the leave-one-out error: the depthwise scale is
     fitted mostly on the calibration set's few depthwise-heavy networks, and on one runtime (ONNX Runtime on an
     Intel Xeon) it fitted those better and every other network worse (validation MAPE 5.3% without it, 6.7%
     with it).
     """
     y = np.asarray(measured_ms, dtype=np.float64)
-    # the tokens term on top of `CPU_TERMS` only with two networks per term (as `adapt` asks of its terms)
-    tokens = _has(terms, "tokens") and len(y) >= 2 * (len(CPU_TERMS) + 1)
-    options = [(dw, tok) for tok in ((False, True) if tokens else (False,))
-               for dw in ((False, True) if _has_depthwise(terms) else (False,))]
+    # a type-group term on top of `CPU_TERMS` only with two networks per term (as `adapt` asks of its terms)
+    groups = [g for g in TYPE_GROUPS if _has(terms, g)] if len(y) >= 2 * (len(CPU_TERMS) + 1) else []
+    options = [(dw, g) for g in [None, *groups] for dw in ((False, True) if _has_depthwise(terms) else (False,))]
 
-    def loo_of(o: tuple[bool, bool]) -> float:
-        fit = lambda t, m: _fit_cpu(t, m, depthwise=o[0], tokens=o[1])  # noqa: E731
+    def loo_of(o: tuple[bool, str | None]) -> float:
+        fit = lambda t, m: _fit_cpu(t, m, depthwise=o[0], group=o[1])  # noqa: E731
         return float(np.mean(np.abs(leave_one_out(terms, y, fit=fit))))
 
     loo = {o: loo_of(o) for o in options}
     best = min(options, key=loo.__getitem__)  # a tie keeps the simpler term set, listed first
-    cal = _fit_cpu(terms, y, names, depthwise=best[0], tokens=best[1])
+    cal = _fit_cpu(terms, y, names, depthwise=best[0], group=best[1])
     cal.loo_mape = loo[best]
     return cal
 

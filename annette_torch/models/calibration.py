@@ -7,9 +7,10 @@ The terms: ``layers`` (the layer models' total), ``depthwise`` (its depthwise-co
 ``constant`` (per inference), ``executed_layers`` (per executed node, for runtimes with a per-node cost) and
 ``weights`` (millions of weights the network loads per inference: on an accelerator that fetches every
 layer's weights from DRAM, the part of that traffic a layer roofline's max(compute, memory) hides) and
-``tokens`` (the part of ``layers`` spent in the token-mixing layers of attention-era blocks, `TOKEN_TYPES`:
-fitted on micro-kernels, they run at another speed inside a network, ONNX Runtime on an Intel Xeon ~1.5x
-slower, and a common scale fitted mostly on CNNs cannot follow them).
+``tokens`` / ``attention`` (the part of ``layers`` spent in the token-mixing layers of attention-era blocks,
+`TOKEN_TYPES`, or in their attention core, `ATTENTION_TYPES`: fitted on micro-kernels, they run at another
+speed inside a network, ONNX Runtime on an Intel Xeon ~1.5x slower, OpenVINO's fused attention faster, and a
+common scale fitted mostly on CNNs cannot follow them).
 """
 
 from __future__ import annotations
@@ -22,15 +23,19 @@ import numpy as np
 from ..errors import PlatformError
 from .base import check_number
 
-__all__ = ["TERMS", "SIGNED_TERMS", "TOKEN_TYPES", "Calibration"]
+__all__ = ["TERMS", "SIGNED_TERMS", "TOKEN_TYPES", "ATTENTION_TYPES", "TYPE_GROUPS", "Calibration"]
 
-TERMS = ("layers", "depthwise", "cpu_tail", "constant", "executed_layers", "weights", "tokens")
+TERMS = ("layers", "depthwise", "cpu_tail", "constant", "executed_layers", "weights", "tokens", "attention")
 #: terms whose coefficient may be negative (a per-node cost the profiled layer times over-count; a type group
 #: running faster inside a network than as micro-kernels)
-SIGNED_TERMS = ("executed_layers", "tokens")
+SIGNED_TERMS = ("executed_layers", "tokens", "attention")
 #: the layer types of the ``tokens`` term: products of two activations, softmax, layer norm, GELU and the
 #: transposes between heads and windows
 TOKEN_TYPES = ("MatMul", "Softmax", "LayerNorm", "GELU", "Transpose")
+#: ... and of the ``attention`` term: the attention core (scores, softmax, context), which runtimes fuse
+ATTENTION_TYPES = ("MatMul", "Softmax")
+#: the terms that are the time of a group of layer types, and their types
+TYPE_GROUPS = {"tokens": TOKEN_TYPES, "attention": ATTENTION_TYPES}
 
 
 @dataclass

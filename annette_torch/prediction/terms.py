@@ -5,8 +5,8 @@ platform with an end-to-end calibration (`annette_torch.models.calibration`) its
 below, computed over the accelerator's part of the times, plus the host-run layers and switches as they are
 (no end-to-end model scales them); elsewhere the layer sum.
 
-The terms (see `annette_torch.models.calibration.TERMS`): ``layers``, ``depthwise`` and ``tokens``
-(accelerator ms),
+The terms (see `annette_torch.models.calibration.TERMS`): ``layers``, ``depthwise``, ``tokens`` and
+``attention`` (accelerator ms),
 ``executed_layers`` (count), ``weights`` (millions loaded per inference
 by layers other than fully connected ones), ``cpu_tail`` (millions of elements
 processed after the last conv / FC layer: host post-processing) and ``constant``. The last two are
@@ -20,7 +20,7 @@ import numpy as np
 from typing import Collection
 
 from ..ir import LayerType, Network
-from ..models.calibration import TERMS, TOKEN_TYPES
+from ..models.calibration import TERMS, TYPE_GROUPS
 from ..platform import Platform
 from .state import RUNS_MS, Run
 
@@ -35,9 +35,9 @@ _HEAVY = np.zeros(max(LayerType) + 1, dtype=bool)
 _HEAVY[[LayerType.CONV, LayerType.DEPTHWISE_CONV, LayerType.GROUP_CONV, LayerType.CONV_POOL, LayerType.FULLY_CONNECTED,
         LayerType.CONV_TRANSPOSE]] = True
 _INPUT, _DEPTHWISE = int(LayerType.INPUT), int(LayerType.DEPTHWISE_CONV)
-#: per layer type: whether its time counts in the ``tokens`` term
-_TOKEN = np.zeros(max(LayerType) + 1, dtype=bool)
-_TOKEN[[int(LayerType.from_label(label)) for label in TOKEN_TYPES]] = True
+#: per term of a group of layer types (`TYPE_GROUPS`), per layer type: whether its time counts in the term
+_GROUP = {term: np.isin(np.arange(max(LayerType) + 1), [int(LayerType.from_label(t)) for t in types])
+          for term, types in TYPE_GROUPS.items()}
 #: per layer type: its weights count in the ``weights`` term. A fully connected layer's model already charges
 #: its weights as memory traffic (it is memory-bound); counting them again overestimated FC-heavy networks
 _FETCHED = np.ones(max(LayerType) + 1, dtype=bool)
@@ -96,9 +96,9 @@ def network_terms(r: Run, per_inference: bool = True, names: Collection[str] | N
     if "depthwise" in want:
         dw = types == _DEPTHWISE
         terms["depthwise"] = _sum(acc[dw], None if seg is None else seg[dw], n)
-    if "tokens" in want:
-        tok = _TOKEN[types]
-        terms["tokens"] = _sum(acc[tok], None if seg is None else seg[tok], n)
+    for term in (t for t in _GROUP if t in want):  # (a fixed order: sums over the terms stay deterministic)
+        sel = _GROUP[term][types]
+        terms[term] = _sum(acc[sel], None if seg is None else seg[sel], n)
     if "executed_layers" in want:
         terms["executed_layers"] = _sum(((types != _INPUT) & (acc >= RUNS_MS)).astype(np.float64), seg, n)
     if "weights" in want:
