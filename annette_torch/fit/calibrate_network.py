@@ -17,7 +17,7 @@ end-to-end time is modelled as a non-negative combination of terms computed from
   (ONNX Runtime, OpenVINO on a CPU). It may be negative: layer models fitted on *profiled* per-node times
   carry the profiler's own cost per node (~3 us with ONNX Runtime), which an unprofiled inference lacks.
 
-On a measured CPU the ``depthwise`` and ``tokens`` terms may be negative too (`CPU_SIGNED_TERMS`): the
+On a measured CPU the ``depthwise`` and type-group terms may be negative too (`CPU_SIGNED_TERMS`): the
 depthwise layer models, fitted on micro-kernels, are too low for layers inside a network on one CPU (AMD EPYC:
 1.2-1.4x slower inside) and too high on another (an Intel Xeon with AVX-512), so their scale is fitted apart
 from the other layers' whenever the calibration networks contain some (the MobileNetV2-space ones do) and the
@@ -56,8 +56,8 @@ log = logging.getLogger(__name__)
 #: the terms used for the ZCU102 (board figures) and for CPU runtimes measured here
 ZCU102_TERMS = ("layers", "depthwise", "cpu_tail", "constant", "weights")
 CPU_TERMS = ("layers", "depthwise", "executed_layers", "constant")
-#: ... and on a measured CPU also the depthwise and tokens time (see the module docstring); ``layers + depthwise``
-#: (``+ tokens``), those layers' own scale, must stay above `MIN_DEPTHWISE_SCALE` of ``layers`` or the term is
+#: ... and on a measured CPU also the depthwise and type-group time (see the module docstring); ``layers`` plus
+#: such a term, those layers' own scale, must stay above `MIN_DEPTHWISE_SCALE` of ``layers`` or the term is
 #: dropped
 CPU_SIGNED_TERMS = ("executed_layers", "depthwise", *TYPE_GROUPS)
 MIN_DEPTHWISE_SCALE = 0.25
