@@ -135,7 +135,7 @@ def session_ok(model: onnx.ModelProto) -> ort.InferenceSession:
 MICRO = ["conv", "dwconv", "gconv", "gconv_same", "maxpool", "avgpool", "fc", "add", "eltwise_const", "concat",
          "slice", "act", "bn", "resize", "convtranspose", "linear", "matmul", "softmax", "layernorm", "gelu", "heads",
          "interp", "dilconv"]
-MULTI = ["conv_bn_relu", "conv_pool", "residual", "concat_branches", "dwsep", "conv_act", "dw_act", "stem", "shuffle",
+MULTI = ["conv_bn_relu", "conv_pool", "preact", "residual", "concat_branches", "dwsep", "conv_act", "dw_act", "stem", "shuffle",
          "se", "conv_mul", "stride_prop", "head", "gconv_bn_relu", "pw_act", "cold_weights", "attention", "mlp",
          "convnext", "window_attention"]
 
@@ -143,7 +143,7 @@ MULTI = ["conv_bn_relu", "conv_pool", "residual", "concat_branches", "dwsep", "c
 #: the listing order of the suites (``annette bench --list``, calibration sweeps)
 ORDER = ["conv", "dwconv", "gconv", "gconv_same", "convtranspose", "maxpool", "avgpool", "fc", "add", "eltwise_const",
          "concat", "slice", "act", "bn", "resize", "linear", "matmul", "softmax", "layernorm", "gelu", "heads",
-         "interp", "dilconv", "conv_bn_relu", "conv_pool", "residual", "concat_branches", "dwsep", "conv_act",
+         "interp", "dilconv", "conv_bn_relu", "conv_pool", "preact", "residual", "concat_branches", "dwsep", "conv_act",
          "pw_act", "conv_mul", "stride_prop", "dw_act", "stem", "shuffle", "se", "gconv_bn_relu", "head", "attention",
          "mlp", "convnext", "window_attention", "cold_weights", "paper_conv"]
 

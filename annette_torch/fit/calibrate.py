@@ -32,7 +32,7 @@ MEASURABLE = ("ort-cpu", "openvino-cpu")
 MICRO = ("conv", "dwconv", "gconv", "gconv_same", "maxpool", "avgpool", "fc", "add", "eltwise_const", "concat",
          "slice", "act", "bn", "resize", "convtranspose")
 MULTI = ("conv_bn_relu", "conv_pool", "residual", "concat_branches", "dwsep", "conv_act", "dw_act", "stem",
-         "shuffle", "se", "conv_mul", "stride_prop", "head", "gconv_bn_relu", "pw_act")
+         "shuffle", "se", "conv_mul", "stride_prop", "head", "gconv_bn_relu", "pw_act", "preact")
 #: attention-era suites on token tensors (`annette_torch.bench.suites.tokens` / ``transformer``): micro-kernels of
 #: the layers vision transformers, ConvNeXt, Swin and segmentation heads add, and the blocks whose fusions (ONNX
 #: Runtime's attention / LayerNorm / GELU / MatMul + Add, OpenVINO's) the mapping model learns

@@ -16,7 +16,8 @@ __all__ = ["CONV_MUL_KINDS", "STRIDE_MIDS", "BRANCH_KERNELS", "build_conv_bn_rel
            "build_gconv_bn_relu", "cost_gconv_bn_relu", "build_conv_pool", "cost_conv_pool", "valid_conv_pool",
            "build_residual", "cost_residual", "valid_residual", "build_concat_branches", "cost_concat_branches",
            "build_dwsep", "cost_dwsep", "build_conv_act", "cost_conv_act", "build_conv_mul", "cost_conv_mul",
-           "build_stride_prop", "cost_stride_prop", "build_stem", "cost_stem", "build_dw_act", "cost_dw_act"]
+           "build_stride_prop", "cost_stride_prop", "build_stem", "cost_stem", "build_dw_act", "cost_dw_act",
+           "build_preact", "cost_preact", "PREACT_GROWTH"]
 
 T = LayerType
 
@@ -37,6 +38,28 @@ def cost_conv_bn_relu(c):
     d = c["depth"]
     ops = 2 * o * c["c"] * k2 + (d - 1) * 2 * o * c["f"] * k2 + d * 3 * o
     return ops, c["c"] * c["hw"] ** 2 + d * 3 * o, c["f"] * c["c"] * k2 + (d - 1) * c["f"] ** 2 * k2 + d * 2 * c["f"]
+
+
+#: channels the growth convolution of a `build_preact` block adds (DenseNet's growth rates)
+PREACT_GROWTH = [12, 24, 32, 48]
+
+
+def build_preact(c: dict) -> Network:
+    """A pre-activation (DenseNet) layer: the input and a 3x3 growth conv of it concatenated, BatchNorm, ReLU,
+    then a conv (kernel ``k``): a BatchNorm with no convolution before it to fold into, whose ReLU a runtime
+    may run inside it (OpenVINO does)."""
+    b = NetworkBuilder("preact")
+    x = add_input(b, c, hw=SQUARE)
+    y = b.concat("cat", [x, add_conv(b, "grow", x, int(c["g"]), 3)])
+    add_conv(b, "conv", b.same(T.RELU, "relu", b.same(T.BATCH_NORM, "bn", y)), int(c["f"]), int(c["k"]))
+    return b.build()
+
+
+def cost_preact(c):
+    s, ch, g = c["hw"] ** 2, c["c"], c["g"]
+    cat = s * (ch + g)
+    ops = 2 * s * g * ch * 9 + 3 * cat + 2 * s * c["f"] * (ch + g) * c["k"] ** 2
+    return ops, 4 * cat + s * c["f"], g * ch * 9 + 2 * (ch + g) + c["f"] * (ch + g) * c["k"] ** 2
 
 
 def build_gconv_bn_relu(c: dict) -> Network:

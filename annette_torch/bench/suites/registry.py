@@ -10,11 +10,11 @@ from .context import (COLD_FLUSH_MB, COLD_LAYERS, COLD_MAX_ACT_BYTES, build_cold
                       valid_cold_weights)
 from .elementwise import (CONST_OPS, build_act, build_add, build_bn, build_eltwise_const, cost_add, cost_bn,
                           cost_elementwise)
-from .fused import (CONV_MUL_KINDS, STRIDE_MIDS, build_concat_branches, build_conv_act, build_conv_bn_relu,
+from .fused import (CONV_MUL_KINDS, PREACT_GROWTH, STRIDE_MIDS, build_concat_branches, build_conv_act, build_conv_bn_relu,
                     build_conv_mul, build_conv_pool, build_dw_act, build_dwsep, build_gconv_bn_relu, build_residual,
                     build_stem, build_stride_prop, cost_concat_branches, cost_conv_act, cost_conv_bn_relu,
                     cost_conv_mul, cost_conv_pool, cost_dw_act, cost_dwsep, cost_gconv_bn_relu, cost_residual,
-                    cost_stem, cost_stride_prop, valid_conv_pool, valid_residual)
+                    cost_stem, cost_stride_prop, valid_conv_pool, valid_residual, build_preact, cost_preact)
 from .paper import PAPER_CHANNELS, PAPER_SPATIAL, paper_table
 from .pool import build_avgpool, build_maxpool, cost_pool, valid_pool
 from .tokens import (DIL_SPATIAL, DILATIONS, EMBED, HEAD_DIMS, HEAD_KINDS, HEADS, HIDDEN, INTERP_MODES,
@@ -100,6 +100,9 @@ def _suites() -> dict[str, Suite]:
         Suite("conv_pool", "conv followed by max/avg pool (hw, c, f, kernel, pool kind, pool size 2-4, stride)",
               {**sq, "c": ch, "f": ch, "k": KERNELS, "pool": ["max", "avg"], "pk": [2, 3, 4], "ps": STRIDES},
               build_conv_pool, kind="multi", cost=cost_conv_pool, valid=valid_conv_pool),
+        Suite("preact", "pre-activation (DenseNet) layer: input and a 3x3 growth conv concatenated, bn, relu, "
+              "conv (hw, c, growth g, f, kernel)", {**sq, "c": ch, "g": PREACT_GROWTH, "f": ch, "k": [1, 3]},
+              build_preact, kind="multi", cost=cost_preact),
         Suite("residual", "conv-bn-relu-conv-bn + add (identity or 1x1 projection shortcut) + relu",
               {**sq, "c": ch, "f": ch, "k": [1, 3], "s": STRIDES, "shortcut": ["identity", "projection"]},
               build_residual, kind="multi", cost=cost_residual, valid=valid_residual),
