@@ -589,14 +589,14 @@ def layer_ops(types: np.ndarray, cols: dict[str, np.ndarray], out_elems: np.ndar
 def _axis_taps(size: np.ndarray, out: np.ndarray, k: np.ndarray, s: np.ndarray, pad: np.ndarray,
                d: np.ndarray) -> np.ndarray:
     """Log of (taps reading the input) / (all taps) along one axis, summed over the output positions: tap ``i``
-    reads input ``o * s - pad // 2 + i * d``, inside for a closed range of outputs ``o``."""
-    begin = np.floor(pad / 2)
-    inside = np.zeros(len(size))
-    for i in range(int(k.max(initial=1))):
-        first = np.maximum(np.ceil((begin - i * d) / s), 0)
-        last = np.minimum(np.floor((size - 1 + begin - i * d) / s), out - 1)
-        inside += np.where(i < k, np.maximum(last - first + 1, 0), 0)
-    return np.log(np.maximum(inside, 1) / np.maximum(k * out, 1))
+    reads input ``o * s - pad // 2 + i * d``, inside for a closed range of outputs ``o`` (all taps at once: a
+    (taps, layers) array, so the cost does not grow with the kernel size)."""
+    shift = np.floor(pad / 2) - np.arange(int(k.max(initial=1)))[:, None] * d
+    first = np.maximum(np.ceil(shift / s), 0)
+    last = np.minimum(np.floor((size - 1 + shift) / s), out - 1)
+    inside = np.maximum(last - first + 1, 0)
+    inside[np.arange(len(shift))[:, None] >= k] = 0
+    return np.log(np.maximum(inside.sum(axis=0), 1) / np.maximum(k * out, 1))
 
 
 def kernel_taps(types: np.ndarray, cols: dict[str, np.ndarray]) -> np.ndarray:

@@ -109,11 +109,8 @@ def leave_one_out(terms: Sequence[dict[str, float]], measured_ms: Sequence[float
 
 
 def _has(terms: Sequence[dict[str, float]], key: str) -> bool:
+    """Whether some network has time (or a count) in the term ``key``."""
     return any(t.get(key, 0.0) > 0 for t in terms)
-
-
-def _has_depthwise(terms: Sequence[dict[str, float]]) -> bool:
-    return _has(terms, "depthwise")
 
 
 def _fit_cpu(terms: Sequence[dict[str, float]], y: np.ndarray, names: Sequence[str] = (),
@@ -121,7 +118,7 @@ def _fit_cpu(terms: Sequence[dict[str, float]], y: np.ndarray, names: Sequence[s
     """`CPU_TERMS` under `CPU_LOSS`; the depthwise term (and the ``group`` term, one of `TYPE_GROUPS`) only if
     asked, where the networks have such time and those layers' resulting scale stays sane (else their time
     takes the common scale)."""
-    use = [k for k in CPU_TERMS if k != "depthwise" or (depthwise and _has_depthwise(terms))]
+    use = [k for k in CPU_TERMS if k != "depthwise" or (depthwise and _has(terms, "depthwise"))]
     if group is not None and _has(terms, group):
         use.append(group)
     while True:
@@ -146,7 +143,7 @@ def fit_cpu_calibration(terms: Sequence[dict[str, float]], measured_ms: Sequence
     y = np.asarray(measured_ms, dtype=np.float64)
     # a type-group term on top of `CPU_TERMS` only with two networks per term (as `adapt` asks of its terms)
     groups = [g for g in TYPE_GROUPS if _has(terms, g)] if len(y) >= 2 * (len(CPU_TERMS) + 1) else []
-    options = [(dw, g) for g in [None, *groups] for dw in ((False, True) if _has_depthwise(terms) else (False,))]
+    options = [(dw, g) for g in [None, *groups] for dw in ((False, True) if _has(terms, "depthwise") else (False,))]
 
     def loo_of(o: tuple[bool, str | None]) -> float:
         fit = lambda t, m: _fit_cpu(t, m, depthwise=o[0], group=o[1])  # noqa: E731

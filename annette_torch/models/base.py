@@ -81,10 +81,11 @@ class LayerFeatures:
         return _RowFeatures(net, rows)
 
     @classmethod
-    def stacked_of(cls, net: Network, rows: np.ndarray) -> "LayerFeatures":
+    def stacked_of(cls, net: Network, rows: np.ndarray, taps: bool = True) -> "LayerFeatures":
         """`from_network` of ``rows`` held as one (16, rows) float64 array (`stacked`) above the (3, rows) `TAPS`,
         the integer columns taken in one call from the network's matrix where it has one: the tree ensembles read
-        it whole."""
+        it whole. Without ``taps`` (no reader of them) the `TAPS` rows are zeros, and the network's taps are not
+        computed."""
         s = np.empty((len(cls.NAMES) + len(cls.TAPS), len(rows)))
         if net.matrix is not None:
             s[:12] = net.matrix[_MATRIX_ROWS, rows]
@@ -93,7 +94,10 @@ class LayerFeatures:
                 s[i] = net.cols[c][rows]
         for i, v in enumerate((net.ops, net.in_elems, net.out_elems, net.weights)):
             v.take(rows, out=s[12 + i])
-        net.taps.take(rows, axis=1, out=s[len(cls.NAMES):])
+        if taps:
+            net.taps.take(rows, axis=1, out=s[len(cls.NAMES):])
+        else:
+            s[len(cls.NAMES):] = 0.0
         return _Stacked(s)
 
     def __len__(self) -> int:

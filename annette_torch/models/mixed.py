@@ -98,12 +98,13 @@ class Mixed(LayerModel):
         if rows.size < 2:
             raise ValueError(f"a mixed model needs at least 2 layers with a base time, got {rows.size}")
         z = np.log(y[rows]) - np.log(b[rows])
-        self.taps_slope_ = self._fit_taps_slope(subset(X, rows), z) if self.taps else 0.0
+        Xr = subset(X, rows)
+        self.taps_slope_ = self._fit_taps_slope(Xr, z) if self.taps else 0.0
         if self.taps_slope_:
-            z = z - self._tap_term(subset(X, rows))
+            z = z - self._tap_term(Xr)
         self.correction_ = Statistical(self.method, self._unroll(), clip_inputs=self.clip_inputs, seed=self.seed,
                                        params=self.params, target="log_ratio",
-                                       grouped=self.grouped, taps=self.taps).fit_log(subset(X, rows), z)
+                                       grouped=self.grouped, taps=self.taps).fit_log(Xr, z)
         # the central 99% of the fitted corrections: a few extreme layers (e.g. tiny ones dominated by a fixed
         # cost) must not license extreme factors for unseen layers
         lo, hi = np.percentile(z, [0.5, 99.5]) if z.size >= 200 else (z.min(), z.max())

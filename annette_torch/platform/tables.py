@@ -81,7 +81,8 @@ class ModelTables:
         walk = (member >= 0).nonzero()[0]
         if walk.size:
             assert self.forest is not None
-            raw[walk] = self.forest.regress(LayerFeatures.stacked_of(net, at[walk]), member[walk])
+            X = LayerFeatures.stacked_of(net, at[walk], taps=self.forest.plan.taps)
+            raw[walk] = self.forest.regress(X, member[walk])
         own = (prog.needs_raw[ms] & (member < 0)).nonzero()[0]  # regressors predicting on their own
         for m in np.unique(ms[own]).tolist() if own.size else ():
             r = own[ms[own] == m]
