@@ -263,6 +263,34 @@ def test_calibration_networks_span_the_transformer_era_families_outside_the_vali
     assert len(MODERN_CALIBRATION) >= 45 // 3
 
 
+def test_calibration_networks_span_the_classic_families_outside_the_validation_set():
+    """A fifth of the calibration networks are convolutional families the NAS spaces lack (SE with hard-swish and
+    SiLU, grouped, channel shuffle, dense, large fully connected heads), none with the weighted layers of a
+    classic validation network (zoo and reference graphs), none with Unknown layers, and measured through the
+    ONNX export of their module."""
+    from annette_torch.fit.calibrate import _validation_hashes, calibration_networks
+    from annette_torch.fit.calibration_classic import CLASSIC_CALIBRATION, PREFIX
+    from annette_torch.fit.calibration_modern import calibration_networks_of, measurable
+    from annette_torch.ir import LayerType
+    from annette_torch.validate import validation_networks
+    from annette_torch.validate.networks import WEIGHTED_TYPES, layer_signature
+
+    nets = calibration_networks(45, exclude_hashes=_validation_hashes())
+    assert sum(n.name.startswith(PREFIX) for n in nets) == min(45 // 5, len(CLASSIC_CALIBRATION)) == 8
+    assert len({n.name for n in nets}) == 45
+    assert [n.name for n in calibration_networks(10) if n.name.startswith(PREFIX)] == \
+        [PREFIX + k for k in CLASSIC_CALIBRATION[:2]]
+    classic = calibration_networks_of([PREFIX + k for k in CLASSIC_CALIBRATION])
+    types = {LayerType(int(t)) for n in classic for t in n.types}
+    assert {LayerType.GROUP_CONV, LayerType.HARDSWISH, LayerType.SILU, LayerType.CONCAT, LayerType.TRANSPOSE,
+            LayerType.FULLY_CONNECTED, LayerType.DEPTHWISE_CONV} <= types
+    assert LayerType.UNKNOWN not in types
+    validation = {layer_signature(v.network, WEIGHTED_TYPES)
+                  for v in validation_networks(("zoo", "reference"), n_nb101=0, check_export=False)}
+    assert not {layer_signature(n, WEIGHTED_TYPES) for n in classic} & validation
+    assert hasattr(measurable(classic[0]), "graph")
+
+
 def test_modern_calibration_networks_are_measured_through_their_onnx_export():
     from annette_torch.fit.calibration_modern import PREFIX, measurable, modern_calibration_networks
 

@@ -115,19 +115,24 @@ def plan_counts(plan: Plan) -> dict[str, int]:
 def calibration_networks(n: int, seed: int = CALIBRATION_SEED, exclude_hashes: set[str] | None = None) -> list:
     """``n`` networks for network-level calibration: a third transformer-era architectures
     (`calibration_modern`: ViT, ConvNeXt, Swin, MaxViT, EfficientFormer, LeViT, PoolFormer, SegFormer sizes
-    outside the validation set), the rest NB101 cells and MobileNetV2-space networks, half each.
+    outside the validation set), a fifth (at most all of `calibration_classic`) convolutional families the NAS spaces
+    lack (`calibration_classic`: SE, grouped, channel shuffle, dense, large fully connected heads), the rest
+    NB101 cells and MobileNetV2-space networks, half each (one more cell when odd).
 
     No single-block benchmark chains: the smallest ran in 10-40 us, where dispatch cost and timer resolution
     dominate, and their errors set the per-layer term (ort-cpu on an Intel Xeon: -6 us per layer, so small
     NB101 cells came out 15-18% low and large ones 10% high; calibration LOO 9.9% with them, 3.2% without).
     """
     from ..search.spaces import mbv2, nb101
-    from .calibration_modern import modern_calibration_networks
+    from .calibration_classic import CLASSIC_CALIBRATION
+    from .calibration_classic import PREFIX as CLASSIC
+    from .calibration_modern import calibration_networks_of, modern_calibration_networks
 
     rng = np.random.default_rng(seed)
     out = []
     n_modern = n // 3
-    n -= n_modern
+    n_classic = min(n // 5, len(CLASSIC_CALIBRATION))
+    n -= n_modern + n_classic
     n_cells = n - n // 2
     specs = [s for s in nb101.sample(n_cells * 2, rng)
              if not exclude_hashes or nb101.spec_hash(s.matrix, s.ops) not in exclude_hashes]
@@ -141,7 +146,8 @@ def calibration_networks(n: int, seed: int = CALIBRATION_SEED, exclude_hashes: s
         net = mbv2.build_network(choices, resolution=res)
         net.name = f"calib-mbv2-{i}"
         out.append(net)
-    return out + modern_calibration_networks(n_modern)
+    classic = calibration_networks_of([CLASSIC + k for k in CLASSIC_CALIBRATION[:n_classic]])
+    return out + classic + modern_calibration_networks(n_modern)
 
 
 def _validation_hashes(n: int = 200, seed: int = VALIDATION_SEED) -> set[str]:

@@ -17,7 +17,8 @@ import io
 from dataclasses import dataclass
 from typing import Any, Callable
 
-__all__ = ["MODERN_CALIBRATION", "modern_calibration_networks", "module_of", "onnx_of", "measurable"]
+__all__ = ["MODERN_CALIBRATION", "modern_calibration_networks", "calibration_networks_of", "module_of", "onnx_of",
+           "measurable"]
 
 PREFIX = "calib-modern-"
 
@@ -66,10 +67,16 @@ class _Entry:
 
 
 def _entry(name: str) -> _Entry:
-    key = name[len(PREFIX):] if name.startswith(PREFIX) else name
-    spec = _spec()
+    """A transformer-era (``calib-modern-*`` or a bare name) or classic-family (``calib-classic-*``,
+    `calibration_classic`) calibration network's factory and input shape."""
+    from . import calibration_classic as classic
+
+    if name.startswith(classic.PREFIX):
+        key, spec = name[len(classic.PREFIX):], classic.spec()
+    else:
+        key, spec = (name[len(PREFIX):] if name.startswith(PREFIX) else name), _spec()
     if key not in spec:
-        raise KeyError(f"{name!r} is not a transformer-era calibration network")
+        raise KeyError(f"{name!r} is not a calibration network measured through its module")
     return _Entry(*spec[key])
 
 
@@ -82,19 +89,24 @@ def module_of(name: str) -> tuple[Any, tuple[int, ...]]:
     return e.factory().eval(), e.shape
 
 
-def modern_calibration_networks(n: int) -> list:
-    """The first ``n`` transformer-era calibration networks, traced (names ``calib-modern-<arch>``)."""
+def calibration_networks_of(names: tuple[str, ...] | list[str]) -> list:
+    """The calibration networks of these full names (``calib-modern-*``, ``calib-classic-*``), traced."""
     from ..frontends.fx import trace
 
-    if n > len(MODERN_CALIBRATION):
-        raise ValueError(f"only {len(MODERN_CALIBRATION)} transformer-era calibration networks, asked for {n}")
     out = []
-    for key in MODERN_CALIBRATION[:n]:
-        module, shape = module_of(key)
+    for name in names:
+        module, shape = module_of(name)
         net = trace(module, shape)
-        net.name = PREFIX + key
+        net.name = name
         out.append(net)
     return out
+
+
+def modern_calibration_networks(n: int) -> list:
+    """The first ``n`` transformer-era calibration networks, traced (names ``calib-modern-<arch>``)."""
+    if n > len(MODERN_CALIBRATION):
+        raise ValueError(f"only {len(MODERN_CALIBRATION)} transformer-era calibration networks, asked for {n}")
+    return calibration_networks_of([PREFIX + key for key in MODERN_CALIBRATION[:n]])
 
 
 def onnx_of(name: str) -> Any:
@@ -111,6 +123,8 @@ def onnx_of(name: str) -> Any:
 
 def measurable(net: Any) -> Any:
     """What `annette_torch.validate.measure_latency` measures for calibration network ``net``: the ONNX export
-    of its module for a transformer-era one, the network itself otherwise."""
+    of its module for a transformer-era or classic-family one, the network itself otherwise."""
+    from .calibration_classic import PREFIX as CLASSIC
+
     name = getattr(net, "name", "")
-    return onnx_of(name) if isinstance(name, str) and name.startswith(PREFIX) else net
+    return onnx_of(name) if isinstance(name, str) and name.startswith((PREFIX, CLASSIC)) else net
