@@ -175,6 +175,35 @@ def test_fusion_examples_skip_producers_absorbed_by_their_consumer():
     assert list(zip(ex.head_type, ex.sec_type, ex.fused)) == [(T.CONV, T.RELU, True)]
 
 
+def test_a_consumer_left_out_of_a_group_is_a_no_for_its_producer_too():
+    """OpenVINO runs ShuffleNet's concat with the shuffle's view and transpose as one node and the last view
+    (with the next split) as another: the transpose -> view edge is a "no" for Transpose+Reshape as well as for
+    Concat+Reshape (the mapping's first round pairs the transpose with the view before the transpose joins the
+    Concat), so a mapping fitted on it keeps the shuffle's last view apart; yeses stay the group head's."""
+    from annette_torch.bench.records import FUSED, NOT_FUSED, LayerRecord
+    from annette_torch.fit.data import Measured, fusion_examples
+    from annette_torch.fit.mapping_fit import fit_mapping
+
+    suite = SUITES["shuffle"]
+    measured = []
+    for cfg in suite.configs(n=12, seed=0):
+        net = suite.build(cfg)
+        recs = {n: LayerRecord(n, T(int(net.types[i])).label, NOT_FUSED, node=n, time_ms=0.01)
+                for i, n in enumerate(net.names)}
+        for i, n in enumerate(net.names):
+            if n.endswith(("_shuffle_view", "_shuffle_transpose")):
+                cat = n.split("_shuffle")[0] + "_cat"
+                recs[n] = LayerRecord(n, T(int(net.types[i])).label, FUSED, fused_into=cat, node=cat)
+        measured.append(Measured("shuffle", cfg["config_id"], net, recs, []))
+    ex = fusion_examples(measured)
+    pairs = list(zip(ex.head_type, ex.sec_type, ex.fused))
+    assert (T.TRANSPOSE, T.RESHAPE, False) in pairs and (T.CONCAT, T.RESHAPE, False) in pairs
+    assert (T.CONCAT, T.TRANSPOSE, True) in pairs and (T.RESHAPE, T.TRANSPOSE, True) not in pairs
+    model, _ = fit_mapping(ex)
+    mapped = model.apply(suite.build(suite.configs(n=12, seed=0)[0])).network
+    assert (mapped.types == T.RESHAPE).any() and not (mapped.types == T.TRANSPOSE).any()
+
+
 @pytest.fixture
 def measured_store(tmp_path, monkeypatch):
     """A store filled through the real sweep machinery by the synthetic fake runner."""

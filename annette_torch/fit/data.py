@@ -229,11 +229,15 @@ def fusion_examples(measured: list[Measured], folds: tuple[str, ...] = ()) -> Fu
                 # for that producer if it did, for every eligible producer if it did not
                 if types[s] not in JOINING_TYPES or (head[s] != s and head[s] != h):
                     continue
-            ht.append(types[h])
-            st.append(types[s])
-            hrows.append({c: net.cols[c][h] for c in net.cols})
-            srows.append({c: net.cols[c][s] for c in net.cols})
-            fz.append(head[s] == h)
+            for q in ((h, p) if h != p and head[s] != h and types[p] != types[h] else (h,)):
+                # a consumer left out of its producer's group is also a "no" for the producer's own type: the
+                # mapping's first round pairs a layer with its consumer before the layer joins a group, e.g.
+                # OpenVINO's channel shuffle, whose transpose joins the Concat and whose last view does not
+                ht.append(types[q])
+                st.append(types[s])
+                hrows.append({c: net.cols[c][q] for c in net.cols})
+                srows.append({c: net.cols[c][s] for c in net.cols})
+                fz.append(head[s] == h)
     if not fz:
         raise FitDataError("no fusion examples: measure multi-layer suites first (e.g. conv_bn_relu, conv_pool, "
                            "residual, dwsep, conv_act)")
