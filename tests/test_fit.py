@@ -146,6 +146,13 @@ def test_mapping_fit_grows_the_tree_only_as_deep_as_the_measurements_need():
         assert (len(model.apply(b.build()).network) == 2) == (c == 32 and (k == 1 or size == 7)), (c, k, size)
 
 
+def _own_nodes(net):
+    """Records of ``net`` as a runtime that ran every layer as a node of its own (0.01 ms each)."""
+    from annette_torch.bench.records import NOT_FUSED, LayerRecord
+    return {n: LayerRecord(n, T(int(net.types[i])).label, NOT_FUSED, node=n, time_ms=0.01)
+            for i, n in enumerate(net.names)}
+
+
 def _conv_act_fused(act: str):
     """A measured conv_act configuration with activation ``act`` (its layer is named after it) fused into the
     conv, as both runtimes run it."""
@@ -167,8 +174,7 @@ def test_fusion_examples_skip_producers_absorbed_by_their_consumer():
     suite = SUITES["conv_mul"]
     cfg = next(c for c in suite.configs(n=20, seed=0) if c["kind"] == "swish")
     net = suite.build(cfg)
-    recs = {n: LayerRecord(n, T(int(net.types[i])).label, NOT_FUSED, node=n, time_ms=0.01)
-            for i, n in enumerate(net.names)}
+    recs = _own_nodes(net)
     recs["sigmoid"] = LayerRecord("sigmoid", "Sigmoid", FUSED, fused_into="mul", node="mul/QuickGeluFusion/")
     recs["mul"] = LayerRecord("mul", "Mul", NOT_FUSED, node="mul/QuickGeluFusion/", time_ms=0.02, absorbed=("sigmoid",))
     ex = fusion_examples([Measured("conv_mul", cfg["config_id"], net, recs, []), _conv_act_fused("relu")])
@@ -180,7 +186,7 @@ def test_a_consumer_left_out_of_a_group_is_a_no_for_its_producer_too():
     (with the next split) as another: the transpose -> view edge is a "no" for Transpose+Reshape as well as for
     Concat+Reshape (the mapping's first round pairs the transpose with the view before the transpose joins the
     Concat), so a mapping fitted on it keeps the shuffle's last view apart; yeses stay the group head's."""
-    from annette_torch.bench.records import FUSED, NOT_FUSED, LayerRecord
+    from annette_torch.bench.records import FUSED, LayerRecord
     from annette_torch.fit.data import Measured, fusion_examples
     from annette_torch.fit.mapping_fit import fit_mapping
 
@@ -188,8 +194,7 @@ def test_a_consumer_left_out_of_a_group_is_a_no_for_its_producer_too():
     measured = []
     for cfg in suite.configs(n=12, seed=0):
         net = suite.build(cfg)
-        recs = {n: LayerRecord(n, T(int(net.types[i])).label, NOT_FUSED, node=n, time_ms=0.01)
-                for i, n in enumerate(net.names)}
+        recs = _own_nodes(net)
         for i, n in enumerate(net.names):
             if n.endswith(("_shuffle_view", "_shuffle_transpose")):
                 cat = n.split("_shuffle")[0] + "_cat"
@@ -372,13 +377,12 @@ def test_unknown_lead_is_refused():
 def _swish_measured(one_node: bool):
     """A measured conv_mul swish configuration: OpenVINO runs conv, sigmoid and mul as one node (the
     conv's); a toolchain that does not would leave all three separate."""
-    from annette_torch.bench.records import FUSED, NOT_FUSED, LayerRecord
+    from annette_torch.bench.records import FUSED, LayerRecord
     from annette_torch.fit.data import Measured
     suite = SUITES["conv_mul"]
     cfg = next(c for c in suite.configs(n=20, seed=0) if c["kind"] == "swish")
     net = suite.build(cfg)
-    recs = {n: LayerRecord(n, T(int(net.types[i])).label, NOT_FUSED, node=n, time_ms=0.01)
-            for i, n in enumerate(net.names)}
+    recs = _own_nodes(net)
     if one_node:
         for n in ("sigmoid", "mul"):
             recs[n] = LayerRecord(n, recs[n].layer_type, FUSED, fused_into="conv", node="conv")
@@ -404,13 +408,12 @@ def _hardswish_measured(how: str):
     """A measured conv_mul hardswish configuration (conv -> add3 -> relu6 -> mul(conv, .) -> div6): ``own``
     one node of its own, headed by the Add (OpenVINO's Subgraph); ``separate`` four nodes (ONNX Runtime);
     ``in_conv`` all inside the conv's node."""
-    from annette_torch.bench.records import FUSED, NOT_FUSED, LayerRecord
+    from annette_torch.bench.records import FUSED, LayerRecord
     from annette_torch.fit.data import Measured
     suite = SUITES["conv_mul"]
     cfg = next(c for c in suite.configs(n=30, seed=0) if c["kind"] == "hardswish")
     net = suite.build(cfg)
-    recs = {n: LayerRecord(n, T(int(net.types[i])).label, NOT_FUSED, node=n, time_ms=0.01)
-            for i, n in enumerate(net.names)}
+    recs = _own_nodes(net)
     head = {"own": "add3", "in_conv": "conv"}.get(how)
     if head:
         for n in ("add3", "relu6", "mul", "div6"):
@@ -453,8 +456,7 @@ def test_a_batched_matmul_of_two_activations_joins_the_attention_node_it_ran_in(
     measured = []
     for cfg in suite.configs(n=12, seed=0):
         net = suite.build(cfg)
-        recs = {n: LayerRecord(n, T(int(net.types[i])).label, NOT_FUSED, node=n, time_ms=0.01)
-                for i, n in enumerate(net.names)}
+        recs = _own_nodes(net)
         recs["x"] = LayerRecord("x", "Input", NOT_FUSED)
         for n in ("softmax", "context"):
             recs[n] = LayerRecord(n, recs[n].layer_type, FUSED, fused_into="scores", node="scores")
