@@ -313,6 +313,22 @@ def _shuffle_and_tokens():
     return b.build()
 
 
+def test_a_flatten_of_a_plain_tensor_is_the_reshape_kernel():
+    """With ``kernel_types``, a Flatten of a plain tensor (LeViT's flatten of a token projection) runs the view
+    kernel a Reshape runs (its own model, fitted when feature-map flattens were Flatten too, priced a copy); a
+    Flatten of a feature map is a BlockedReshape; without ``kernel_types`` the types stay."""
+    b = NetworkBuilder("tokens")
+    x = b.input("x", (1, 196, 128, 1))
+    fc = b.add(T.FULLY_CONNECTED, "fc", [x], (1, 196, 256, 1))
+    b.add(T.FLATTEN, "flat", [fc], (196, 256, 1, 1))
+    y = b.conv("conv", b.input("img", (1, 16, 8, 8)), 16, 1)
+    b.add(T.FLATTEN, "patches", [y], (1, 16, 64, 1))
+    net = b.build()
+    types = dict(zip(*(lambda m: (m.names, m.types))(MappingModel(kernel_types=True).apply(net).network)))
+    assert types["flat"] == T.RESHAPE and types["patches"] == T.BLOCKED_RESHAPE
+    assert dict(zip(net.names, MappingModel().apply(net).network.types))["flat"] == T.FLATTEN
+
+
 def test_views_of_feature_maps_are_typed_apart_only_where_the_mapping_says_so():
     """OpenVINO runs a view of a plain tensor in place but reorders a blocked feature map first (a channel
     shuffle's reshape copies 0.7 ns per element): with ``kernel_types`` the mapping types such views
