@@ -304,11 +304,11 @@ def _prior(base: Any, cpu: bool) -> dict[str, float]:
 def _group_factor(base: Any) -> tuple[str, float] | None:
     """(term, factor) when the base file's ``kind_scales`` give exactly the types of one of `TYPE_GROUPS` one
     factor, as ``annette calibrate`` writes such a term; else None."""
-    from ..models.calibration import TYPE_GROUPS
+    from ..models.calibration import TYPE_GROUP_IDS
 
     factors = {t: f for t, k, f in base.kind_scales if k is None}
-    for group, types in TYPE_GROUPS.items():
-        if set(factors) == {int(LayerType.from_label(label)) for label in types} and len(set(factors.values())) == 1:
+    for group, ids in TYPE_GROUP_IDS.items():
+        if set(factors) == ids and len(set(factors.values())) == 1:
             return group, float(next(iter(factors.values())))
     return None
 

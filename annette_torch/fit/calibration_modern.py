@@ -66,15 +66,19 @@ class _Entry:
     shape: tuple[int, ...]
 
 
-def _entry(name: str) -> _Entry:
-    """A transformer-era (``calib-modern-*`` or a bare name) or classic-family (``calib-classic-*``,
-    `calibration_classic`) calibration network's factory and input shape."""
+def _registries() -> dict[str, Callable[[], dict[str, tuple[Callable[[], Any], tuple[int, ...]]]]]:
+    """Name prefix -> spec of the calibration networks measured through their module: the classic-family ones
+    (`calibration_classic`) and the transformer-era ones."""
     from . import calibration_classic as classic
 
-    if name.startswith(classic.PREFIX):
-        key, spec = name[len(classic.PREFIX):], classic.spec()
-    else:
-        key, spec = (name[len(PREFIX):] if name.startswith(PREFIX) else name), _spec()
+    return {classic.PREFIX: classic.spec, PREFIX: _spec}
+
+
+def _entry(name: str) -> _Entry:
+    """A calibration network's factory and input shape, by its full name (a bare name: a transformer-era one)."""
+    registries = _registries()
+    prefix = next((p for p in registries if name.startswith(p)), "")
+    key, spec = name[len(prefix):], registries[prefix or PREFIX]()
     if key not in spec:
         raise KeyError(f"{name!r} is not a calibration network measured through its module")
     return _Entry(*spec[key])
@@ -124,7 +128,5 @@ def onnx_of(name: str) -> Any:
 def measurable(net: Any) -> Any:
     """What `annette_torch.validate.measure_latency` measures for calibration network ``net``: the ONNX export
     of its module for a transformer-era or classic-family one, the network itself otherwise."""
-    from .calibration_classic import PREFIX as CLASSIC
-
     name = getattr(net, "name", "")
-    return onnx_of(name) if isinstance(name, str) and name.startswith((PREFIX, CLASSIC)) else net
+    return onnx_of(name) if isinstance(name, str) and name.startswith(tuple(_registries())) else net

@@ -21,9 +21,11 @@ from typing import Any
 import numpy as np
 
 from ..errors import PlatformError
+from ..ir import LayerType
 from .base import check_number
 
-__all__ = ["TERMS", "SIGNED_TERMS", "TOKEN_TYPES", "ATTENTION_TYPES", "TYPE_GROUPS", "Calibration"]
+__all__ = ["TERMS", "SIGNED_TERMS", "TOKEN_TYPES", "ATTENTION_TYPES", "TYPE_GROUPS", "TYPE_GROUP_IDS",
+           "Calibration"]
 
 TERMS = ("layers", "depthwise", "cpu_tail", "constant", "executed_layers", "weights", "tokens", "attention")
 #: terms whose coefficient may be negative (a per-node cost the profiled layer times over-count; a type group
@@ -36,6 +38,9 @@ TOKEN_TYPES = ("MatMul", "Softmax", "LayerNorm", "GELU", "Transpose")
 ATTENTION_TYPES = ("MatMul", "Softmax")
 #: the terms that are the time of a group of layer types, and their types
 TYPE_GROUPS = {"tokens": TOKEN_TYPES, "attention": ATTENTION_TYPES}
+#: ... and the `LayerType` values of each group's types
+TYPE_GROUP_IDS = {term: frozenset(int(LayerType.from_label(t)) for t in types)
+                  for term, types in TYPE_GROUPS.items()}
 
 
 @dataclass

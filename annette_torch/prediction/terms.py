@@ -20,7 +20,7 @@ import numpy as np
 from typing import Collection
 
 from ..ir import LayerType, Network
-from ..models.calibration import TERMS, TYPE_GROUPS
+from ..models.calibration import TERMS, TYPE_GROUP_IDS
 from ..platform import Platform
 from .state import RUNS_MS, Run
 
@@ -35,9 +35,8 @@ _HEAVY = np.zeros(max(LayerType) + 1, dtype=bool)
 _HEAVY[[LayerType.CONV, LayerType.DEPTHWISE_CONV, LayerType.GROUP_CONV, LayerType.CONV_POOL, LayerType.FULLY_CONNECTED,
         LayerType.CONV_TRANSPOSE]] = True
 _INPUT, _DEPTHWISE = int(LayerType.INPUT), int(LayerType.DEPTHWISE_CONV)
-#: per term of a group of layer types (`TYPE_GROUPS`), per layer type: whether its time counts in the term
-_GROUP = {term: np.isin(np.arange(max(LayerType) + 1), [int(LayerType.from_label(t)) for t in types])
-          for term, types in TYPE_GROUPS.items()}
+#: per term of a group of layer types (`TYPE_GROUP_IDS`), per layer type: whether its time counts in the term
+_GROUP = {term: np.isin(np.arange(max(LayerType) + 1), list(ids)) for term, ids in TYPE_GROUP_IDS.items()}
 #: per layer type: its weights count in the ``weights`` term. A fully connected layer's model already charges
 #: its weights as memory traffic (it is memory-bound); counting them again overestimated FC-heavy networks
 _FETCHED = np.ones(max(LayerType) + 1, dtype=bool)
