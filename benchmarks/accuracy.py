@@ -370,13 +370,14 @@ def adapt_curve(args, meas: dict) -> tuple[dict, dict]:
 
     shipped = args.shipped or str(platform_dir() / f"{args.platform}.json")
     variants, walls = {"shipped (N=0)": at.load_platform(shipped)}, {"shipped (N=0)": 0.0}
-    for n in ADAPT_CURVE[1:]:
-        res = adapt(shipped, networks=n, save=False,
+    # each N as the command runs it (with its micro-kernel sweep, measured now); the largest N also without
+    for n, sweep in [(n, True) for n in ADAPT_CURVE[1:]] + [(ADAPT_CURVE[-1], False)]:
+        res = adapt(shipped, networks=n, save=False, sweep=sweep,
                     measure=lambda nets, n=n: np.array([meas[f"adapt{n}/{x.name}"].median_ms for x in nets]))
-        wall = adapt(shipped, networks=n, save=False).seconds
-        key = f"adapt N={n}"
+        wall = adapt(shipped, networks=n, save=False, sweep=sweep).seconds
+        key = f"adapt N={n}" + ("" if sweep else " no sweep")
         variants[key], walls[key] = res.platform, wall
-        print(f"  {key}: {wall:.1f} s, in-sample MAPE {res.mape_after:.1%}, refitted {', '.join(res.terms)}"
+        print(f"  {key}: {wall:.1f} s, in-sample MAPE {res.mape_after:.1%}, refitted: {res.fitted()}"
               + (f"; expected by family {res.by_family()}" if res.family_mape else ""))
     for plan in [p.strip() for p in args.with_calibrate.split(",") if p.strip()]:
         from annette_torch.fit.calibrate import run_calibration

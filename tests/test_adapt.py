@@ -165,7 +165,7 @@ def test_a_noisy_measurement_is_reported(tmp_path, monkeypatch, capsys):
     fake = _fake_machine(1.5, 0.0, 0.1)
     monkeypatch.setattr(A, "_measure_here", lambda runtime, progress: lambda nets: (fake(nets),
                                                                                     np.full(len(nets), 0.2)))
-    assert main(["adapt", "-p", "ort-cpu", "-n", "3", "--out", str(tmp_path / "a.json")]) == 0
+    assert main(["adapt", "-p", "ort-cpu", "-n", "3", "--no-sweep", "--out", str(tmp_path / "a.json")]) == 0
     out, err = capsys.readouterr()
     assert "two fastest rounds differ by 20.0% at the median (noisy" in out
     assert "annette: warning: adapt: this machine's speed moved while measuring" in err
@@ -217,6 +217,7 @@ def test_adapt_says_what_each_family_can_expect(tmp_path, monkeypatch, capsys):
     assert sum(counts[g] * v for g, v in res.family_mape.items()) / len(fams) == pytest.approx(res.loo_mape)
     monkeypatch.setattr(A, "_measure_here", lambda runtime, progress: lambda nets: (fake(nets),
                                                                                     np.full(len(nets), 0.01)))
+    monkeypatch.setattr(A, "_sweeper", lambda runtime, progress: lambda raw, nets: {})  # (no micro-kernels)
     assert main(["adapt", "-p", "ort-cpu", "--out", str(tmp_path / "a.json")]) == 0
     out = capsys.readouterr().out
     line = next(x for x in out.splitlines() if x.startswith("by family, each predicted from the others: "))
@@ -247,3 +248,63 @@ def test_adapt_scales_a_type_groups_own_scale_with_the_rest():
         assert not set(TYPE_GROUPS) - {group} & set(prior)
     d["overhead"]["kind_scales"] = {"AvgPool": 1.5}
     assert not set(TYPE_GROUPS) & set(_prior(Platform.from_dict(d, "t"), cpu=True))
+
+
+def _kind_machine(speed: dict[str, float]):
+    """A machine on which each kind of layer runs ``speed[kind]`` times its raw model (others 1.3x), plus a
+    cost per executed layer; and a sweep that measures the kinds' speeds, as micro-kernels would."""
+    from annette_torch.fit.adapt import _with_factors
+    raw = without_overhead(at.load_platform(ORT_CPU))
+    real = _with_factors(raw, {**{k: 1.3 for k in ("Conv", "FullyConnected", "DepthwiseConv", "MatMul")}, **speed})
+
+    def measure(nets):
+        return np.array([at.estimate(n, real).terms["layers"] + 0.002 * at.estimate(n, real).terms["executed_layers"]
+                         for n in nets])
+    return measure
+
+
+def test_micro_kernel_scales_are_kept_where_they_predict_left_out_networks_better(tmp_path):
+    """A machine whose convolutions run 1.7x the file's models and whose products of activations run 0.9x: one
+    factor cannot serve CNNs and transformers, the swept kinds' factors can; the adapted file carries them as
+    per-kind scales and reproduces the latencies. A sweep whose factors are wrong loses to the file's terms."""
+    from annette_torch.fit.adapt import CHECKS
+    speed = {"Conv": 1.7, "MatMul": 0.9, "FullyConnected": 1.1}
+    measure = _kind_machine(speed)
+    plain = adapt(ORT_CPU, networks=10, measure=measure, save=False, sweep=False)
+    res = adapt(ORT_CPU, networks=10, measure=measure, out=tmp_path / "k.json", sweep=lambda raw, nets: dict(speed))
+    assert res.terms[0] == "micro-kernel scales" and res.kind_scales == speed
+    assert res.check == CHECKS[1] and res.loo_mape < 0.5 * plain.loo_mape
+    assert "per-kind scales from micro-kernels measured here (Conv x1.70" in res.fitted()
+    ks = json.loads((tmp_path / "k.json").read_text())["overhead"]["kind_scales"]
+    assert {k: ks[k] for k in speed} == pytest.approx(speed)
+    np.testing.assert_allclose(res.after_ms, res.measured_ms, rtol=0.05)
+    wrong = adapt(ORT_CPU, networks=10, measure=measure, save=False,
+                  sweep=lambda raw, nets: {"Conv": 0.6, "MatMul": 3.0})
+    assert wrong.terms[0] != "micro-kernel scales" and wrong.kind_scales is None
+
+
+def test_the_sweep_plan_follows_the_networks_time():
+    """The kinds swept are those carrying the networks' time (largest first); a fully connected layer's suites
+    by the time of classifier rows (one per image) and of token rows."""
+    from annette_torch import zoo
+    from annette_torch.fit.kind_sweep import KIND_SUITES, MAX_KINDS, VECTOR_SUITE, sweep_plan
+    raw = without_overhead(at.load_platform(ORT_CPU))
+    cnn = sweep_plan(raw, [at.trace(zoo.get("alexnet"), (1, 3, 224, 224))])
+    assert list(cnn)[:2] == ["FullyConnected", "Conv"] or list(cnn)[:2] == ["Conv", "FullyConnected"]
+    assert cnn["FullyConnected"] == {VECTOR_SUITE: 1.0}
+    vit = sweep_plan(raw, [at.trace(zoo.get("vit_ti16"), (1, 3, 224, 224))])
+    assert set(vit["FullyConnected"]) == {KIND_SUITES["FullyConnected"]} and "MatMul" in vit
+    both = sweep_plan(raw, [at.trace(zoo.get(n), (1, 3, 224, 224)) for n in ("alexnet", "vit_ti16")])
+    assert set(both["FullyConnected"]) == {VECTOR_SUITE, KIND_SUITES["FullyConnected"]}
+    assert sum(both["FullyConnected"].values()) == pytest.approx(1.0)
+    assert all(len(p) <= MAX_KINDS and set(p) <= set(KIND_SUITES) for p in (cnn, vit, both))
+
+
+def test_the_sweep_measures_a_kinds_factor_on_onnx_runtime():
+    """A real sweep (ONNX Runtime, a few element-wise adds): the factor is measured over modelled time, and it
+    is about one for the machine the file was fitted on (the shipped file's Add model, this CPU: within 4x)."""
+    pytest.importorskip("onnxruntime")
+    from annette_torch.fit.kind_sweep import sweep_factors
+    raw = without_overhead(at.load_platform("ort-cpu"))
+    f = sweep_factors(raw, "ort-cpu", {"Add": {"add": 1.0}}, configs=6)
+    assert set(f) == {"Add"} and 0.25 < f["Add"] < 4.0

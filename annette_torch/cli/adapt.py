@@ -28,7 +28,9 @@ def add_parser(sub: Any) -> None:
         description="Keep a platform's layer and mapping models and refit its network-level terms (the base "
                     "file's terms times one factor, or scale, per-layer and per-inference cost fitted afresh, "
                     "where their out-of-sample error is clearly lower; leave-one-family-out where the networks span "
-                    "families): for ort-cpu / openvino-cpu by measuring calibration networks on this machine; "
+                    "families): for ort-cpu / openvino-cpu by measuring calibration networks on this machine "
+                    "(and a few micro-kernels of the layer kinds carrying their time, whose measured-over-modelled "
+                    "factors become per-kind scales where that predicts left-out networks better); "
                     "for a board (zcu102, ncs2, or a platform file) from latencies you measured, given as a CSV "
                     "with columns model,input_shape,latency_ms; a model is a zoo name, an .onnx / ANNETTE .json file, package.module:callable, or a search-space candidate "
                     "SPACE:ARCH[:CLASSES] (nb201, nb101, mbv2, anb, vit, hybrid; e.g. "
@@ -40,6 +42,9 @@ def add_parser(sub: Any) -> None:
                                                       "(model: zoo name, file, module:callable or SPACE:ARCH[:CLASSES])")
     a.add_argument("--out", metavar="FILE", help="platform file to write (default: <platform>.json in your "
                                                  "platform folder, which the name then loads)")
+    a.add_argument("--no-sweep", action="store_true",
+                   help="measuring here: skip the short micro-kernel sweep (~30 s) that rescales the layer kinds "
+                        "carrying the networks' time, kept where it predicts the networks left out better")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -53,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
     if args.latencies and args.networks is not None:
         raise AnnetteError("adapt: give either --networks (measure here) or --latencies (a board), not both")
     res = adapt(args.platform, networks=args.networks or DEFAULT_NETWORKS, latencies=args.latencies,
-                out=args.out, progress=sys.stderr.isatty())
+                out=args.out, progress=sys.stderr.isatty(), sweep=False if args.no_sweep else None)
     print(res.table())
     loo = "n/a (too few networks)" if math.isnan(res.loo_mape) else f"{res.loo_mape:.1%}"
     print(f"\n{len(res.names)} networks: MAPE {res.mape_before:.1%} with {res.base}, {res.mape_after:.1%} adapted; "

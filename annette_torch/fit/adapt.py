@@ -2,6 +2,8 @@
 shipped (or given) platform file are kept; only its network-level terms are refitted, from a few end-to-end
 latencies: measured here on calibration networks (CPU runtimes), or given by the user (boards).
 
+Measured here, per-kind scales from a short micro-kernel sweep compete as well (`kind_sweep`: the kinds
+carrying the networks' time, each at its measured over modelled time; the terms are then refitted on top).
 From given latencies of a device whose runtime differs from the base platform's (a phone against a server
 CPU), per-kind scales compete as well (`kind_fit`: one factor per kind of layer, which can change a ranking);
 and where the latencies are of NAS-Bench-201 cells, which cell semantics the device's runtime follows
@@ -117,9 +119,13 @@ class AdaptResult:
 
     def fitted(self) -> str:
         """What the refit changed, in words."""
-        if self.kind_scales:
-            text = "one factor and per-kind scales (" + ", ".join(
-                f"{k} x{v:.2f}" for k, v in self.kind_scales.items()) + ")"
+        scales = ", ".join(f"{k} x{v:.2f}" for k, v in (self.kind_scales or {}).items())
+        if self.terms[:1] == ("micro-kernel scales",):
+            rest = self.terms[1:]
+            text = (f"per-kind scales from micro-kernels measured here ({scales}), then "
+                    + ("one factor on the base file's network-level model" if rest == ("scale",) else ", ".join(rest)))
+        elif self.kind_scales:
+            text = f"one factor and per-kind scales ({scales})"
         elif self.terms == ("scale",):
             text = "the base file's network-level model times one factor"
         else:
@@ -403,6 +409,24 @@ def _fit(terms: list[dict[str, float]], y: np.ndarray, use: tuple[str, ...], nam
     return fresh, fresh.loo_mape, tuple(use), check, err_fresh
 
 
+def _with_factors(raw: Platform, factors: dict[str, float]) -> Platform:
+    """``raw`` (a platform without network-level overhead) with each kind of ``factors`` at that factor times
+    its layer model."""
+    d = raw.to_dict()
+    d["overhead"] = {"scale": 1.0, "per_layer_ms": 0.0, "per_network_ms": 0.0, "kind_scales": dict(factors)}
+    return Platform.from_dict(d, raw.name)
+
+
+def _sweeper(runtime: str, progress: bool) -> Callable[[Platform, Sequence[Network]], dict[str, float]]:
+    """The micro-kernel sweep of `kind_sweep` on ``runtime``: the kinds carrying the networks' time."""
+    from .kind_sweep import sweep_factors, sweep_plan
+
+    def run(raw: Platform, nets: Sequence[Network]) -> dict[str, float]:
+        say = (lambda msg: print(f"adapt: {msg}", file=sys.stderr)) if progress else None
+        return sweep_factors(raw, runtime, sweep_plan(raw, nets), progress=say)
+    return run
+
+
 def _nb201_cells(names: Sequence[str]) -> list[tuple[str, int]] | None:
     """(arch, classes) of each row when all are NAS-Bench-201 candidates (named ``nb201#INDEX[:CLASSES]`` by
     `space_network`), else None."""
@@ -538,7 +562,8 @@ def _measure_here(runtime: str, progress: bool) -> Callable[[Sequence[Network]],
 def adapt(platform: PlatformLike, networks: int = DEFAULT_NETWORKS,
           latencies: str | os.PathLike | Iterable[Any] | None = None,
           out: str | os.PathLike | None = None, measure: Callable[[Sequence[Network]], np.ndarray] | None = None,
-          progress: bool = False, save: bool = True) -> AdaptResult:
+          progress: bool = False, save: bool = True,
+          sweep: bool | Callable[[Platform, Sequence[Network]], dict[str, float]] | None = None) -> AdaptResult:
     """Adapt ``platform`` (a name or a file) to this machine or to a board.
 
     Without ``latencies``: measure ``networks`` calibration networks end to end on this machine (a CPU
@@ -551,6 +576,11 @@ def adapt(platform: PlatformLike, networks: int = DEFAULT_NETWORKS,
     ``zcu102`` or ``ncs2``). ``measure`` replaces the measurement (a function
     networks -> ms, for tests and other runtimes). The result is written to ``out`` (default: the platform's
     name in the user's platform folder, where the name then finds it) unless ``save`` is False.
+
+    ``sweep`` (measured here only): per-kind scales from a short micro-kernel sweep of the kinds that carry the
+    networks' time (`kind_sweep`), kept where the refit on top of them predicts the networks left out better.
+    None: swept when the networks are measured here (no ``measure``); True / False: always / never; or a
+    function (raw platform, networks) -> {kind: factor}, for tests.
     """
     from ..estimator import estimate
     from ..platform import load_platform
@@ -618,7 +648,17 @@ def adapt(platform: PlatformLike, networks: int = DEFAULT_NETWORKS,
     # a term no network has (depthwise time among plain cells) is not fitted: any coefficient fits it
     use = tuple(t for t in use if t == "layers" or any(row.get(t, 0.0) for row in terms))
     groups = [family(n) for n in nets]
-    cal, loo, use, check, errors = _fit(terms, y_fit, use, names, cpu, _prior(base, cpu), groups)
+    candidates = use
+    cal, loo, use, check, errors = _fit(terms, y_fit, candidates, names, cpu, _prior(base, cpu), groups)
+    factors = None  # measured here: per-kind scales from micro-kernels, where they predict left-out networks better
+    if cpu and latencies is None and (sweep is True or callable(sweep) or (sweep is None and measure is None)):
+        sweeper = sweep if callable(sweep) else _sweeper(base.name, progress)
+        found = sweeper(raw, nets)
+        if found:
+            swept = [estimate(n, _with_factors(raw, found)).terms for n in nets]
+            fit_s = _fit(swept, y_fit, candidates, names, cpu, _prior(base, cpu), groups)
+            if fit_s[1] < loo and fit_s[3] == check:
+                (cal, loo, use, check, errors), factors = fit_s, found
     kinds = None
     if cpu and latencies is not None and base.overhead is not None and len(y) >= KIND_MIN_ROWS:
         kinds = _fit_kind_scales(base, raw, names, nets, y_fit)
@@ -648,6 +688,11 @@ def adapt(platform: PlatformLike, networks: int = DEFAULT_NETWORKS,
         use = ("scale", *kdata.kinds)
     elif cpu:
         d["overhead"] = overhead_entry(cal, origin)
+        if factors:  # the swept kinds' factors, times a type group's own (`calibrate.overhead_entry`)
+            ks = dict(d["overhead"].get("kind_scales") or {})
+            d["overhead"]["kind_scales"] = {**ks, **{k: f * ks.get(k, 1.0) for k, f in factors.items()}}
+            kind_scales = {k: round(v, 4) for k, v in factors.items()}
+            use = ("micro-kernel scales", *use)
         if latencies is None:
             d["fingerprint"] = machine_fingerprint(1)
             d["description"] = (f"{base.name} adapted to {machine_description()} (1 thread) from {base_file}: "
