@@ -308,3 +308,17 @@ def test_the_sweep_measures_a_kinds_factor_on_onnx_runtime():
     raw = without_overhead(at.load_platform("ort-cpu"))
     f = sweep_factors(raw, "ort-cpu", {"Add": {"add": 1.0}}, configs=6)
     assert set(f) == {"Add"} and 0.25 < f["Add"] < 4.0
+
+
+def test_a_failing_sweep_leaves_the_adaptation_without_it(monkeypatch, caplog):
+    """The networks are measured by then: a sweep whose runtime fails adapts without per-kind scales, saying so."""
+    import annette_torch.fit.kind_sweep as K
+    from annette_torch.errors import AnnetteError
+    from annette_torch.fit.adapt import _sweeper
+
+    def broken(*a, **k):
+        raise AnnetteError("hardware module 'ort-cpu' failed to start")
+    monkeypatch.setattr(K, "sweep_factors", broken)
+    res = adapt(ORT_CPU, networks=3, measure=_fake_machine(1.5, 0.0, 0.0), save=False,
+                sweep=_sweeper("ort-cpu", False))
+    assert res.kind_scales is None and "micro-kernel sweep failed" in caplog.text

@@ -423,7 +423,11 @@ def _sweeper(runtime: str, progress: bool) -> Callable[[Platform, Sequence[Netwo
 
     def run(raw: Platform, nets: Sequence[Network]) -> dict[str, float]:
         say = (lambda msg: print(f"adapt: {msg}", file=sys.stderr)) if progress else None
-        return sweep_factors(raw, runtime, sweep_plan(raw, nets), progress=say)
+        try:
+            return sweep_factors(raw, runtime, sweep_plan(raw, nets), progress=say)
+        except AnnetteError as e:  # the networks are measured: adapt without the sweep rather than not at all
+            log.warning("adapt: the micro-kernel sweep failed (%s); adapted without per-kind scales", e)
+            return {}
     return run
 
 

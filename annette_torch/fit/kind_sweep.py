@@ -114,8 +114,10 @@ def sweep_factors(raw: Platform, runtime: str, plan: dict[str, dict[str, float]]
                 if progress:
                     progress(f"micro-kernels of {kind}: suite {suite}")
                 cfgs = SUITES[suite].configs(n=configs, seed=0, options=suite_options(runtime, suite))
-                run_sweep(st, runtime, suite, cfgs, runner, kw, iterations=20, warmup=3, budget_s=left,
-                          progress=False)
+                res = run_sweep(st, runtime, suite, cfgs, runner, kw, iterations=20, warmup=3, budget_s=left,
+                                progress=False)
+                if res.interrupted:
+                    raise KeyboardInterrupt
                 measured = load_measured(st, runtime, suites=[suite])
                 if not measured:
                     continue
