@@ -16,7 +16,8 @@ import logging
 import os
 import tempfile
 import time
-from typing import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -24,7 +25,7 @@ from ..ir import LayerType, Network
 from ..platform import Platform
 
 __all__ = ["KIND_SUITES", "VECTOR_SUITE", "TOKEN_ROWS", "CONFIGS", "MAX_KINDS", "TIME_SHARE", "MIN_LAYERS", "BUDGET_S",
-           "sweep_plan", "sweep_factors"]
+           "POOL", "NEAREST", "Target", "features", "sweep_plan", "pick_configs", "sweep_factors"]
 
 log = logging.getLogger(__name__)
 
@@ -52,44 +53,95 @@ TIME_SHARE = 0.95
 MIN_LAYERS = 5
 #: seconds the sweep may take in all (the rest of `annette adapt` takes about a minute)
 BUDGET_S = 60.0
+#: configurations drawn per suite to pick from, and how many nearest each network layer votes for
+POOL = 300
+NEAREST = 3
 
 
-def sweep_plan(platform: Platform, nets: Sequence[Network]) -> dict[str, dict[str, float]]:
-    """What to sweep for ``nets``: {kind: {suite: weight}} for the kinds with suites (`KIND_SUITES`) that carry
-    the most of the networks' predicted time, largest first, until `TIME_SHARE` of it (at most `MAX_KINDS`); a
-    kind's suites weighted by its time in the layers each stands for (fully connected: `TOKEN_ROWS`)."""
+@dataclass
+class Target:
+    """The layers a suite's micro-kernels stand for: their share of the kind's predicted time (``weight``), and
+    per layer its features (`features`) and predicted time."""
+
+    weight: float
+    features: np.ndarray
+    times: np.ndarray
+
+
+def features(ops: Any, act: Any, weights: Any) -> np.ndarray:
+    """Where a layer (or a micro-kernel) sits among its kind: log10 of its operations and of the elements it
+    reads and writes (activations and weights), one row each."""
+    ops, act, weights = (np.asarray(v, np.float64) for v in (ops, act, weights))
+    return np.stack([np.log10(ops + 1.0), np.log10(act + weights + 1.0)], axis=-1)
+
+
+def sweep_plan(platform: Platform, nets: Sequence[Network]) -> dict[str, dict[str, Target]]:
+    """What to sweep for ``nets``: {kind: {suite: `Target`}} for the kinds with suites (`KIND_SUITES`) that
+    carry the most of the networks' predicted time, largest first, until `TIME_SHARE` of it (at most
+    `MAX_KINDS`); a fully connected layer's suites by the time of classifier rows and of token rows
+    (`TOKEN_ROWS`)."""
     from ..estimator import estimate
 
     share: dict[str, float] = {}
-    vector = [0.0, 0.0]  # fully connected time in classifier rows, in all
-    fc = int(LayerType.FULLY_CONNECTED)
+    layers: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}  # suite -> (features, relative times) per net
     for net in nets:
         e = estimate(net, platform)
         total = max(e.latency_ms, 1e-12)
         for kind, ms in e.by_type().items():
             share[kind] = share.get(kind, 0.0) + ms / total / len(nets)
-        rows = np.asarray(net.cols["n"] * net.cols["h_in"] * net.cols["w_in"], np.float64)
-        is_fc = (net.types == fc) & (e.time_ms > 0)
-        vector[0] += float(e.time_ms[is_fc & (rows < TOKEN_ROWS)].sum()) / total
-        vector[1] += float(e.time_ms[is_fc].sum()) / total
-    plan: dict[str, dict[str, float]] = {}
+        ex, t = e.mapped.network, e.mapped_time_ms / total / len(nets)
+        labels = np.asarray(ex.type_labels(), dtype=object)
+        rows = np.asarray(ex.cols["n"] * ex.cols["h_in"] * ex.cols["w_in"], np.float64)
+        feats = features(ex.ops, np.asarray(ex.in_elems, np.float64) + ex.out_elems, ex.weights)
+        for kind, suite in KIND_SUITES.items():
+            sel = (labels == kind) & (t > 0)
+            if kind == "FullyConnected":
+                for su, part in ((VECTOR_SUITE, sel & (rows < TOKEN_ROWS)), (suite, sel & (rows >= TOKEN_ROWS))):
+                    layers.setdefault(su, []).append((feats[part], t[part]))
+            else:
+                layers.setdefault(suite, []).append((feats[sel], t[sel]))
+    plan: dict[str, dict[str, Target]] = {}
     covered = 0.0
     for kind, s in sorted(share.items(), key=lambda kv: -kv[1]):
         if covered >= TIME_SHARE or len(plan) >= MAX_KINDS:
             break
         if kind in KIND_SUITES:
-            plan[kind] = {KIND_SUITES[kind]: 1.0}
-            if kind == "FullyConnected" and vector[1] > 0:
-                v = vector[0] / vector[1]
-                plan[kind] = {k: w for k, w in ((KIND_SUITES[kind], 1.0 - v), (VECTOR_SUITE, v)) if w > 0.05}
+            suites = (KIND_SUITES[kind], VECTOR_SUITE) if kind == "FullyConnected" else (KIND_SUITES[kind],)
+            targets = {}
+            for su in suites:
+                f = np.concatenate([a for a, _ in layers[su]]) if layers.get(su) else np.zeros((0, 2))
+                t = np.concatenate([b for _, b in layers[su]]) if layers.get(su) else np.zeros(0)
+                if t.sum() > 0:
+                    targets[su] = Target(float(t.sum()), f, t)
+            w = sum(x.weight for x in targets.values())
+            plan[kind] = {su: Target(x.weight / w, x.features, x.times) for su, x in targets.items()
+                          if x.weight / w > 0.05}
         covered += s
     return plan
 
 
-def sweep_factors(raw: Platform, runtime: str, plan: dict[str, dict[str, float]], configs: int = CONFIGS,
+def pick_configs(suite: Any, target: Target, n: int, options: dict[str, Any] | None,
+                 pool: int = POOL) -> list[dict]:
+    """``n`` configurations of ``suite`` like ``target``'s layers: of `POOL` drawn, those nearest (in `features`)
+    to the layers that carry most of the target's time, each layer voting for its `NEAREST` nearest."""
+    cands = suite.configs(n=pool, seed=0, options=options)
+    if suite.cost is None or not len(target.times) or len(cands) <= n:
+        return cands[:n]
+    ops, act, wts = suite.cost(suite._columns(cands))
+    cf = features(ops, act, wts)
+    d = np.linalg.norm(target.features[:, None, :] - cf[None, :, :], axis=-1)  # layers x candidates
+    votes = np.zeros(len(cands))
+    nearest = np.argsort(d, axis=1)[:, :NEAREST]
+    np.add.at(votes, nearest, target.times[:, None])
+    order = np.argsort(-votes, kind="stable")
+    return [cands[i] for i in order[:n]]
+
+
+def sweep_factors(raw: Platform, runtime: str, plan: dict[str, dict[str, Target]], configs: int = CONFIGS,
                   budget_s: float = BUDGET_S, progress: Callable[[str], None] | None = None) -> dict[str, float]:
     """Per kind of ``plan`` (`sweep_plan`): the median of measured over modelled time (by ``raw``, a platform
-    without network-level overhead) of that kind's layers in ``configs`` micro-kernels of each of its suites,
+    without network-level overhead) of that kind's layers in ``configs`` micro-kernels of each of its suites
+    (`pick_configs`: those like the networks' layers),
     measured here on ``runtime`` (``ort-cpu`` or ``openvino-cpu``), the suites' medians averaged by their
     weights; a suite with fewer than `MIN_LAYERS` measured layers does not count. The measurements go to a
     temporary store: they are this adaptation's alone."""
@@ -107,13 +159,13 @@ def sweep_factors(raw: Platform, runtime: str, plan: dict[str, dict[str, float]]
         for kind, suites in plan.items():
             t = int(LayerType.from_label(kind))
             medians: dict[str, float] = {}
-            for suite in suites:
+            for suite, target in suites.items():
                 left = budget_s - (time.perf_counter() - t0)
                 if left <= 0:
                     break
                 if progress:
                     progress(f"micro-kernels of {kind}: suite {suite}")
-                cfgs = SUITES[suite].configs(n=configs, seed=0, options=suite_options(runtime, suite))
+                cfgs = pick_configs(SUITES[suite], target, configs, suite_options(runtime, suite))
                 res = run_sweep(st, runtime, suite, cfgs, runner, kw, iterations=20, warmup=3, budget_s=left,
                                 progress=False)
                 if res.interrupted:
@@ -131,6 +183,6 @@ def sweep_factors(raw: Platform, runtime: str, plan: dict[str, dict[str, float]]
                     log.info("adapt: %d measured %s layers in suite %s, too few for a factor", int(ok.sum()), kind,
                              suite)
             if medians:
-                w = sum(suites[k] for k in medians)
-                factors[kind] = sum(suites[k] * m for k, m in medians.items()) / w
+                w = sum(suites[k].weight for k in medians)
+                factors[kind] = sum(suites[k].weight * m for k, m in medians.items()) / w
     return factors
