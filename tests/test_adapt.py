@@ -313,7 +313,7 @@ def test_the_sweep_measures_micro_kernels_like_the_networks_layers():
     picked, spread = pick_configs(suite, target, 8, None), suite.configs(n=8, seed=0)
 
     def distance(cfgs):
-        f = features(*suite.cost(suite._columns(cfgs)))
+        f = features(*suite.costs(cfgs))
         return float(np.mean([np.min(np.linalg.norm(target.features - x, axis=1)) for x in f]))
     assert len(picked) == 8 and distance(picked) < 0.5 * distance(spread)
 

@@ -1,10 +1,11 @@
 """A short micro-kernel sweep on this machine that rescales a platform file's layer models per kind of layer.
 
 Why: the speed ratio between two CPUs differs by layer kind. The AMD EPYC ``ort-cpu`` file on an Intel Xeon VM:
-convolutions, pooling and fully connected layers run ~1.6x its models, products of two activations ~1.2x. One
-factor on the whole file cannot serve a CNN and a transformer at once, and ten end-to-end latencies cannot
-pin down a factor per kind. A few micro-kernels of the kinds that carry the adaptation networks' time can:
-each kind's factor is the median of measured over modelled time of its layers (`sweep_factors`).
+convolutions and pooling run ~1.4-1.6x its models, a transformer's projections ~1.3x, products of two
+activations ~1.0-1.1x. One factor on the whole file cannot serve a CNN and a transformer at once, and ten
+end-to-end latencies cannot pin down a factor per kind. A few micro-kernels of the kinds that carry the
+adaptation networks' time can, chosen like those networks' layers (`pick_configs`): each kind's factor is the
+median of measured over modelled time of its layers (`sweep_factors`).
 
 `annette adapt` uses the factors as per-kind scales (``overhead.kind_scales``) and keeps them only where the
 network-level refit on top of them predicts the networks left out better (`fit.adapt`).
@@ -29,12 +30,12 @@ __all__ = ["KIND_SUITES", "VECTOR_SUITE", "TOKEN_ROWS", "CONFIGS", "MAX_KINDS", 
 
 log = logging.getLogger(__name__)
 
-#: per layer kind: the micro-kernel suite whose primary layers are of that kind (kinds that compute; a view or
-#: copy such as Reshape runs another kernel in a suite than in a network: the AMD EPYC file's Reshape model is
-#: 3.6x short of the ``heads`` suite on the Intel Xeon and 25x over a vision transformer's). A fully connected layer has two:
-#: a classifier's (one row per image: memory-bound, `VECTOR_SUITE`) and a transformer's (a row per token:
-#: compute-bound; on the Intel Xeon against the AMD EPYC file ~1.9x and ~1.3x), swept in proportion to the
-#: networks' time in each
+#: per layer kind: the micro-kernel suite whose primary layers are of that kind. Only kinds that compute: a view
+#: or copy such as Reshape runs another kernel in a suite than in a network (the AMD EPYC file's Reshape model is
+#: 3.6x short of the ``heads`` suite on the Intel Xeon and 25x over a vision transformer's). A fully connected
+#: layer has two suites: a classifier's (one row per image: memory-bound, `VECTOR_SUITE`) and a transformer's (a
+#: row per token: compute-bound; on the Intel Xeon against the AMD EPYC file ~1.9x and ~1.3x), swept in
+#: proportion to the networks' time in each
 KIND_SUITES: dict[str, str] = {
     "Conv": "conv", "DepthwiseConv": "dwconv", "GroupConv": "gconv", "FullyConnected": "linear",
     "MatMul": "matmul", "MaxPool": "maxpool", "AvgPool": "avgpool", "Add": "add", "Concat": "concat",
@@ -127,8 +128,7 @@ def pick_configs(suite: Any, target: Target, n: int, options: dict[str, Any] | N
     cands = suite.configs(n=pool, seed=0, options=options)
     if suite.cost is None or not len(target.times) or len(cands) <= n:
         return cands[:n]
-    ops, act, wts = suite.cost(suite._columns(cands))
-    cf = features(ops, act, wts)
+    cf = features(*suite.costs(cands))
     d = np.linalg.norm(target.features[:, None, :] - cf[None, :, :], axis=-1)  # layers x candidates
     votes = np.zeros(len(cands))
     nearest = np.argsort(d, axis=1)[:, :NEAREST]
@@ -141,10 +141,10 @@ def sweep_factors(raw: Platform, runtime: str, plan: dict[str, dict[str, Target]
                   budget_s: float = BUDGET_S, progress: Callable[[str], None] | None = None) -> dict[str, float]:
     """Per kind of ``plan`` (`sweep_plan`): the median of measured over modelled time (by ``raw``, a platform
     without network-level overhead) of that kind's layers in ``configs`` micro-kernels of each of its suites
-    (`pick_configs`: those like the networks' layers),
-    measured here on ``runtime`` (``ort-cpu`` or ``openvino-cpu``), the suites' medians averaged by their
-    weights; a suite with fewer than `MIN_LAYERS` measured layers does not count. The measurements go to a
-    temporary store: they are this adaptation's alone."""
+    (`pick_configs`: those like the networks' layers), measured here on ``runtime`` (``ort-cpu`` or
+    ``openvino-cpu``), the suites' medians averaged by their weights; a suite with fewer than `MIN_LAYERS`
+    measured layers does not count. The measurements go to a temporary store: they are this adaptation's
+    alone."""
     from ..bench.store import Store
     from ..bench.suites import SUITES
     from ..bench.sweep import run_sweep

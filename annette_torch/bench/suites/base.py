@@ -96,6 +96,13 @@ class Suite:
             cols[k] = np.array(vals, dtype=object if any(isinstance(v, str) for v in vals) else np.int64)
         return cols
 
+    def costs(self, configs: Sequence[Mapping[str, Any]]) -> tuple:
+        """(operations, activation elements, weight elements) of each of ``configs`` (arrays; needs ``cost``)."""
+        if self.cost is None:
+            raise SuiteError(f"suite {self.name!r} has no cost formula")
+        out = [np.asarray(v, np.float64) for v in self.cost(self._columns(configs))]
+        return tuple(np.broadcast_to(v, (len(configs),)).copy() for v in out)
+
     def filter(self, configs: Sequence[Mapping[str, Any]], capped: bool = True) -> list[dict]:
         """The feasible configs among ``configs`` (order kept)."""
         if not configs:
