@@ -366,15 +366,20 @@ def adapt_curve(args, meas: dict) -> tuple[dict, dict]:
     import numpy as np
 
     from annette_torch.fit.adapt import adapt
+    from annette_torch.fit.kind_sweep import measure_factors
     from annette_torch.platform import platform_dir
 
     shipped = args.shipped or str(platform_dir() / f"{args.platform}.json")
     variants, walls = {"shipped (N=0)": at.load_platform(shipped)}, {"shipped (N=0)": 0.0}
-    # each N as the command runs it (with its micro-kernel sweep, measured now); the largest N also without
+    # each N as the command runs it (with its micro-kernel sweep); the largest N also without. The real run
+    # (its wall time) sweeps; the run on the interleaved measurements takes the factors it measured
     for n, sweep in [(n, True) for n in ADAPT_CURVE[1:]] + [(ADAPT_CURVE[-1], False)]:
-        res = adapt(shipped, networks=n, save=False, sweep=sweep,
+        found: dict = {}
+        swept = (lambda raw, ests: found.update(measure_factors(raw, args.platform, ests)) or found) if sweep \
+            else False
+        wall = adapt(shipped, networks=n, save=False, sweep=swept).seconds
+        res = adapt(shipped, networks=n, save=False, sweep=(lambda raw, ests: found) if sweep else False,
                     measure=lambda nets, n=n: np.array([meas[f"adapt{n}/{x.name}"].median_ms for x in nets]))
-        wall = adapt(shipped, networks=n, save=False, sweep=sweep).seconds
         key = f"adapt N={n}" + ("" if sweep else " no sweep")
         variants[key], walls[key] = res.platform, wall
         print(f"  {key}: {wall:.1f} s, in-sample MAPE {res.mape_after:.1%}, refitted: {res.fitted()}"

@@ -289,13 +289,15 @@ def test_the_sweep_plan_follows_the_networks_time():
     from annette_torch import zoo
     from annette_torch.fit.kind_sweep import KIND_SUITES, MAX_KINDS, VECTOR_SUITE, sweep_plan
     raw = without_overhead(at.load_platform(ORT_CPU))
-    cnn = sweep_plan(raw, [at.trace(zoo.get("alexnet"), (1, 3, 224, 224))])
+    def plan(*names):
+        return sweep_plan([at.estimate(at.trace(zoo.get(n), (1, 3, 224, 224)), raw) for n in names])
+    cnn = plan("alexnet")
     assert list(cnn)[:2] == ["FullyConnected", "Conv"] or list(cnn)[:2] == ["Conv", "FullyConnected"]
     assert {k: t.weight for k, t in cnn["FullyConnected"].items()} == {VECTOR_SUITE: 1.0}
     assert len(cnn["FullyConnected"][VECTOR_SUITE].times) == 3 and len(cnn["Conv"]["conv"].times) == 5
-    vit = sweep_plan(raw, [at.trace(zoo.get("vit_ti16"), (1, 3, 224, 224))])
+    vit = plan("vit_ti16")
     assert set(vit["FullyConnected"]) == {KIND_SUITES["FullyConnected"]} and "MatMul" in vit
-    both = sweep_plan(raw, [at.trace(zoo.get(n), (1, 3, 224, 224)) for n in ("alexnet", "vit_ti16")])
+    both = plan("alexnet", "vit_ti16")
     assert set(both["FullyConnected"]) == {VECTOR_SUITE, KIND_SUITES["FullyConnected"]}
     assert sum(t.weight for t in both["FullyConnected"].values()) == pytest.approx(1.0)
     assert all(len(p) <= MAX_KINDS and set(p) <= set(KIND_SUITES) for p in (cnn, vit, both))
@@ -308,7 +310,8 @@ def test_the_sweep_measures_micro_kernels_like_the_networks_layers():
     from annette_torch.bench.suites import SUITES
     from annette_torch.fit.kind_sweep import features, pick_configs, sweep_plan
     raw = without_overhead(at.load_platform(ORT_CPU))
-    target = sweep_plan(raw, [at.trace(zoo.get("vit_ti16"), (1, 3, 224, 224))])["FullyConnected"]["linear"]
+    vit = at.estimate(at.trace(zoo.get("vit_ti16"), (1, 3, 224, 224)), raw)
+    target = sweep_plan([vit])["FullyConnected"]["linear"]
     suite = SUITES["linear"]
     picked, spread = pick_configs(suite, target, 8, None), suite.configs(n=8, seed=0)
 

@@ -419,14 +419,14 @@ def _with_factors(raw: Platform, factors: dict[str, float]) -> Platform:
     return Platform.from_dict(d, raw.name)
 
 
-def _sweeper(runtime: str, progress: bool) -> Callable[[Platform, Sequence[Network]], dict[str, float]]:
+def _sweeper(runtime: str, progress: bool) -> Callable[[Platform, Sequence[Any]], dict[str, float]]:
     """The micro-kernel sweep of `kind_sweep` on ``runtime``: the kinds carrying the networks' time."""
-    from .kind_sweep import sweep_factors, sweep_plan
+    from .kind_sweep import measure_factors
 
-    def run(raw: Platform, nets: Sequence[Network]) -> dict[str, float]:
+    def run(raw: Platform, ests: Sequence[Any]) -> dict[str, float]:
         say = (lambda msg: print(f"adapt: {msg}", file=sys.stderr)) if progress else None
         try:
-            return sweep_factors(raw, runtime, sweep_plan(raw, nets), progress=say)
+            return measure_factors(raw, runtime, ests, progress=say)
         except AnnetteError as e:  # the networks are measured: adapt without the sweep rather than not at all
             log.warning("adapt: the micro-kernel sweep failed (%s); adapted without per-kind scales", e)
             return {}
@@ -569,7 +569,7 @@ def adapt(platform: PlatformLike, networks: int = DEFAULT_NETWORKS,
           latencies: str | os.PathLike | Iterable[Any] | None = None,
           out: str | os.PathLike | None = None, measure: Callable[[Sequence[Network]], np.ndarray] | None = None,
           progress: bool = False, save: bool = True,
-          sweep: bool | Callable[[Platform, Sequence[Network]], dict[str, float]] | None = None) -> AdaptResult:
+          sweep: bool | Callable[[Platform, Sequence[Any]], dict[str, float]] | None = None) -> AdaptResult:
     """Adapt ``platform`` (a name or a file) to this machine or to a board.
 
     Without ``latencies``: measure ``networks`` calibration networks end to end on this machine (a CPU
@@ -586,7 +586,7 @@ def adapt(platform: PlatformLike, networks: int = DEFAULT_NETWORKS,
     ``sweep`` (measured here only): per-kind scales from a short micro-kernel sweep of the kinds that carry the
     networks' time (`kind_sweep`), kept where the refit on top of them predicts the networks left out better.
     None: swept when the networks are measured here (no ``measure``); True / False: always / never; or a
-    function (raw platform, networks) -> {kind: factor}, for tests.
+    function (raw platform, the networks' `Estimate`s by it) -> {kind: factor} (tests; a sweep measured once).
     """
     from ..estimator import estimate
     from ..platform import load_platform
@@ -654,17 +654,17 @@ def adapt(platform: PlatformLike, networks: int = DEFAULT_NETWORKS,
     # a term no network has (depthwise time among plain cells) is not fitted: any coefficient fits it
     use = tuple(t for t in use if t == "layers" or any(row.get(t, 0.0) for row in terms))
     groups = [family(n) for n in nets]
-    candidates = use
-    cal, loo, use, check, errors = _fit(terms, y_fit, candidates, names, cpu, _prior(base, cpu), groups)
+    candidates, prior = use, _prior(base, cpu)
+    cal, loo, use, check, errors = _fit(terms, y_fit, candidates, names, cpu, prior, groups)
     factors = None  # measured here: per-kind scales from micro-kernels, where they predict left-out networks better
     if cpu and latencies is None and (sweep is True or callable(sweep) or (sweep is None and measure is None)):
         sweeper = sweep if callable(sweep) else _sweeper(base.name, progress)
-        found = sweeper(raw, nets)
+        found = sweeper(raw, ests)
         if found:
             swept = [estimate(n, _with_factors(raw, found)).terms for n in nets]
             # the sweep measured what differs by kind: on top of it only the base file's terms times one
             # factor (terms fitted afresh on ten networks overfit it: a 0.8 ms constant, large CNNs 12-27% low)
-            fit_s = _fit(swept, y_fit, candidates, names, cpu, _prior(base, cpu), groups, fresh=False)
+            fit_s = _fit(swept, y_fit, candidates, names, cpu, prior, groups, fresh=False)
             if fit_s[1] < loo and fit_s[3] == check:
                 (cal, loo, use, check, errors), factors = fit_s, found
     kinds = None

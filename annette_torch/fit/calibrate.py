@@ -24,7 +24,7 @@ from ..platform import Platform
 from ..validate.networks import VALIDATION_SEED
 
 __all__ = ["PLANS", "plan_sweeps", "plan_counts", "calibration_networks", "run_calibration", "calibrate_network_level",
-           "suite_options"]
+           "suite_options", "sweep_runner"]
 
 log = logging.getLogger(__name__)
 
@@ -183,6 +183,11 @@ def calibrate_network_level(platform_obj: Platform, runtime: str, nets: Sequence
                  "layers_only_mape": float(np.mean(np.abs(raw / y_arr - 1))), "coef": cal.coef}
 
 
+def sweep_runner(platform: str) -> tuple[str, dict[str, Any]]:
+    """The hardware module and settings a measurable CPU platform's suites are swept with (1 thread)."""
+    return ("ort-cpu", {"threads": 1}) if platform == "ort-cpu" else ("openvino", {"device": "CPU", "threads": 1})
+
+
 def suite_options(platform: str, suite: str) -> dict[str, str] | None:
     """The options a suite is measured with on ``platform`` (`LEAD`, `TAIL`), or None."""
     opts = {key: "dw1" for key, table in (("lead", LEAD), ("tail", TAIL)) if suite in table[platform]}
@@ -209,7 +214,7 @@ def run_calibration(platform: str, quick: bool = False, out: str | None = None, 
     db = db or f"annette-calibrate-{platform}.sqlite"
     out = out or user_platform_file(platform)
     check_writable(out)  # before an hour of measuring, not after it
-    runner, kw = ("ort-cpu", {"threads": 1}) if platform == "ort-cpu" else ("openvino", {"device": "CPU", "threads": 1})
+    runner, kw = sweep_runner(platform)
     t0 = time.perf_counter()
     report: dict[str, Any] = {"db": db, "out": out, "plan": "quick" if quick else "full", "suites": {}}
     with Store(db) as st:

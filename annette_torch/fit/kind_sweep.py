@@ -18,15 +18,18 @@ import os
 import tempfile
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 
-from ..ir import LayerType, Network
+from ..ir import LayerType
 from ..platform import Platform
 
+if TYPE_CHECKING:
+    from ..estimator import Estimate
+
 __all__ = ["KIND_SUITES", "VECTOR_SUITE", "TOKEN_ROWS", "CONFIGS", "MAX_KINDS", "TIME_SHARE", "MIN_LAYERS", "BUDGET_S",
-           "POOL", "NEAREST", "Target", "features", "sweep_plan", "pick_configs", "sweep_factors"]
+           "POOL", "NEAREST", "Target", "features", "sweep_plan", "pick_configs", "sweep_factors", "measure_factors"]
 
 log = logging.getLogger(__name__)
 
@@ -76,44 +79,42 @@ def features(ops: Any, act: Any, weights: Any) -> np.ndarray:
     return np.stack([np.log10(ops + 1.0), np.log10(act + weights + 1.0)], axis=-1)
 
 
-def sweep_plan(platform: Platform, nets: Sequence[Network]) -> dict[str, dict[str, Target]]:
-    """What to sweep for ``nets``: {kind: {suite: `Target`}} for the kinds with suites (`KIND_SUITES`) that
-    carry the most of the networks' predicted time, largest first, until `TIME_SHARE` of it (at most
-    `MAX_KINDS`); a fully connected layer's suites by the time of classifier rows and of token rows
-    (`TOKEN_ROWS`)."""
-    from ..estimator import estimate
+def _suites(kind: str) -> tuple[str, ...]:
+    """The suites of ``kind`` (`KIND_SUITES`; a fully connected layer's token suite, then `VECTOR_SUITE`)."""
+    return (KIND_SUITES[kind], VECTOR_SUITE) if kind == "FullyConnected" else (KIND_SUITES[kind],)
 
+
+def sweep_plan(estimates: Sequence[Estimate]) -> dict[str, dict[str, Target]]:
+    """What to sweep for the networks of ``estimates`` (by a platform without network-level overhead):
+    {kind: {suite: `Target`}} for the kinds with suites (`KIND_SUITES`) that carry the most of the networks'
+    predicted time, largest first, until `TIME_SHARE` of it (at most `MAX_KINDS`); a fully connected layer's
+    suites by the time of token rows and of classifier rows (`TOKEN_ROWS`)."""
     share: dict[str, float] = {}
     layers: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}  # suite -> (features, relative times) per net
-    for net in nets:
-        e = estimate(net, platform)
-        total = max(e.latency_ms, 1e-12)
+    for e in estimates:
+        total = max(e.latency_ms, 1e-12) * len(estimates)
         for kind, ms in e.by_type().items():
-            share[kind] = share.get(kind, 0.0) + ms / total / len(nets)
-        ex, t = e.mapped.network, e.mapped_time_ms / total / len(nets)
+            share[kind] = share.get(kind, 0.0) + ms / total
+        ex, t = e.mapped.network, e.mapped_time_ms / total
         labels = np.asarray(ex.type_labels(), dtype=object)
-        rows = np.asarray(ex.cols["n"] * ex.cols["h_in"] * ex.cols["w_in"], np.float64)
+        vector = np.asarray(ex.cols["n"] * ex.cols["h_in"] * ex.cols["w_in"], np.float64) < TOKEN_ROWS
         feats = features(ex.ops, np.asarray(ex.in_elems, np.float64) + ex.out_elems, ex.weights)
-        for kind, suite in KIND_SUITES.items():
+        for kind in KIND_SUITES:
             sel = (labels == kind) & (t > 0)
-            if kind == "FullyConnected":
-                for su, part in ((VECTOR_SUITE, sel & (rows < TOKEN_ROWS)), (suite, sel & (rows >= TOKEN_ROWS))):
-                    layers.setdefault(su, []).append((feats[part], t[part]))
-            else:
-                layers.setdefault(suite, []).append((feats[sel], t[sel]))
+            parts = (sel & ~vector, sel & vector) if kind == "FullyConnected" else (sel,)
+            for suite, part in zip(_suites(kind), parts):
+                layers.setdefault(suite, []).append((feats[part], t[part]))
     plan: dict[str, dict[str, Target]] = {}
     covered = 0.0
     for kind, s in sorted(share.items(), key=lambda kv: -kv[1]):
         if covered >= TIME_SHARE or len(plan) >= MAX_KINDS:
             break
         if kind in KIND_SUITES:
-            suites = (KIND_SUITES[kind], VECTOR_SUITE) if kind == "FullyConnected" else (KIND_SUITES[kind],)
             targets = {}
-            for su in suites:
-                f = np.concatenate([a for a, _ in layers[su]]) if layers.get(su) else np.zeros((0, 2))
-                t = np.concatenate([b for _, b in layers[su]]) if layers.get(su) else np.zeros(0)
-                if t.sum() > 0:
-                    targets[su] = Target(float(t.sum()), f, t)
+            for su in _suites(kind):
+                times = np.concatenate([b for _, b in layers[su]])
+                if times.sum() > 0:
+                    targets[su] = Target(float(times.sum()), np.concatenate([a for a, _ in layers[su]]), times)
             w = sum(x.weight for x in targets.values())
             plan[kind] = {su: Target(x.weight / w, x.features, x.times) for su, x in targets.items()
                           if x.weight / w > 0.05}
@@ -149,10 +150,10 @@ def sweep_factors(raw: Platform, runtime: str, plan: dict[str, dict[str, Target]
     from ..bench.suites import SUITES
     from ..bench.sweep import run_sweep
     from ..prediction.passes import model_times
-    from .calibrate import suite_options
+    from .calibrate import suite_options, sweep_runner
     from .data import layer_samples, load_measured
 
-    runner, kw = ("ort-cpu", {"threads": 1}) if runtime == "ort-cpu" else ("openvino", {"device": "CPU", "threads": 1})
+    runner, kw = sweep_runner(runtime)
     t0 = time.perf_counter()
     factors: dict[str, float] = {}
     with tempfile.TemporaryDirectory(prefix="annette-adapt-") as tmp, Store(os.path.join(tmp, "m.sqlite")) as st:
@@ -186,3 +187,9 @@ def sweep_factors(raw: Platform, runtime: str, plan: dict[str, dict[str, Target]
                 w = sum(suites[k].weight for k in medians)
                 factors[kind] = sum(suites[k].weight * m for k, m in medians.items()) / w
     return factors
+
+
+def measure_factors(raw: Platform, runtime: str, estimates: Sequence[Estimate],
+                    progress: Callable[[str], None] | None = None) -> dict[str, float]:
+    """`sweep_factors` of the `sweep_plan` of ``estimates`` (the networks estimated by ``raw``)."""
+    return sweep_factors(raw, runtime, sweep_plan(estimates), progress=progress)
