@@ -76,7 +76,7 @@ def test_fit_kinds_recovers_known_factors_from_exact_latencies():
     assert set(data.kinds) <= set(truth)
     f = np.array([truth[k] for k in data.kinds])
     # (a device's own cost per layer is never negative, whatever the base file's fitted value)
-    y = 1.4 * (data.X @ f + data.rest + max(per_layer, 0.0) * data.n_exec + per_net)
+    y = 1.4 * (data.X @ f + data.rest + max(per_layer, 0.0) * data.n_exec) + per_net
     fit = fit_kinds(data, y, per_layer, per_net, lam=1e-6)
     # g and the factors are known up to their product (the ridge sets the split): each kind's speed is exact
     for k in data.kinds:
@@ -139,13 +139,13 @@ def test_few_cells_of_a_device_are_built_as_the_default_semantics_with_one_facto
 def test_fit_kinds_recovers_a_per_inference_cost_on_request_and_never_a_negative_one():
     archs, data, (scale, per_layer, per_net, dw) = _cells(8, 20, "eager")
     # (a layer's own cost is never below zero in the fit: the base file's per-layer term may be negative)
-    plain = data.X.sum(axis=1) + data.rest + max(per_layer, 0.0) * data.n_exec + per_net
-    y = 3.0 * (plain + 2.0)  # an eager runtime: 6 ms per inference on top
+    plain = data.X.sum(axis=1) + data.rest + max(per_layer, 0.0) * data.n_exec
+    y = 3.0 * (plain + 2.0) + per_net  # an eager runtime: 6 ms per inference on top
     fit = fit_kinds(data, y, per_layer, per_net, lam=1e-6, constant=True)
-    assert fit.g * fit.per_network == pytest.approx(6.0, rel=0.05)
+    assert fit.per_network - per_net == pytest.approx(6.0, rel=0.05)
     assert np.allclose(fit.predict(data), y, rtol=0.01)
     assert fit_kinds(data, y, per_layer, per_net, lam=1e-6).per_network == per_net  # not on request: the base's
-    faster = fit_kinds(data, 3.0 * plain - 0.5, per_layer, per_net, lam=1e-6, constant=True)
+    faster = fit_kinds(data, 3.0 * plain + per_net - 0.5, per_layer, per_net, lam=1e-6, constant=True)
     assert faster.per_network >= per_net
 
 
@@ -183,3 +183,19 @@ def test_fit_kinds_never_fits_a_negative_cost_per_layer():
         fit = fit_kinds(data, y, per_layer, per_net, lam=lam, constant=True)
         assert fit.per_layer >= -1e-9
         assert fit.per_network >= per_net
+
+
+def test_a_folded_constant_cell_costs_the_runtimes_call_not_the_devices_compute_factor():
+    """A device 8x slower than ort-cpu at computing layers: per-kind scales fitted from its cells leave a
+    constant network (folded by a runtime of `reach` semantics) at the base file's per-inference cost, where
+    scaling it with the factor would put microsecond networks several times too high."""
+    fake = _with("ort-cpu", 8.0, {"Conv 3x3": 1.5})
+    rng = np.random.default_rng(5)
+    archs = [nb201.index_to_arch(int(i)) for i in rng.choice(nb201.NUM_ARCHS, 60, replace=False)]
+    archs = [a for a in archs if not nb201.cell_edges(a, "reach")[1]][:12]
+    y = at.estimate_many(nb201.build_networks(archs, semantics="reach"), fake)
+    res = adapt("ort-cpu", latencies=[(f"nb201:{a}", float(v)) for a, v in zip(archs, y)], save=False)
+    assert res.kind_scales is not None and res.semantics == "reach"
+    folded = nb201.build_network("|nor_conv_3x3~0|+|none~0|none~1|+|none~0|none~1|none~2|", semantics="reach")
+    assert at.estimate(folded, res.platform).latency_ms == pytest.approx(at.estimate(folded, "ort-cpu").latency_ms,
+                                                                          rel=0.1)

@@ -320,19 +320,22 @@ def _group_factor(base: Any) -> tuple[str, float] | None:
 
 
 def _fit_scaled(terms: list[dict[str, float]], y: np.ndarray, prior: dict[str, float], names: Sequence[str],
-                cpu: bool) -> Any:
+                cpu: bool, fixed: tuple[str, ...] = ()) -> Any:
     """The base file's network-level model times one factor: the machine or board is uniformly faster or
-    slower. Relative least squares (robust on a CPU, as `fit_cpu_calibration`); exact through one network."""
+    slower (the ``fixed`` terms kept as they are). Relative least squares (robust on a CPU, as
+    `fit_cpu_calibration`); exact through one network."""
     from ..models.calibration import Calibration
     from .calibrate_network import CPU_LOSS, fit_calibration
 
-    base = Calibration(prior)
-    pred = [{"layers": base.predict(t)} for t in terms]
+    scaled = Calibration({t: c for t, c in prior.items() if t not in fixed})
+    kept = Calibration({t: c for t, c in prior.items() if t in fixed} or {"layers": 0.0})
+    pred = [{"layers": scaled.predict(t)} for t in terms]
+    rest = y - np.array([kept.predict(t) for t in terms])
     if len(y) == 1:
-        k = float(y[0] / pred[0]["layers"])
+        k = float(rest[0] / pred[0]["layers"])
     else:
-        k = fit_calibration(pred, y, ("layers",), loss=CPU_LOSS if cpu else None).coef["layers"]
-    return Calibration({t: k * c for t, c in prior.items()}, None, tuple(names))
+        k = fit_calibration(pred, rest, ("layers",), loss=CPU_LOSS if cpu else None).coef["layers"]
+    return Calibration({t: c if t in fixed else k * c for t, c in prior.items()}, None, tuple(names))
 
 
 def family(net: Network) -> str:
@@ -373,8 +376,8 @@ def _family_groups(groups: Sequence[str] | None, n: int, need: int) -> Sequence[
 
 
 def _fit(terms: list[dict[str, float]], y: np.ndarray, use: tuple[str, ...], names: Sequence[str],
-         cpu: bool, prior: dict[str, float], groups: Sequence[str] | None = None, fresh: bool = True
-         ) -> tuple[Any, float, tuple[str, ...], str, np.ndarray | None]:
+         cpu: bool, prior: dict[str, float], groups: Sequence[str] | None = None, fresh: bool = True,
+         fixed: tuple[str, ...] = ()) -> tuple[Any, float, tuple[str, ...], str, np.ndarray | None]:
     """The refit: the base model scaled by one factor, or the terms ``use`` fitted afresh. The fresh fit wins
     only when its out-of-sample error is lower by more than its own standard error (the one-standard-error
     rule: more parameters need clear evidence). With the networks' ``groups`` (`family`) the out-of-sample
@@ -383,14 +386,14 @@ def _fit(terms: list[dict[str, float]], y: np.ndarray, use: tuple[str, ...], nam
     the scaled base model. Returns the `Calibration`, its out-of-sample MAPE (nan below 3 networks), what
     was fitted (``("scale",)`` or the terms), which check measured the error (`CHECKS`) and each network's
     out-of-sample error (None below 3 networks). Without ``fresh``: the scaled base model, judged by the check
-    the fresh fit would have had."""
+    the fresh fit would have had. ``fixed``: terms of the base model the scaling keeps as they are."""
     from .calibrate_network import CPU_LOSS, CPU_SIGNED_TERMS, SIGNED_TERMS, fit_calibration, fit_cpu_calibration
 
-    scaled = _fit_scaled(terms, y, prior, names, cpu)
+    scaled = _fit_scaled(terms, y, prior, names, cpu, fixed)
     few = len(y) < 3 or len(y) < len(use) + 2  # too few networks to judge a fresh fit
     if few or not fresh:
         groups = _family_groups(groups, len(y), 1 if few else len(use) + 2)
-        errors = _loo(lambda t, m: _fit_scaled(t, m, prior, (), cpu), terms, y, groups) if len(y) >= 3 else None
+        errors = _loo(lambda t, m: _fit_scaled(t, m, prior, (), cpu, fixed), terms, y, groups) if len(y) >= 3 else None
         scaled.loo_mape = float(np.mean(errors)) if errors is not None else float("nan")
         return scaled, scaled.loo_mape, ("scale",), CHECKS[groups is not None], errors
     groups = _family_groups(groups, len(y), len(use) + 2)  # (a fit takes two networks more than terms)
@@ -400,7 +403,7 @@ def _fit(terms: list[dict[str, float]], y: np.ndarray, use: tuple[str, ...], nam
     else:
         loss, signed = (CPU_LOSS, CPU_SIGNED_TERMS) if cpu else (None, SIGNED_TERMS)
         refit = lambda t, m, n=(): fit_calibration(t, m, use, n, loss=loss, signed=signed)  # noqa: E731
-    err_scaled = _loo(lambda t, m: _fit_scaled(t, m, prior, (), cpu), terms, y, groups)
+    err_scaled = _loo(lambda t, m: _fit_scaled(t, m, prior, (), cpu, fixed), terms, y, groups)
     err_fresh = _loo(refit, terms, y, groups)
     scaled.loo_mape = float(np.mean(err_scaled))
     se_fresh = float(np.std(err_fresh, ddof=1) / np.sqrt(len(y)))
@@ -655,7 +658,15 @@ def adapt(platform: PlatformLike, networks: int = DEFAULT_NETWORKS,
     use = tuple(t for t in use if t == "layers" or any(row.get(t, 0.0) for row in terms))
     groups = [family(n) for n in nets]
     candidates, prior = use, _prior(base, cpu)
-    cal, loo, use, check, errors = _fit(terms, y_fit, candidates, names, cpu, prior, groups)
+    fixed: tuple[str, ...] = ()
+    if cpu and latencies is not None:
+        # another device's latencies on a CPU file: its layers run at their own speed, a runtime's call is no
+        # slower for it (a constant network folded by the runtime stays microseconds, not 20x them), and a
+        # layer costs no less than nothing (a negative per-layer term of the file, times a device's factor,
+        # took 5-9 ms off a 10 ms NAS-Bench-201 cell of a phone)
+        prior["executed_layers"] = max(prior.get("executed_layers", 0.0), 0.0)
+        fixed = ("constant",)
+    cal, loo, use, check, errors = _fit(terms, y_fit, candidates, names, cpu, prior, groups, fixed=fixed)
     factors = None  # measured here: per-kind scales from micro-kernels, where they predict left-out networks better
     if cpu and latencies is None and (sweep is True or callable(sweep) or (sweep is None and measure is None)):
         sweeper = sweep if callable(sweep) else _sweeper(base.name, progress)
@@ -664,7 +675,7 @@ def adapt(platform: PlatformLike, networks: int = DEFAULT_NETWORKS,
             swept = [estimate(n, _with_factors(raw, found)).terms for n in nets]
             # the sweep measured what differs by kind: on top of it only the base file's terms times one
             # factor (terms fitted afresh on ten networks overfit it: a 0.8 ms constant, large CNNs 12-27% low)
-            fit_s = _fit(swept, y_fit, candidates, names, cpu, prior, groups, fresh=False)
+            fit_s = _fit(swept, y_fit, candidates, names, cpu, prior, groups, fresh=False, fixed=fixed)
             if fit_s[1] < loo and fit_s[3] == check:
                 (cal, loo, use, check, errors), factors = fit_s, found
     kinds = None
@@ -685,7 +696,7 @@ def adapt(platform: PlatformLike, networks: int = DEFAULT_NETWORKS,
         check = CHECKS[0]  # (the per-kind fit's own leave-one-out)
         scale, _, _, dw = base.overhead  # type: ignore[misc]
         entry: dict[str, Any] = {"scale": kfit.g * scale, "per_layer_ms": kfit.g * kfit.per_layer,
-                                 "per_network_ms": kfit.g * kfit.per_network}
+                                 "per_network_ms": kfit.per_network}
         if dw != scale:
             entry["depthwise_scale"] = kfit.g * dw
         entry["kind_scales"] = kfit.kind_scales(kdata)

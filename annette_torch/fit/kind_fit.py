@@ -6,7 +6,7 @@ a device whose runtime differs (a phone running TensorFlow Lite against ONNX Run
 the kinds differently, and only a factor per kind changes the ranking. The model, on the base file's layer
 times ``X[k]`` of each kind ``k`` (its own scale applied) and its per-layer and per-inference costs:
 
-    latency = g * (sum_k f_k * X[k] + X[rest] + (per_layer + d) * executed_layers + per_network + c)
+    latency = g * (sum_k f_k * X[k] + X[rest] + (per_layer + d) * executed_layers + c) + per_network
 
 ``g`` is free, each ``log f_k`` is pulled toward 0 (the base file's own proportions) by a ridge penalty of
 weight ``lam`` times the kind's share of the time, ``d`` (a runtime's own cost per executed layer: eager
@@ -95,7 +95,8 @@ def kind_data(estimates: Sequence[Any], scale: float, dw_scale: float, min_share
 
 @dataclass
 class KindFit:
-    """The fitted factor ``g`` and per-kind factors (relative to ``g``); `predict` applies them."""
+    """The fitted factor ``g`` and per-kind factors (relative to ``g``); `predict` applies them. ``per_layer``
+    is before ``g``, ``per_network`` (ms) after it."""
 
     g: float
     factors: dict[str, float]
@@ -105,7 +106,7 @@ class KindFit:
     def predict(self, data: KindData) -> np.ndarray:
         """Latency (ms) of the networks of ``data``."""
         f = np.array([self.factors[k] for k in data.kinds])
-        return self.g * (data.X @ f + data.rest + self.per_layer * data.n_exec + self.per_network)
+        return self.g * (data.X @ f + data.rest + self.per_layer * data.n_exec) + self.per_network
 
     def kind_scales(self, data: KindData) -> dict[str, float]:
         """The platform file's ``overhead.kind_scales`` entries (one per type and kernel of each kind)."""
@@ -120,20 +121,21 @@ def fit_kinds(data: KindData, y: np.ndarray, per_layer: float, per_network: floa
     total = np.maximum(data.X.sum(axis=1) + data.rest, 1e-12)
     share = np.mean(data.X / total[:, None], axis=0) if K else np.zeros(0)
     ly = np.log(y)
-    fixed = per_layer * data.n_exec + per_network
+    fixed = per_layer * data.n_exec
     # d in units of the mean layer time: d = u * unit, its penalty is its share of the time
     unit = float(np.mean(total) / max(np.mean(data.n_exec), 1.0))
     net_unit = float(np.mean(total))
 
     def pred(th: np.ndarray) -> np.ndarray:
         c = th[K + 2] * net_unit if constant else 0.0
-        return np.exp(th[0]) * (data.X @ np.exp(th[1:K + 1]) + data.rest + fixed + th[K + 1] * unit * data.n_exec + c)
+        return (np.exp(th[0]) * (data.X @ np.exp(th[1:K + 1]) + data.rest + fixed + th[K + 1] * unit * data.n_exec + c)
+                + per_network)
 
     def residuals(th: np.ndarray) -> np.ndarray:
         return np.concatenate([np.log(np.maximum(pred(th), 1e-12)) - ly,
                                np.sqrt(lam * share) * th[1:K + 1], np.sqrt(lam) * th[K + 1:]])
 
-    base = np.maximum(data.X.sum(axis=1) + data.rest + fixed, 1e-12)
+    base = np.maximum(data.X.sum(axis=1) + data.rest + fixed + per_network, 1e-12)
     P = K + 3 if constant else K + 2
     th0 = np.concatenate([[float(np.median(ly - np.log(base)))], np.zeros(P - 1)])
     lo = np.full(P, -np.inf)
@@ -143,9 +145,10 @@ def fit_kinds(data: KindData, y: np.ndarray, per_layer: float, per_network: floa
         lo[-1] = 0.0  # a per-inference cost is never negative
     th = least_squares(residuals, th0, method="trf", x_scale=1.0, loss=LOSS, f_scale=0.1,
                        bounds=(lo, np.full(P, np.inf))).x
+    g = float(np.exp(th[0]))
     extra = float(th[K + 2]) * net_unit if constant else 0.0
-    return KindFit(float(np.exp(th[0])), {k: float(np.exp(v)) for k, v in zip(data.kinds, th[1:K + 1])},
-                   per_layer + float(th[K + 1]) * unit, per_network + extra)
+    return KindFit(g, {k: float(np.exp(v)) for k, v in zip(data.kinds, th[1:K + 1])},
+                   per_layer + float(th[K + 1]) * unit, per_network + g * extra)
 
 
 def loo_kinds(data: KindData, y: np.ndarray, per_layer: float, per_network: float, lam: float,
