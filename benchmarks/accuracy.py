@@ -263,7 +263,7 @@ def main() -> int:
         stats: dict[str, int] = {}
         # calibration networks interleaved with the validation networks in every round: a drift of the
         # machine's speed during the run then moves both alike instead of biasing the calibration
-        cal = (sum(adapt_sets().values(), []) if args.adapt else
+        cal = (sum(adapt_sets(adapt_base(args)).values(), []) if args.adapt else
                [] if args.no_calibrate else calibration_set())
         bar = tqdm(total=len(nets) + len(cal), unit="net", file=sys.stderr, dynamic_ncols=True,
                    desc=f"measuring on {args.platform}")
@@ -347,13 +347,23 @@ def main() -> int:
 ADAPT_CURVE = (0, 1, 3, 5, 10)
 
 
-def adapt_sets() -> dict[int, list]:
-    """The calibration networks ``annette adapt`` measures for each N of `ADAPT_CURVE`, as measurable networks
-    named ``adapt<N>/<name>``, so that they are measured in the validation networks' own passes."""
-    from annette_torch.fit.calibrate import _validation_hashes, calibration_networks
+def adapt_base(args) -> str:
+    """The platform file ``--adapt`` adapts: ``--shipped`` or the platform's shipped file."""
+    from annette_torch.platform import platform_dir
 
+    return args.shipped or str(platform_dir() / f"{args.platform}.json")
+
+
+def adapt_sets(base: str) -> dict[int, list]:
+    """The calibration networks ``annette adapt`` of ``base`` measures for each N of `ADAPT_CURVE` (covering the
+    types the file models), as measurable networks named ``adapt<N>/<name>``, so that they are measured in the
+    validation networks' own passes."""
+    from annette_torch.fit.calibrate import _validation_hashes, calibration_networks, modelled_types
+
+    cover = modelled_types(at.load_platform(base))
     return {n: [CalibrationNet(f"adapt{n}/{c.name}", "calibration", c, (1, 3, 224, 224))
-                for c in calibration_networks(n, exclude_hashes=_validation_hashes())] for n in ADAPT_CURVE[1:]}
+                for c in calibration_networks(n, exclude_hashes=_validation_hashes(), cover=cover)]
+            for n in ADAPT_CURVE[1:]}
 
 
 def adapt_curve(args, meas: dict) -> tuple[dict, dict]:
@@ -367,9 +377,8 @@ def adapt_curve(args, meas: dict) -> tuple[dict, dict]:
 
     from annette_torch.fit.adapt import adapt
     from annette_torch.fit.kind_sweep import measure_factors
-    from annette_torch.platform import platform_dir
 
-    shipped = args.shipped or str(platform_dir() / f"{args.platform}.json")
+    shipped = adapt_base(args)
     variants, walls = {"shipped (N=0)": at.load_platform(shipped)}, {"shipped (N=0)": 0.0}
     # each N as the command runs it (with its micro-kernel sweep); the largest N also without. The real run
     # (its wall time) sweeps; the run on the interleaved measurements takes the factors it measured

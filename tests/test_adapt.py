@@ -206,11 +206,12 @@ def test_adapt_says_what_each_family_can_expect(tmp_path, monkeypatch, capsys):
     other families predict it (their mean is the printed leave-one-family-out error), and the CLI prints it."""
     import annette_torch.fit.adapt as A
     from annette_torch.fit.adapt import CHECKS, family
-    from annette_torch.fit.calibrate import _validation_hashes, calibration_networks
+    from annette_torch.fit.calibrate import _validation_hashes, calibration_networks, modelled_types
 
     fake = _fake_machine(1.5, 0.002, 0.1)
     res = adapt(ORT_CPU, networks=10, measure=fake, save=False)
-    fams = [family(n) for n in calibration_networks(10, exclude_hashes=_validation_hashes())]
+    fams = [family(n) for n in calibration_networks(10, exclude_hashes=_validation_hashes(),
+                                                    cover=modelled_types(at.load_platform(ORT_CPU)))]
     assert res.check == CHECKS[1] and res.family_mape is not None
     assert list(res.family_mape) == list(dict.fromkeys(fams)) and len(res.family_mape) >= 2
     counts = {g: fams.count(g) for g in res.family_mape}
@@ -222,6 +223,29 @@ def test_adapt_says_what_each_family_can_expect(tmp_path, monkeypatch, capsys):
     out = capsys.readouterr().out
     line = next(x for x in out.splitlines() if x.startswith("by family, each predicted from the others: "))
     assert all(f"{g} " in line for g in res.family_mape)
+
+
+@pytest.mark.parametrize("name", ["ort-cpu", "openvino-cpu"])
+def test_ten_adaptation_networks_exercise_every_type_the_file_models_and_no_validation_network(name):
+    """The 10 networks adapt measures by default span the families and hold every layer type the file has a model
+    of (but the blocked forms the mapping itself produces), and none has the weighted layers of a validation
+    network (nor is one of the accuracy benchmark's NAS-Bench-101 cells)."""
+    from annette_torch.fit.adapt import DEFAULT_NETWORKS, family
+    from annette_torch.fit.calibrate import _validation_hashes, calibration_networks, modelled_types
+    from annette_torch.validate import validation_networks
+    from annette_torch.validate.networks import WEIGHTED_TYPES, layer_signature
+
+    plat = at.load_platform(name)
+    nets = calibration_networks(DEFAULT_NETWORKS, exclude_hashes=_validation_hashes(), cover=modelled_types(plat))
+    assert DEFAULT_NETWORKS == len(nets) == 10
+    have = {t for n in nets for t in n.type_labels()}
+    assert modelled_types(plat) - have == {"BlockedReshape", "BlockedResize"}
+    assert {family(n) for n in nets} == {"plain", "mobile", "grouped", "attention"}
+    validation = {layer_signature(v.network, WEIGHTED_TYPES)
+                  for v in validation_networks(("zoo", "reference", "modern"), n_nb101=0, check_export=False)}
+    assert not {layer_signature(n, WEIGHTED_TYPES) for n in nets} & validation
+    cells = {n.name.removeprefix("calib-nb101-") for n in nets if n.name.startswith("calib-nb101-")}
+    assert cells and not cells & {h[:8] for h in _validation_hashes()}
 
 
 def test_families_come_from_the_layer_types():

@@ -276,14 +276,15 @@ def test_calibration_networks_span_the_classic_families_outside_the_validation_s
     from annette_torch.validate.networks import WEIGHTED_TYPES, layer_signature
 
     nets = calibration_networks(45, exclude_hashes=_validation_hashes())
-    assert sum(n.name.startswith(PREFIX) for n in nets) == min(45 // 5, len(CLASSIC_CALIBRATION)) == 8
+    assert sum(n.name.startswith(PREFIX) for n in nets) == min(45 // 5, len(CLASSIC_CALIBRATION)) == 9
     assert len({n.name for n in nets}) == 45
     assert [n.name for n in calibration_networks(10) if n.name.startswith(PREFIX)] == \
         [PREFIX + k for k in CLASSIC_CALIBRATION[:2]]
     classic = calibration_networks_of([PREFIX + k for k in CLASSIC_CALIBRATION])
     types = {LayerType(int(t)) for n in classic for t in n.types}
     assert {LayerType.GROUP_CONV, LayerType.HARDSWISH, LayerType.SILU, LayerType.CONCAT, LayerType.TRANSPOSE,
-            LayerType.FULLY_CONNECTED, LayerType.DEPTHWISE_CONV} <= types
+            LayerType.FULLY_CONNECTED, LayerType.DEPTHWISE_CONV, LayerType.CONV_TRANSPOSE, LayerType.LEAKY_RELU,
+            LayerType.SOFTPLUS, LayerType.RESIZE} <= types
     assert LayerType.UNKNOWN not in types
     validation = {layer_signature(v.network, WEIGHTED_TYPES)
                   for v in validation_networks(("zoo", "reference"), n_nb101=0, check_export=False)}

@@ -594,8 +594,8 @@ def adapt(platform: PlatformLike, networks: int = DEFAULT_NETWORKS,
     from ..estimator import estimate
     from ..platform import load_platform
     from ..platform.machine import machine_description, machine_fingerprint
-    from .calibrate import MEASURABLE, _validation_hashes, calibration_networks, overhead_entry, user_platform_file
-    from .calibrate import without_overhead
+    from .calibrate import MEASURABLE, _validation_hashes, calibration_networks, modelled_types, overhead_entry
+    from .calibrate import user_platform_file, without_overhead
 
     t0 = time.perf_counter()
     base = load_platform(platform)
@@ -611,7 +611,7 @@ def adapt(platform: PlatformLike, networks: int = DEFAULT_NETWORKS,
                              "--latencies FILE.csv")
         if int(networks) < 1:
             raise AdaptError(f"adapt: --networks must be >= 1, got {networks}")
-        nets = calibration_networks(int(networks), exclude_hashes=_validation_hashes())
+        nets = calibration_networks(int(networks), exclude_hashes=_validation_hashes(), cover=modelled_types(base))
         names = [n.name for n in nets]
         if measure is None:
             y, spread = _measure_here(runtime, progress)(nets)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Collection, Sequence
 
 import numpy as np
 
@@ -23,8 +23,8 @@ from ..models.calibration import TYPE_GROUPS
 from ..platform import Platform
 from ..validate.networks import VALIDATION_SEED
 
-__all__ = ["PLANS", "plan_sweeps", "plan_counts", "calibration_networks", "run_calibration", "calibrate_network_level",
-           "suite_options", "sweep_runner"]
+__all__ = ["PLANS", "plan_sweeps", "plan_counts", "calibration_networks", "covering", "run_calibration",
+           "calibrate_network_level", "suite_options", "sweep_runner", "modelled_types"]
 
 log = logging.getLogger(__name__)
 
@@ -112,12 +112,15 @@ def plan_counts(plan: Plan) -> dict[str, int]:
             for s, n, o in plan_sweeps(plan)}
 
 
-def calibration_networks(n: int, seed: int = CALIBRATION_SEED, exclude_hashes: set[str] | None = None) -> list:
+def calibration_networks(n: int, seed: int = CALIBRATION_SEED, exclude_hashes: set[str] | None = None,
+                         cover: Collection[str] = ()) -> list:
     """``n`` networks for network-level calibration: a third transformer-era architectures
     (`calibration_modern`: ViT, ConvNeXt, Swin, MaxViT, EfficientFormer, LeViT, PoolFormer, SegFormer sizes
     outside the validation set), a fifth (at most all of `calibration_classic`) convolutional families the NAS spaces
     lack (`calibration_classic`: SE, grouped, channel shuffle, dense, large fully connected heads), the rest
-    NB101 cells and MobileNetV2-space networks, half each (one more cell when odd).
+    NB101 cells and MobileNetV2-space networks, half each (one more cell when odd). With ``cover`` (layer type
+    labels, e.g. those a platform file models): the transformer-era and classic-family networks are the ones
+    that together add most of those types to the cells' (`covering`), so that few networks exercise every type.
 
     No single-block benchmark chains: the smallest ran in 10-40 us, where dispatch cost and timer resolution
     dominate, and their errors set the per-layer term (ort-cpu on an Intel Xeon: -6 us per layer, so small
@@ -126,7 +129,8 @@ def calibration_networks(n: int, seed: int = CALIBRATION_SEED, exclude_hashes: s
     from ..search.spaces import mbv2, nb101
     from .calibration_classic import CLASSIC_CALIBRATION
     from .calibration_classic import PREFIX as CLASSIC
-    from .calibration_modern import calibration_networks_of, modern_calibration_networks
+    from .calibration_modern import PREFIX as MODERN
+    from .calibration_modern import MODERN_CALIBRATION, calibration_networks_of
 
     rng = np.random.default_rng(seed)
     out = []
@@ -146,8 +150,32 @@ def calibration_networks(n: int, seed: int = CALIBRATION_SEED, exclude_hashes: s
         net = mbv2.build_network(choices, resolution=res)
         net.name = f"calib-mbv2-{i}"
         out.append(net)
-    classic = calibration_networks_of([CLASSIC + k for k in CLASSIC_CALIBRATION[:n_classic]])
-    return out + classic + modern_calibration_networks(n_modern)
+    pools = {CLASSIC: [CLASSIC + k for k in CLASSIC_CALIBRATION], MODERN: [MODERN + k for k in MODERN_CALIBRATION]}
+    picks = covering(pools, {CLASSIC: n_classic, MODERN: n_modern}, cover,
+                     {t for net in out for t in net.type_labels()}) if cover else \
+        {p: names[:k] for (p, names), k in zip(pools.items(), (n_classic, n_modern))}
+    return out + calibration_networks_of(picks[CLASSIC] + picks[MODERN])
+
+
+def covering(pools: dict[str, list[str]], counts: dict[str, int], cover: Collection[str],
+             have: Collection[str] = ()) -> dict[str, list[str]]:
+    """``counts[p]`` calibration networks of each pool ``p`` (names in their order), picked greedily: each next
+    pick adds most types of ``cover`` to those ``have`` and the picks hold (ties: the pool with the most picks
+    left, then the earlier name); once nothing adds a type, the rest in the pools' order (family spread)."""
+    from .calibration_modern import layer_types
+
+    left, picks, seen = dict(counts), {p: [] for p in pools}, set(have) & set(cover)
+    while any(left.values()):
+        options = [(len((layer_types(name) & set(cover)) - seen), left[p], -i, p, name)
+                   for p, names in pools.items() if left[p] > 0
+                   for i, name in enumerate(names) if name not in picks[p]]
+        if not options:
+            break
+        *_, p, name = max(options)
+        picks[p].append(name)
+        left[p] -= 1
+        seen |= layer_types(name) & set(cover)
+    return picks
 
 
 def _validation_hashes(n: int = 200, seed: int = VALIDATION_SEED) -> set[str]:
@@ -334,3 +362,8 @@ def with_overhead(plat: Platform, terms: Sequence[dict[str, float]], measured_ms
     d = plat.to_dict()
     d["overhead"] = overhead_entry(cal, f"{origin}: leave-one-out MAPE {cal.loo_mape:.1%}")
     return Platform.from_dict(d, plat.name), float(cal.loo_mape)
+
+
+def modelled_types(platform: Platform) -> frozenset[str]:
+    """The layer types ``platform`` has a model of (its ``layers`` but the ``Base`` fallback)."""
+    return frozenset(platform.layers) - {"Base"}

@@ -13,6 +13,7 @@ layers), with random weights seeded per network.
 
 from __future__ import annotations
 
+import functools
 import io
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -104,6 +105,12 @@ def calibration_networks_of(names: tuple[str, ...] | list[str]) -> list:
         net.name = name
         out.append(net)
     return out
+
+
+@functools.lru_cache(maxsize=None)
+def layer_types(name: str) -> frozenset[str]:
+    """The layer type labels of calibration network ``name`` (traced once per process)."""
+    return frozenset(calibration_networks_of([name])[0].type_labels())
 
 
 def modern_calibration_networks(n: int) -> list:
