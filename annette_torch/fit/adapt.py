@@ -576,7 +576,8 @@ def adapt(platform: PlatformLike, networks: int = DEFAULT_NETWORKS,
     """Adapt ``platform`` (a name or a file) to this machine or to a board.
 
     Without ``latencies``: measure ``networks`` calibration networks end to end on this machine (a CPU
-    runtime platform: ``ort-cpu`` or ``openvino-cpu``; never the accuracy benchmark's validation networks) and
+    runtime platform: ``ort-cpu`` or ``openvino-cpu``; never the accuracy benchmark's validation networks; of
+    the families, those that together hold most of the layer types the file models, `calibrate.covering`) and
     refit the per-network overhead: the base file's network-level model times one factor, or scale,
     per-executed-layer and per-inference cost fitted afresh (fewer terms for fewer networks) where their
     leave-one-out error is lower by more than its standard error (`AdaptResult.terms` is ``("scale",)``

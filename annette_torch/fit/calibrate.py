@@ -19,6 +19,7 @@ from typing import Any, Callable, Collection, Sequence
 import numpy as np
 
 from ..errors import AnnetteError, check_writable
+from ..ir import LayerType
 from ..models.calibration import TYPE_GROUPS
 from ..platform import Platform
 from ..validate.networks import VALIDATION_SEED
@@ -364,6 +365,12 @@ def with_overhead(plat: Platform, terms: Sequence[dict[str, float]], measured_ms
     return Platform.from_dict(d, plat.name), float(cal.loo_mape)
 
 
+#: layer types only the mapping pass produces, which no network as given holds: a convolution with a fused pool,
+#: the blocked forms of a resize and of a view
+MAPPED_TYPES = frozenset(t.label for t in (LayerType.CONV_POOL, LayerType.BLOCKED_RESIZE, LayerType.BLOCKED_RESHAPE))
+
+
 def modelled_types(platform: Platform) -> frozenset[str]:
-    """The layer types ``platform`` has a model of (its ``layers`` but the ``Base`` fallback)."""
-    return frozenset(platform.layers) - {"Base"}
+    """The layer types of a network that ``platform`` has a model of (its ``layers`` but the ``Base`` fallback
+    and `MAPPED_TYPES`)."""
+    return frozenset(platform.layers) - {"Base"} - MAPPED_TYPES
