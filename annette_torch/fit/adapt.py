@@ -328,9 +328,8 @@ def _fit_scaled(terms: list[dict[str, float]], y: np.ndarray, prior: dict[str, f
     from .calibrate_network import CPU_LOSS, fit_calibration
 
     scaled = Calibration({t: c for t, c in prior.items() if t not in fixed})
-    kept = Calibration({t: c for t, c in prior.items() if t in fixed} or {"layers": 0.0})
     pred = [{"layers": scaled.predict(t)} for t in terms]
-    rest = y - np.array([kept.predict(t) for t in terms])
+    rest = y - np.array([sum(prior.get(f, 0.0) * t.get(f, 0.0) for f in fixed) for t in terms])
     if len(y) == 1:
         k = float(rest[0] / pred[0]["layers"])
     else:

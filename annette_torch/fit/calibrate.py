@@ -165,9 +165,11 @@ def covering(pools: dict[str, list[str]], counts: dict[str, int], cover: Collect
     left, then the earlier name); once nothing adds a type, the rest in the pools' order (family spread)."""
     from .calibration_modern import layer_types
 
-    left, picks, seen = dict(counts), {p: [] for p in pools}, set(have) & set(cover)
+    cover = set(cover)
+    adds = {name: layer_types(name) & cover for names in pools.values() for name in names}
+    left, picks, seen = dict(counts), {p: [] for p in pools}, set(have) & cover
     while any(left.values()):
-        options = [(len((layer_types(name) & set(cover)) - seen), left[p], -i, p, name)
+        options = [(len(adds[name] - seen), left[p], -i, p, name)
                    for p, names in pools.items() if left[p] > 0
                    for i, name in enumerate(names) if name not in picks[p]]
         if not options:
@@ -175,7 +177,7 @@ def covering(pools: dict[str, list[str]], counts: dict[str, int], cover: Collect
         *_, p, name = max(options)
         picks[p].append(name)
         left[p] -= 1
-        seen |= layer_types(name) & set(cover)
+        seen |= adds[name]
     return picks
 
 
