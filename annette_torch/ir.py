@@ -89,6 +89,7 @@ class LayerType(enum.IntEnum):
     LAYER_NORM = 39
     BLOCKED_RESIZE = 40  # a Resize that runs in the blocked layout (produced by the mapping pass)
     BLOCKED_RESHAPE = 41  # a Reshape / Flatten of a convolution's feature map (produced by the mapping pass)
+    ROW_BATCH_NORM = 42  # a BatchNorm over the rows of a matrix, e.g. token rows (produced by the mapping pass)
 
     @property
     def label(self) -> str:
@@ -145,6 +146,7 @@ _LABELS: dict[LayerType, str] = {
     LayerType.LAYER_NORM: "LayerNorm",
     LayerType.BLOCKED_RESIZE: "BlockedResize",
     LayerType.BLOCKED_RESHAPE: "BlockedReshape",
+    LayerType.ROW_BATCH_NORM: "RowBatchNorm",
 }
 _BY_KEY: dict[str, LayerType] = {v.lower(): k for k, v in _LABELS.items()}
 _BY_KEY.update({"swish": LayerType.SILU, "upsample": LayerType.RESIZE, "gemm": LayerType.FULLY_CONNECTED,
@@ -169,6 +171,7 @@ TYPE_FALLBACKS.update({
     T.TRANSPOSE: ("Transpose", "Reshape"),
     T.BLOCKED_RESIZE: ("BlockedResize", "Resize"),
     T.BLOCKED_RESHAPE: ("BlockedReshape", "Reshape"),
+    T.ROW_BATCH_NORM: ("RowBatchNorm", "BatchNorm"),
     # the same runtime kernel as a swept type: Clip is what Relu6 exports to; Sub and Div are the binary
     # element-wise kernels of Add and Mul
     T.CLIP: ("Clip", "Relu6", "Relu"),
@@ -535,7 +538,7 @@ _OPS_TERMS: tuple[dict[tuple[LayerType, ...], float], ...] = (
     {(T.FULLY_CONNECTED, T.MATMUL): 2.0},                              # 2 * out * c_in
     {(T.MAX_POOL, T.AVG_POOL): 2.0},                                   # 2 ops per window element (ANNETTE's convention)
     {(T.GLOBAL_POOL,): 2.0, (T.REDUCE_MEAN, T.LAYER_NORM): 1.0},       # per input element
-    {(T.BATCH_NORM,): 2.0, ELEMENTWISE_TYPES: 1.0, (T.RESIZE, T.BLOCKED_RESIZE): 1.0},  # per output element
+    {(T.BATCH_NORM, T.ROW_BATCH_NORM): 2.0, ELEMENTWISE_TYPES: 1.0, (T.RESIZE, T.BLOCKED_RESIZE): 1.0},  # per output element
     {MERGE_TYPES: 1.0},                                                # (inputs - 1) per output element
 )
 
@@ -554,7 +557,7 @@ _OPS_BASIS, _OPS_COEF = _basis_tables(_OPS_TERMS)
 _W_CONV = _table({CONV_TYPES: 1.0})
 _W_CONVT = _table({(T.CONV_TRANSPOSE,): 1.0})
 _W_FC = _table({(T.FULLY_CONNECTED,): 1.0})
-_W_BN = _table({(T.BATCH_NORM,): 2.0})
+_W_BN = _table({(T.BATCH_NORM, T.ROW_BATCH_NORM): 2.0})
 
 
 def layer_weights(types: np.ndarray, cols: dict[str, np.ndarray]) -> np.ndarray:

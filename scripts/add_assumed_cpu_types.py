@@ -1,19 +1,23 @@
-"""Give the shipped CPU platform files models for the activation types their sweeps lacked (Softplus,
-HardSigmoid), measured with the benchmark tool on *this* machine and marked as assumed for theirs.
+"""Give the shipped CPU platform files models for the layer types their sweeps lacked (Softplus, HardSigmoid,
+RowBatchNorm), measured with the benchmark tool on *this* machine; marked as assumed in the files of other
+machines.
 
 Run from the repository root::
 
-    python scripts/add_assumed_cpu_types.py [--configs 24] [--dry-run]
+    python scripts/add_assumed_cpu_types.py [--configs 24] [--types RowBatchNorm] [--dry-run]
 
-Why: without a model of their own these types take a file's generic ``Base`` roofline, and ONNX Runtime runs
-Softplus as scalar code (~40 times its Tanh per element): YOLOv4's Mish made ort-cpu predict a third of the
-measured time. ``annette calibrate`` sweeps both types now; the shipped files were measured on other
-machines, so these models are the next best thing, labelled: their ``origin`` begins with ``assumed:`` (the
-per-layer ``model`` column shows ``(assumed)``) and names the machine and runtime they were measured on.
+Why: without a model of their own these types take a file's generic ``Base`` roofline or the model of the type
+they fall back to. ONNX Runtime runs Softplus as scalar code (~40 times its Tanh per element): YOLOv4's Mish
+made ort-cpu predict a third of the measured time. A BatchNorm over token rows (LeViT's, after every Linear)
+runs as one per-column pass, not as a feature map's per-channel planes: priced with the BatchNorm model,
+OpenVINO's is ~5x too slow. ``annette calibrate`` sweeps these types now; the shipped files were measured
+before, so these models are the next best thing, labelled: a model measured on another machine has an
+``origin`` beginning with ``assumed:`` (the per-layer ``model`` column shows ``(assumed)``) that names the
+machine and runtime it was measured on.
 
-Steps, per platform: the ``act`` suite's configurations of each kind are measured per layer (the same
-hardware module and settings as ``annette calibrate``: one thread), the activation's time is matched back
-to its layer, a roofline is fitted by least squares on log time, and every shipped file of the platform
+Steps, per platform and type: configurations of the type's suite (`MEASURED`) are measured per layer (the same
+hardware module and settings as ``annette calibrate``: one thread), the layer's time is matched back to it, a
+roofline is fitted by least squares on log time, and every shipped file of the platform
 (``platforms/<name>.json`` and ``platforms/machines/<name>/*.json``) gets it unless it has a model of that
 type already. Files are written atomically.
 """
@@ -25,77 +29,97 @@ import glob
 import json
 import sys
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
 from annette_torch.atomic import write_text
 from annette_torch.bench.runners import get_runner
 from annette_torch.bench.suites import SUITES
-from annette_torch.bench.suites.layers import ACT_TYPES
 from annette_torch.bench.sweep import measure as measure_config
 from annette_torch.cli.bench import PLATFORM_RUNNERS
 from annette_torch.fit.roofline_fit import fit_refined
 from annette_torch.ir import Network
 from annette_torch.models import LayerFeatures
 from annette_torch.platform import Platform
-from annette_torch.platform.machine import machine_description
+from annette_torch.platform.machine import differing_fields, machine_description
 from annette_torch.platform.platform import dumps_platform
 from annette_torch.validate.measure import runtime_info
 
 ROOT = Path(__file__).resolve().parent.parent
-#: act-suite kind -> layer-type key of the platform file
-KINDS = {"softplus": "Softplus", "hardsigmoid": "HardSigmoid"}
+#: layer-type key of the platform file -> (suite, the measured layer's name in it, which configurations)
+MEASURED: dict[str, tuple[str, str, Callable[[dict], bool]]] = {
+    "Softplus": ("act", "softplus", lambda c: c["act"] == "softplus"),
+    "HardSigmoid": ("act", "hardsigmoid", lambda c: c["act"] == "hardsigmoid"),
+    "RowBatchNorm": ("linear_bn", "bn", lambda c: True),
+}
 #: smallest layer measured: smaller ones take about the profiler's 1 us resolution
 MIN_ELEMENTS = 16384
 PLATFORMS = ("ort-cpu", "openvino-cpu")
 
 
-def measure(platform: str, kind: str, n: int) -> tuple[LayerFeatures, np.ndarray]:
-    """Per-layer times (ms) of ``n`` act-suite configurations of ``kind``, and their layers' features, measured
+def _elements(suite: str, c: dict) -> int:
+    return int(c["l"] * c["f"]) if suite == "linear_bn" else int(c["c"] * c["h"] * c["w"])
+
+
+def measure(platform: str, key: str, n: int) -> tuple[LayerFeatures, np.ndarray]:
+    """Per-layer times (ms) of ``n`` configurations of type ``key``'s suite, and their layers' features, measured
     as ``annette calibrate`` measures (the platform's hardware module, one thread)."""
+    suite_name, layer, select = MEASURED[key]
     name, kw = PLATFORM_RUNNERS[platform]
     runner = get_runner(name, **{**kw, "threads": 1})
-    suite = SUITES["act"]
+    suite = SUITES[suite_name]
     configs = [c for c in suite.configs(n=80 * n, seed=0)
-               if c["act"] == kind and c["c"] * c["h"] * c["w"] >= MIN_ELEMENTS][:n]
-    times = [{r.layer: r for r in measure_config("act", c, runner).layers}[kind].time_ms for c in configs]
-    net, _ = Network.concat([suite.build(c) for c in configs])
-    return LayerFeatures.from_network(net, np.flatnonzero(net.types == ACT_TYPES[kind])), np.array(times)
+               if select(c) and _elements(suite_name, c) >= MIN_ELEMENTS][:n]
+    times = [{r.layer: r for r in measure_config(suite_name, c, runner).layers}[layer].time_ms for c in configs]
+    nets = [suite.build(c) for c in configs]
+    net, _ = Network.concat(nets)
+    rows = np.flatnonzero(np.isin(np.array(net.names, dtype=object), [layer]))
+    return LayerFeatures.from_network(net, rows), np.array(times)
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--configs", type=int, default=24, help="configurations measured per type and platform")
+    ap.add_argument("--types", default=",".join(MEASURED), help=f"types to add (default {','.join(MEASURED)})")
     ap.add_argument("--dry-run", action="store_true", help="measure and print, write nothing")
     args = ap.parse_args(argv)
+    keys = [k.strip() for k in args.types.split(",") if k.strip()]
+    unknown = [k for k in keys if k not in MEASURED]
+    if unknown:
+        ap.error(f"unknown type(s) {', '.join(unknown)}; choose from {', '.join(MEASURED)}")
     machine = machine_description()
     for platform in PLATFORMS:
         info = runtime_info(platform)
         runtime = f"{info['runtime']} {info['version']}, 1 thread"
         models = {}
-        for kind, key in KINDS.items():
-            X, y = measure(platform, kind, args.configs)
+        for key in keys:
+            X, y = measure(platform, key, args.configs)
             model, _ = fit_refined(X, y, dims=())
             pred = model.predict(X)
             mre = float(np.mean(np.abs(pred / y - 1)))
             per_elem = float(np.median(y * 1e6 / X.ops)) if (X.ops > 0).all() else float("nan")
-            print(f"{platform} {key}: {len(y)} configs, {per_elem:.2f} ns per element (median), fit error {mre:.1%}")
+            print(f"{platform} {key}: {len(y)} configs, {per_elem:.2f} ns per operation (median), fit error {mre:.1%}")
             d = model.to_dict()
-            d["origin"] = (f"assumed: not measured on this file's machine; {len(y)} act-suite layers measured on "
-                           f"{machine} ({runtime}) with annette-torch's benchmark tool "
-                           f"(scripts/add_assumed_cpu_types.py), fitted as a roofline, mean error {mre:.1%}")
+            d["origin"] = (f"{len(y)} {MEASURED[key][0]}-suite layers measured on {machine} ({runtime}) with "
+                           f"annette-torch's benchmark tool (scripts/add_assumed_cpu_types.py), fitted as a "
+                           f"roofline, mean error {mre:.1%}")
             models[key] = d
         files = [ROOT / "platforms" / f"{platform}.json",
                  *sorted(Path(p) for p in glob.glob(str(ROOT / "platforms" / "machines" / platform / "*.json")))]
         for path in files:
             d = json.loads(path.read_text(encoding="utf-8"))
+            here = not differing_fields(d.get("fingerprint") or {}) and bool(d.get("fingerprint"))
             added = [k for k in models if k not in d["layers"]]
             for k in added:
-                d["layers"][k] = models[k]
+                origin = models[k]["origin"]
+                d["layers"][k] = {**models[k], "origin": origin if here else
+                                  f"assumed: not measured on this file's machine; {origin}"}
             if added and not args.dry_run:
                 Platform.from_dict(d, str(path))  # still a valid platform
                 write_text(path, dumps_platform(d) + "\n")
-            print(f"  {path.relative_to(ROOT)}: {'added ' + ', '.join(added) if added else 'has them already'}"
+            print(f"  {path.relative_to(ROOT)} ({'this machine' if here else 'assumed'}): "
+                  f"{'added ' + ', '.join(added) if added else 'has them already'}"
                   + (" (dry run)" if args.dry_run and added else ""))
     return 0
 

@@ -19,11 +19,12 @@ from annette_torch.bench.sweep import measure
 from annette_torch.errors import AnnetteError
 from annette_torch.frontends.fx import trace
 from annette_torch.ir import LayerType as T, NetworkBuilder
+from annette_torch.zoo_modern import LinearBN
 
 ort = pytest.importorskip("onnxruntime")
 
 MICRO = ["linear", "matmul", "softmax", "layernorm", "gelu", "heads", "interp", "dilconv"]
-MULTI = ["attention", "mlp", "convnext", "window_attention"]
+MULTI = ["attention", "mlp", "convnext", "window_attention", "linear_bn"]
 #: small configurations of every new suite (a few per suite run on the runtimes)
 SMALL = {
     "linear": [{"l": 49, "e": 64, "f": 96}],
@@ -39,6 +40,7 @@ SMALL = {
     "mlp": [{"l": 49, "e": 64, "r": 4}],
     "convnext": [{"hw": 7, "c": 48}],
     "window_attention": [{"nw": 2, "w": 4, "h": 2, "d": 16}],
+    "linear_bn": [{"l": 49, "e": 64, "f": 96}],
 }
 
 
@@ -204,6 +206,7 @@ def _same_ir(got, want):
     ("mlp", {"l": 49, "e": 64, "r": 3}, lambda: _Mlp(64, 3), (1, 49, 64)),
     ("convnext", {"hw": 14, "c": 48}, lambda: _ConvNeXt(48), (1, 48, 14, 14)),
     ("window_attention", {"nw": 2, "w": 7, "h": 2, "d": 16}, lambda: _Windows(2, 7, 2, 16), (1, 14, 14, 32)),
+    ("linear_bn", {"l": 49, "e": 64, "f": 96}, lambda: LinearBN(64, 96), (1, 49, 64)),
 ])
 def test_blocks_trace_as_the_suites_build_them(name, config, module, shape):
     _same_ir(SUITES[name].build(config), trace(module(), shape))
@@ -283,6 +286,9 @@ def test_round_trip_onnx_runtime(tmp_path):
     manual = _records(got, "attention", l=64, h=2, d=16, style="manual")
     assert manual["scores"].node_type == "FusedMatMul" and manual["scores"].fused == NOT_FUSED
     assert manual["scale"].fused_into == "scores" and manual["scale"].time_ms == 0
+    # LeViT's Linear without a bias is a MatMul of its own; the BatchNorm over its token rows runs apart
+    lbn = _records(got, "linear_bn", l=49, e=64, f=96)
+    assert lbn["fc"].node_type == "MatMul" and lbn["bn"].fused == NOT_FUSED and lbn["bn"].time_ms > 0
 
 
 def test_round_trip_openvino(tmp_path):
@@ -300,6 +306,9 @@ def test_round_trip_openvino(tmp_path):
         assert att["softmax"].fused != NOT_FUSED or att["softmax"].node_type == "Softmax"
     cnx = _records(got, "convnext", hw=7, c=48)
     assert cnx["norm"].fused == NOT_FUSED and cnx["norm"].time_ms > 0
+    # the BatchNorm over token rows after a Linear is not folded into it: it runs as a node of its own
+    lbn = _records(got, "linear_bn", l=49, e=64, f=96)
+    assert lbn["fc"].fused == lbn["bn"].fused == NOT_FUSED
 
 
 def test_manual_attention_costs_agree():

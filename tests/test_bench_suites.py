@@ -137,7 +137,7 @@ MICRO = ["conv", "dwconv", "gconv", "gconv_same", "maxpool", "avgpool", "fc", "a
          "interp", "dilconv"]
 MULTI = ["conv_bn_relu", "conv_pool", "preact", "residual", "concat_branches", "dwsep", "conv_act", "dw_act", "stem", "shuffle",
          "se", "conv_mul", "stride_prop", "head", "gconv_bn_relu", "pw_act", "cold_weights", "attention", "mlp",
-         "convnext", "window_attention"]
+         "convnext", "window_attention", "linear_bn"]
 
 
 #: the listing order of the suites (``annette bench --list``, calibration sweeps)
@@ -145,7 +145,7 @@ ORDER = ["conv", "dwconv", "gconv", "gconv_same", "convtranspose", "maxpool", "a
          "concat", "slice", "act", "bn", "resize", "linear", "matmul", "softmax", "layernorm", "gelu", "heads",
          "interp", "dilconv", "conv_bn_relu", "conv_pool", "preact", "residual", "concat_branches", "dwsep", "conv_act",
          "pw_act", "conv_mul", "stride_prop", "dw_act", "stem", "shuffle", "se", "gconv_bn_relu", "head", "attention",
-         "mlp", "convnext", "window_attention", "cold_weights", "paper_conv"]
+         "mlp", "convnext", "window_attention", "linear_bn", "cold_weights", "paper_conv"]
 
 
 def test_suite_names_order_and_lookup():

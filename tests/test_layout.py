@@ -329,6 +329,32 @@ def test_a_flatten_of_a_plain_tensor_is_the_reshape_kernel():
     assert dict(zip(net.names, MappingModel().apply(net).network.types))["flat"] == T.FLATTEN
 
 
+def test_a_batch_norm_over_token_rows_is_its_own_kernel_and_falls_back_to_the_batch_norm_model():
+    """With ``kernel_types``, LeViT's BatchNorm over the token rows after a Linear is a RowBatchNorm (runtimes
+    run it as one per-column pass, not per-channel planes); a feature map's BatchNorm and a classifier's
+    BatchNorm over one row stay BatchNorm. A file without a RowBatchNorm model prices it with its BatchNorm
+    model."""
+    from annette_torch.frontends.fx import trace
+    from annette_torch.zoo_modern import LinearBN
+    mn = MappingModel(kernel_types=True).apply(trace(LinearBN(64, 96).eval(), (1, 49, 64))).network
+    assert dict(zip(mn.names, mn.types))["bn"] == T.ROW_BATCH_NORM
+    b = NetworkBuilder("cnn")
+    y = b.same(T.BATCH_NORM, "map_bn", b.concat("cat", [b.input("a", (1, 8, 4, 4)), b.input("b", (1, 8, 4, 4))]))
+    b.same(T.BATCH_NORM, "head_bn", b.add(T.GLOBAL_POOL, "pool", [y], (1, 16, 1, 1)))
+    net = b.build()
+    types = dict(zip(net.names, MappingModel(kernel_types=True).apply(net).network.types))
+    assert types["map_bn"] == types["head_bn"] == T.BATCH_NORM
+    assert not (MappingModel().apply(trace(LinearBN(64, 96).eval(), (1, 49, 64))).network.types
+                == T.ROW_BATCH_NORM).any()
+    import annette_torch as at
+    roof = {k: Roofline(op_s=v, bandwidth=v, bit_act=32, bit_weights=32)
+            for k, v in (("Base", 1e12), ("BatchNorm", 1e9), ("RowBatchNorm", 1e10))}
+    for keys, used in ((("Base", "BatchNorm"), "BatchNorm"), (("Base", "BatchNorm", "RowBatchNorm"), "RowBatchNorm")):
+        p = Platform("p", {k: roof[k] for k in keys}, MappingModel(kernel_types=True))
+        row = {r["name"]: r for r in at.estimate(LinearBN(64, 96).eval(), p, input_shape=(1, 49, 64)).table()}["bn"]
+        assert row["type"] == "RowBatchNorm" and row["model"].split(":")[-1] == used, row
+
+
 def test_views_of_feature_maps_are_typed_apart_only_where_the_mapping_says_so():
     """OpenVINO runs a view of a plain tensor in place but reorders a blocked feature map first (a channel
     shuffle's reshape copies 0.7 ns per element): with ``kernel_types`` the mapping types such views

@@ -38,7 +38,7 @@ MULTI = ("conv_bn_relu", "conv_pool", "residual", "concat_branches", "dwsep", "c
 #: the layers vision transformers, ConvNeXt, Swin and segmentation heads add, and the blocks whose fusions (ONNX
 #: Runtime's attention / LayerNorm / GELU / MatMul + Add, OpenVINO's) the mapping model learns
 TOKENS_MICRO = ("linear", "matmul", "softmax", "layernorm", "gelu", "heads", "interp", "dilconv")
-TOKENS_MULTI = ("attention", "mlp", "convnext", "window_attention")
+TOKENS_MULTI = ("attention", "mlp", "convnext", "window_attention", "linear_bn")
 #: token micro-kernels swept a second time with an option: attention products and softmax batched over 64 windows
 #: (Swin's and MaxViT's (windows, heads, 49, 32) tensors: a batch the plain suites' 1-16 heads never reach, which
 #: ONNX Runtime runs ~several times slower per operation than one large product)
@@ -369,7 +369,8 @@ def with_overhead(plat: Platform, terms: Sequence[dict[str, float]], measured_ms
 
 #: layer types only the mapping pass produces, which no network as given holds: a convolution with a fused pool,
 #: the blocked forms of a resize and of a view
-MAPPED_TYPES = frozenset(t.label for t in (LayerType.CONV_POOL, LayerType.BLOCKED_RESIZE, LayerType.BLOCKED_RESHAPE))
+MAPPED_TYPES = frozenset(t.label for t in (LayerType.CONV_POOL, LayerType.BLOCKED_RESIZE, LayerType.BLOCKED_RESHAPE,
+                                           LayerType.ROW_BATCH_NORM))
 
 
 def modelled_types(platform: Platform) -> frozenset[str]:

@@ -228,10 +228,14 @@ def _fully_connected(ex: _OnnxExporter, layer: Layer, x: str) -> None:
 
 
 def _rows(ex: _OnnxExporter, layer: Layer, x: str, k: int) -> None:
-    """A fully connected layer over the last axis of a token tensor: ``MatMul`` with ``W^T``, then ``Add`` of B."""
+    """A fully connected layer over the last axis of a token tensor: ``MatMul`` with ``W^T``, then ``Add`` of B
+    (none for a layer with attribute ``bias`` False)."""
     if layer.src[-1] != k or layer.src[:-1] != layer.dst[:-1]:
         raise ExportError(f"{where(ex.net, layer.i)}: input {list(layer.src)} does not match output "
                           f"{list(layer.dst)} of a fully connected layer over {k} features")
+    if ex.net.attr("bias", layer.i) is False:  # nn.Linear(..., bias=False): the MatMul alone (LeViT's)
+        ex.node("MatMul", [x, ex.const("W", np.ascontiguousarray(layer.params["W"].T))])
+        return
     mm = ex.node("MatMul", [x, ex.const("W", np.ascontiguousarray(layer.params["W"].T))], "matmul")
     ex.node("Add", [mm, ex.const("B", layer.params["B"])])
 
@@ -335,6 +339,15 @@ def _reshape(ex: _OnnxExporter, layer: Layer, x: str) -> None:
     ex.node("Reshape", [x, ex.const("shape", np.array(layer.dst, np.int64))])
 
 
+def _flatten(ex: _OnnxExporter, layer: Layer, x: str) -> None:
+    """``Flatten`` (axis 1) when the output keeps the leading axis, else a ``Reshape`` to the output: torch's
+    ``x.flatten(0, 1)`` of a token tensor ``(1, L, F) -> (L, F)`` (LeViT's BatchNorm over tokens)."""
+    if len(layer.dst) == 2 and layer.src and layer.dst[0] == layer.src[0]:
+        ex.node("Flatten", [x], axis=1)
+    else:
+        _reshape(ex, layer, x)
+
+
 def _transpose(ex: _OnnxExporter, layer: Layer, x: str) -> None:
     ex.node("Transpose", [x], perm=permutation(ex.net, layer.i, layer.src, layer.dst))
 
@@ -402,7 +415,7 @@ _NODES: dict[LayerType, Callable[[_OnnxExporter, Layer, str], None]] = {
     T.SOFTMAX: _softmax,
     T.MATMUL: _matmul,
     T.DROPOUT: _one("Dropout"),
-    T.FLATTEN: _one("Flatten", axis=1),
+    T.FLATTEN: _flatten,
     T.RELU6: _relu6,
     T.CLIP: _clip,
     T.LEAKY_RELU: _leaky_relu,

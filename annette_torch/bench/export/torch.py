@@ -239,9 +239,12 @@ def _conv_transpose(b: _Builder, layer: Layer) -> Any:
 def _fully_connected(b: _Builder, layer: Layer) -> Any:
     """``nn.Linear`` on a 2-D input, on the flattened input, or over the rows of a token tensor."""
     i = layer.i
-    m = b.add(i, b.nn.Linear(int(b.net.c_in[i]), int(b.net.c_out[i])), weight=layer.params["W"],
-              bias=layer.params["B"])
     rows = len(layer.dst) > 2 and b.net.attr("shape", i) is not None
+    if rows and b.net.attr("bias", i) is False:  # nn.Linear(..., bias=False), as the ONNX export's lone MatMul
+        m = b.add(i, b.nn.Linear(int(b.net.c_in[i]), int(b.net.c_out[i]), bias=False), weight=layer.params["W"])
+    else:
+        m = b.add(i, b.nn.Linear(int(b.net.c_in[i]), int(b.net.c_out[i])), weight=layer.params["W"],
+                  bias=layer.params["B"])
     return _Call(m) if rows or b.plan.rank[layer.parents[0]] == 2 else _Flattened(m, b.torch)
 
 
@@ -306,7 +309,9 @@ def _concat(b: _Builder, layer: Layer) -> Any:
 
 
 def _flatten(b: _Builder, layer: Layer) -> Any:
-    return _Fn(b.torch.flatten, 1)
+    if len(layer.dst) == 2 and layer.src and layer.dst[0] == layer.src[0]:
+        return _Fn(b.torch.flatten, 1)
+    return _reshape(b, layer)  # flatten(0, 1) of a token tensor (LeViT's BatchNorm over tokens)
 
 
 def _reshape(b: _Builder, layer: Layer) -> Any:

@@ -22,8 +22,8 @@ from .tokens import (DIL_SPATIAL, DILATIONS, EMBED, HEAD_DIMS, HEAD_KINDS, HEADS
                      build_linear, build_matmul, build_softmax, cost_dilconv, cost_gelu, cost_heads, cost_interp,
                      cost_layernorm, cost_linear, cost_matmul, cost_softmax)
 from .transformer import (CONVNEXT_CHANNELS, CONVNEXT_SPATIAL, MLP_RATIOS, WINDOWS, build_attention, build_convnext,
-                          build_mlp, build_window_attention, cost_attention, cost_convnext, cost_mlp,
-                          cost_window_attention)
+                          build_linear_bn, build_mlp, build_window_attention, cost_attention, cost_convnext,
+                          cost_linear_bn, cost_mlp, cost_window_attention)
 from .tensor import build_concat, build_resize, build_slice, cost_concat, cost_resize, cost_slice
 from .values import (ACT_KINDS, ACTIVATIONS, CHANNELS, FC_INPUTS, FEATURES, GROUP_CHANNELS, GROUPS, KERNELS,
                      POOL_KERNELS, PW_ACTIVATIONS, SPATIAL, STEM_SPATIAL, STRIDES)
@@ -163,6 +163,9 @@ def _suites() -> dict[str, Suite]:
               "partition (reshape, transpose), attention per window, window reverse (windows per side nw, window "
               "w, heads, head dim d)", {"nw": [1, 2, 4, 8, 16], "w": WINDOWS, "h": HEADS, "d": [16, 32, 64]},
               build_window_attention, kind="multi", cost=cost_window_attention),
+        Suite("linear_bn", "LeViT's Linear + BatchNorm over (1, l, e) tokens: Linear to f, flatten the tokens to "
+              "rows, BatchNorm, view back (l, e, f)", {"l": [16, 49, 64, 196, 256, 784], "e": EMBED, "f": HIDDEN},
+              build_linear_bn, kind="multi", cost=cost_linear_bn),
         Suite("cold_weights", "FC / 1x1 / 3x3 conv (c, f, spatial s; s sets only the pooled input's rounding for "
               "fc) after a pool reading ~flush MB of input: weights pushed out of the caches as inside a network",
               {"layer": list(COLD_LAYERS), "c": [128, 256, 512, 1024, 2048, 4096, 8192, 16384],

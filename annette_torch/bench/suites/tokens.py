@@ -85,12 +85,13 @@ class TokenGraph:
         ins = [inputs] if isinstance(inputs, (int, np.integer)) else list(inputs)
         return self.layer(t, name, ins, self.shapes[ins[0]], **attrs)
 
-    def linear(self, name: str, x: int, f: int) -> int:
+    def linear(self, name: str, x: int, f: int, bias: bool = True) -> int:
         """A fully connected layer over the last axis (``nn.Linear`` on a token tensor)."""
         s = self.shapes[x]
         nb = math.prod(s[:-2])
+        extra = {} if bias else {"bias": False}
         return self.layer(T.FULLY_CONNECTED, name, [x], s[:-1] + (f,), in_shape=(nb, s[-1], s[-2], 1),
-                          ir_out=(nb, f, s[-2], 1))
+                          ir_out=(nb, f, s[-2], 1), **extra)
 
     def matmul(self, name: str, a: int, b: int, trans_b: bool) -> int:
         """``a @ b`` (``a @ b^T`` over the last two axes when ``trans_b``) of two activations."""

@@ -3,7 +3,8 @@ so the mapping model sees what a runtime fuses in them (ONNX Runtime's attention
 MatMul + Add fusions; OpenVINO's): ``attention`` (q / k / v projections, head split, scores, softmax, context,
 head merge, output projection), ``mlp`` (Linear - GELU - Linear), ``convnext`` (7x7 depthwise, channels-last
 LayerNorm through transposes, two pointwise Linear layers with GELU, residual add) and ``window_attention``
-(Swin's window partition by reshape / transpose, attention inside the windows, window reverse).
+(Swin's window partition by reshape / transpose, attention inside the windows, window reverse) and
+``linear_bn`` (LeViT's Linear + BatchNorm over the tokens, which a runtime may fold into the Linear).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from .tokens import TokenGraph
 
 __all__ = ["ATTENTION_STYLES", "CONVNEXT_SPATIAL", "CONVNEXT_CHANNELS", "WINDOWS", "MLP_RATIOS", "build_attention", "cost_attention",
            "build_mlp", "cost_mlp", "build_convnext", "cost_convnext", "build_window_attention",
-           "cost_window_attention"]
+           "cost_window_attention", "build_linear_bn", "cost_linear_bn"]
 
 T = LayerType
 
@@ -78,6 +79,22 @@ def cost_attention(c):
     ops, act = _attend_cost(1, L, E, h)
     manual = np.asarray(c.get("style", "sdpa")) == "manual"  # + the key transpose and the scale
     return ops + manual * h * L * L, act + L * E + manual * (L * E + h * L * L), 4 * E * E
+
+
+def build_linear_bn(c: dict) -> Network:
+    """LeViT's ``Linear`` (no bias) + ``BatchNorm1d`` over the tokens of ``(1, L, E)``: the Linear, the tokens
+    flattened to ``(L, F)`` rows, BatchNorm, the rows viewed back as ``(1, L, F)`` (``reshape_as``)."""
+    g = TokenGraph("linear_bn")
+    L, E, F_ = int(c["l"]), int(c["e"]), int(c["f"])
+    y = g.linear("fc", g.input("x", (1, L, E)), F_, bias=False)
+    rows = g.layer(T.FLATTEN, "flatten", [y], (L, F_))
+    g.reshape("reshape_as", g.same(T.BATCH_NORM, "bn", rows), (1, L, F_))
+    return g.build()
+
+
+def cost_linear_bn(c):
+    L, E, F_ = (np.asarray(c[k], dtype=np.float64) for k in ("l", "e", "f"))
+    return 2 * L * E * F_ + 2 * L * F_, L * (E + 4 * F_), E * F_ + 2 * F_
 
 
 def build_mlp(c: dict) -> Network:
