@@ -7,6 +7,11 @@ end-to-end latencies cannot pin down a factor per kind. A few micro-kernels of t
 adaptation networks' time can, chosen like those networks' layers (`pick_configs`): each kind's factor is the
 median of measured over modelled time of its layers (`sweep_factors`).
 
+Activations the file models are swept too (`ACT_CONFIGS` each), whether or not the adaptation networks hold
+them: an element-wise kernel's speed ratio between two CPUs is its own (ONNX Runtime's SiLU on the Intel Xeon:
+~3x the AMD EPYC file's model, where convolutions run ~1.5x), and the networks a user estimates may be made of
+one the ten adaptation networks barely use (EfficientNet's SiLU).
+
 `annette adapt` uses the factors as per-kind scales (``overhead.kind_scales``) and keeps them only where the
 network-level refit on top of them predicts the networks left out better (`fit.adapt`).
 """
@@ -22,14 +27,16 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 
+from ..bench.suites.layers import ACT_TYPES
 from ..ir import LayerType
 from ..platform import Platform
 
 if TYPE_CHECKING:
     from ..estimator import Estimate
 
-__all__ = ["KIND_SUITES", "VECTOR_SUITE", "TOKEN_ROWS", "CONFIGS", "MAX_KINDS", "TIME_SHARE", "MIN_LAYERS", "BUDGET_S",
-           "POOL", "NEAREST", "Target", "features", "sweep_plan", "pick_configs", "sweep_factors", "measure_factors"]
+__all__ = ["KIND_SUITES", "VECTOR_SUITE", "ACT_SUITE", "ACT_KINDS", "ACT_CONFIGS", "MIN_ACT_ELEMENTS", "TOKEN_ROWS",
+           "CONFIGS", "MAX_KINDS", "TIME_SHARE", "MIN_LAYERS", "BUDGET_S", "POOL", "NEAREST", "Target", "features",
+           "sweep_plan", "pick_configs", "sweep_factors", "measure_factors", "activation_kinds"]
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +52,13 @@ KIND_SUITES: dict[str, str] = {
     "Softmax": "softmax", "LayerNorm": "layernorm", "GELU": "gelu",
 }
 VECTOR_SUITE = "fc"
+#: the activations' suite, and per activation kind its ``act`` value there (GELU has a token suite of its own)
+ACT_SUITE = "act"
+ACT_KINDS: dict[str, str] = {t.label: name for name, t in ACT_TYPES.items() if t.label not in KIND_SUITES}
+#: configurations measured per activation kind the networks do not make one of the largest kinds
+ACT_CONFIGS = 6
+#: an activation micro-kernel with fewer elements takes about the profiler's 1 us resolution
+MIN_ACT_ELEMENTS = 16384
 #: fully connected layers with fewer rows (batch x tokens) than this are a classifier's
 TOKEN_ROWS = 8
 #: configurations measured per kind (per suite of a kind)
@@ -80,17 +94,36 @@ def features(ops: Any, act: Any, weights: Any) -> np.ndarray:
 
 
 def _suites(kind: str) -> tuple[str, ...]:
-    """The suites of ``kind`` (`KIND_SUITES`; a fully connected layer's token suite, then `VECTOR_SUITE`)."""
+    """The suites of ``kind`` (`KIND_SUITES`; a fully connected layer's token suite, then `VECTOR_SUITE`;
+    `ACT_SUITE` for an activation)."""
+    if kind in ACT_KINDS:
+        return (ACT_SUITE,)
     return (KIND_SUITES[kind], VECTOR_SUITE) if kind == "FullyConnected" else (KIND_SUITES[kind],)
 
 
-def sweep_plan(estimates: Sequence[Estimate]) -> dict[str, dict[str, Target]]:
+def activation_kinds(platform: Platform) -> tuple[str, ...]:
+    """The activation kinds (`ACT_KINDS`) ``platform`` has a layer model of."""
+    return tuple(k for k in ACT_KINDS if k in platform.layers)
+
+
+def _select(kind: str) -> Callable[[dict], bool] | None:
+    """Which of its suite's configurations stand for ``kind``: an activation's own, large enough to time."""
+    if kind not in ACT_KINDS:
+        return None
+    name = ACT_KINDS[kind]
+    return lambda c: c["act"] == name and c["c"] * c["h"] * c["w"] >= MIN_ACT_ELEMENTS
+
+
+def sweep_plan(estimates: Sequence[Estimate], activations: Sequence[str] = ()) -> dict[str, dict[str, Target]]:
     """What to sweep for the networks of ``estimates`` (by a platform without network-level overhead):
-    {kind: {suite: `Target`}} for the kinds with suites (`KIND_SUITES`) that carry the most of the networks'
-    predicted time, largest first, until `TIME_SHARE` of it (at most `MAX_KINDS`); a fully connected layer's
-    suites by the time of token rows and of classifier rows (`TOKEN_ROWS`)."""
+    {kind: {suite: `Target`}} for the kinds with suites (`KIND_SUITES`, `ACT_KINDS`) that carry the most of the
+    networks' predicted time, largest first, until `TIME_SHARE` of it (at most `MAX_KINDS`); a fully connected
+    layer's suites by the time of token rows and of classifier rows (`TOKEN_ROWS`). Then each kind of
+    ``activations`` (`activation_kinds` of the file) not planned yet, like the networks' layers of that kind
+    where they hold some."""
     share: dict[str, float] = {}
-    layers: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}  # suite -> (features, relative times) per net
+    kinds_with_suites = [*KIND_SUITES, *ACT_KINDS]
+    layers: dict[tuple[str, str], list[tuple[np.ndarray, np.ndarray]]] = {}  # (kind, suite) -> per net
     for e in estimates:
         total = max(e.latency_ms, 1e-12) * len(estimates)
         for kind, ms in e.by_type().items():
@@ -99,34 +132,44 @@ def sweep_plan(estimates: Sequence[Estimate]) -> dict[str, dict[str, Target]]:
         labels = np.asarray(ex.type_labels(), dtype=object)
         vector = np.asarray(ex.cols["n"] * ex.cols["h_in"] * ex.cols["w_in"], np.float64) < TOKEN_ROWS
         feats = features(ex.ops, np.asarray(ex.in_elems, np.float64) + ex.out_elems, ex.weights)
-        for kind in KIND_SUITES:
+        for kind in kinds_with_suites:
             sel = (labels == kind) & (t > 0)
             parts = (sel & ~vector, sel & vector) if kind == "FullyConnected" else (sel,)
             for suite, part in zip(_suites(kind), parts):
-                layers.setdefault(suite, []).append((feats[part], t[part]))
+                layers.setdefault((kind, suite), []).append((feats[part], t[part]))
+
+    def targets(kind: str) -> dict[str, Target]:
+        out = {}
+        for su in _suites(kind):
+            parts = layers.get((kind, su), [])
+            times = np.concatenate([b for _, b in parts]) if parts else np.zeros(0)
+            if times.sum() > 0:
+                out[su] = Target(float(times.sum()), np.concatenate([a for a, _ in parts]), times)
+        w = sum(x.weight for x in out.values())
+        return {su: Target(x.weight / w, x.features, x.times) for su, x in out.items() if x.weight / w > 0.05}
+
     plan: dict[str, dict[str, Target]] = {}
     covered = 0.0
     for kind, s in sorted(share.items(), key=lambda kv: -kv[1]):
         if covered >= TIME_SHARE or len(plan) >= MAX_KINDS:
             break
-        if kind in KIND_SUITES:
-            targets = {}
-            for su in _suites(kind):
-                times = np.concatenate([b for _, b in layers[su]])
-                if times.sum() > 0:
-                    targets[su] = Target(float(times.sum()), np.concatenate([a for a, _ in layers[su]]), times)
-            w = sum(x.weight for x in targets.values())
-            plan[kind] = {su: Target(x.weight / w, x.features, x.times) for su, x in targets.items()
-                          if x.weight / w > 0.05}
+        if kind in kinds_with_suites:
+            plan[kind] = targets(kind)
         covered += s
+    for kind in activations:
+        if kind in ACT_KINDS and kind not in plan:
+            plan[kind] = targets(kind) or {ACT_SUITE: Target(1.0, np.zeros((0, 2)), np.zeros(0))}
     return plan
 
 
 def pick_configs(suite: Any, target: Target, n: int, options: dict[str, Any] | None,
-                 pool: int = POOL) -> list[dict]:
-    """``n`` configurations of ``suite`` like ``target``'s layers: of `POOL` drawn, those nearest (in `features`)
-    to the layers that carry most of the target's time, each layer voting for its `NEAREST` nearest."""
+                 pool: int = POOL, select: Callable[[dict], bool] | None = None) -> list[dict]:
+    """``n`` configurations of ``suite`` like ``target``'s layers: of `POOL` drawn (those ``select`` keeps),
+    those nearest (in `features`) to the layers that carry most of the target's time, each layer voting for its
+    `NEAREST` nearest."""
     cands = suite.configs(n=pool, seed=0, options=options)
+    if select is not None:
+        cands = [c for c in cands if select(c)]
     if suite.cost is None or not len(target.times) or len(cands) <= n:
         return cands[:n]
     cf = features(*suite.costs(cands))
@@ -166,7 +209,8 @@ def sweep_factors(raw: Platform, runtime: str, plan: dict[str, dict[str, Target]
                     break
                 if progress:
                     progress(f"micro-kernels of {kind}: suite {suite}")
-                cfgs = pick_configs(SUITES[suite], target, configs, suite_options(runtime, suite))
+                n = ACT_CONFIGS if suite == ACT_SUITE and not len(target.times) else configs
+                cfgs = pick_configs(SUITES[suite], target, n, suite_options(runtime, suite), select=_select(kind))
                 res = run_sweep(st, runtime, suite, cfgs, runner, kw, iterations=20, warmup=3, budget_s=left,
                                 progress=False)
                 if res.interrupted:
@@ -191,5 +235,6 @@ def sweep_factors(raw: Platform, runtime: str, plan: dict[str, dict[str, Target]
 
 def measure_factors(raw: Platform, runtime: str, estimates: Sequence[Estimate],
                     progress: Callable[[str], None] | None = None) -> dict[str, float]:
-    """`sweep_factors` of the `sweep_plan` of ``estimates`` (the networks estimated by ``raw``)."""
-    return sweep_factors(raw, runtime, sweep_plan(estimates), progress=progress)
+    """`sweep_factors` of the `sweep_plan` of ``estimates`` (the networks estimated by ``raw``) and of the
+    activations ``raw`` models."""
+    return sweep_factors(raw, runtime, sweep_plan(estimates, activation_kinds(raw)), progress=progress)
