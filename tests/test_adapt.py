@@ -349,6 +349,33 @@ def test_the_sweep_plans_every_activation_the_file_models_with_its_own_micro_ker
         assert all(c["act"] == ACT_KINDS[kind] and c["c"] * c["h"] * c["w"] >= MIN_ACT_ELEMENTS for c in cfgs)
 
 
+def test_weights_streamed_from_memory_rescale_the_cache_model_not_the_kinds():
+    """The weight-streaming factor (large fully connected layers after hundreds of MB of traffic) divides the
+    cache model's streaming bandwidths by its ratio to the fully connected kind's factor, so that a classifier
+    streaming its weights costs that factor in all; it is no layer type's scale, and the base file is left as
+    it was."""
+    from annette_torch.fit.adapt import _with_factors
+    from annette_torch.fit.kind_sweep import (COLD_KEY, MIN_COLD_FLUSH_MB, MIN_COLD_WEIGHT_MB, cold_configs,
+                                              scale_cache)
+    cfgs = cold_configs()
+    assert len(cfgs) >= 2 and all(c["layer"] == "fc" and c["flush"] >= MIN_COLD_FLUSH_MB
+                                  and 4 * c["c"] * c["f"] >= MIN_COLD_WEIGHT_MB * 2**20 for c in cfgs)
+    raw = without_overhead(at.load_platform(ORT_CPU))
+    before = dict(raw.to_dict()["cache"]["stream_bandwidth"])
+    scaled = _with_factors(raw, {"FullyConnected": 1.25, COLD_KEY: 2.5})
+    assert COLD_KEY not in scaled.to_dict()["overhead"]["kind_scales"]
+    assert scaled.to_dict()["cache"]["stream_bandwidth"] == pytest.approx({k: v / 2.0 for k, v in before.items()})
+    assert raw.to_dict()["cache"]["stream_bandwidth"] == before
+    from annette_torch.bench.suites import SUITES
+    net = SUITES["cold_weights"].build(cfgs[0])
+    fc = {p: {r["name"]: r["time_ms"] for r in at.estimate(net, p).table()}["w"]
+          for p in (_with_factors(raw, {"FullyConnected": 1.25}), scaled)}
+    assert list(fc.values())[1] / list(fc.values())[0] == pytest.approx(2.0, rel=0.02)
+    d = {"cache": None}
+    scale_cache(d, {COLD_KEY: 2.0})  # no cache model: nothing to scale
+    assert d == {"cache": None}
+
+
 def test_the_sweep_measures_micro_kernels_like_the_networks_layers():
     """Of the suite's configurations, those nearest to the layers carrying the time: a vision transformer's
     token projections pick linear layers of its size, not the suite's spread."""

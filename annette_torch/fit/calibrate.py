@@ -37,8 +37,10 @@ MULTI = ("conv_bn_relu", "conv_pool", "residual", "concat_branches", "dwsep", "c
 #: attention-era suites on token tensors (`annette_torch.bench.suites.tokens` / ``transformer``): micro-kernels of
 #: the layers vision transformers, ConvNeXt, Swin and segmentation heads add, and the blocks whose fusions (ONNX
 #: Runtime's attention / LayerNorm / GELU / MatMul + Add, OpenVINO's) the mapping model learns
-TOKENS_MICRO = ("linear", "matmul", "softmax", "layernorm", "gelu", "heads", "interp", "dilconv")
-TOKENS_MULTI = ("attention", "mlp", "convnext", "window_attention", "linear_bn")
+#: (``linear_bn``, LeViT's Linear + BatchNorm over token rows, is swept with the micro-kernels' count: it is where
+#: the RowBatchNorm model's samples come from, one per configuration)
+TOKENS_MICRO = ("linear", "matmul", "softmax", "layernorm", "gelu", "heads", "interp", "dilconv", "linear_bn")
+TOKENS_MULTI = ("attention", "mlp", "convnext", "window_attention")
 #: token micro-kernels swept a second time with an option: attention products and softmax batched over 64 windows
 #: (Swin's and MaxViT's (windows, heads, 49, 32) tensors: a batch the plain suites' 1-16 heads never reach, which
 #: ONNX Runtime runs ~several times slower per operation than one large product)

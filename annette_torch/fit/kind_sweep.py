@@ -12,6 +12,12 @@ them: an element-wise kernel's speed ratio between two CPUs is its own (ONNX Run
 ~3x the AMD EPYC file's model, where convolutions run ~1.5x), and the networks a user estimates may be made of
 one the ten adaptation networks barely use (EfficientNet's SiLU).
 
+A file with a cache model (`annette_torch.models.cache`) also gets a few ``cold_weights`` micro-kernels in the
+DRAM regime: a large fully connected layer after a pool streaming hundreds of MB, the traffic of AlexNet's or
+VGG's classifier. Their measured over predicted time (`COLD_KEY`) rescales the file's weight-streaming
+bandwidths (`scale_cache`): a warm micro-kernel shows a CPU's compute, not its memory (the AMD EPYC file streams
+FC weights at 37 GB/s, the Intel Xeon VM at ~13: AlexNet 30% short after adapting without it).
+
 `annette adapt` uses the factors as per-kind scales (``overhead.kind_scales``) and keeps them only where the
 network-level refit on top of them predicts the networks left out better (`fit.adapt`).
 """
@@ -36,7 +42,8 @@ if TYPE_CHECKING:
 
 __all__ = ["KIND_SUITES", "VECTOR_SUITE", "ACT_SUITE", "ACT_KINDS", "ACT_CONFIGS", "MIN_ACT_ELEMENTS", "TOKEN_ROWS",
            "CONFIGS", "MAX_KINDS", "TIME_SHARE", "MIN_LAYERS", "BUDGET_S", "POOL", "NEAREST", "Target", "features",
-           "sweep_plan", "pick_configs", "sweep_factors", "measure_factors", "activation_kinds"]
+           "sweep_plan", "pick_configs", "sweep_factors", "measure_factors", "activation_kinds", "COLD_KEY",
+           "COLD_SUITE", "COLD_CONFIGS", "MIN_COLD_WEIGHT_MB", "MIN_COLD_FLUSH_MB", "cold_configs", "scale_cache"]
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +66,13 @@ ACT_KINDS: dict[str, str] = {t.label: name for name, t in ACT_TYPES.items() if t
 ACT_CONFIGS = 6
 #: an activation micro-kernel with fewer elements takes about the profiler's 1 us resolution
 MIN_ACT_ELEMENTS = 16384
+#: the key of the weight-streaming factor among the factors (not a layer type), its suite and configurations: fully
+#: connected layers with at least `MIN_COLD_WEIGHT_MB` of weights after a pool streaming `MIN_COLD_FLUSH_MB` or more
+COLD_KEY = "cold weights"
+COLD_SUITE = "cold_weights"
+COLD_CONFIGS = 4
+MIN_COLD_WEIGHT_MB = 64
+MIN_COLD_FLUSH_MB = 96
 #: fully connected layers with fewer rows (batch x tokens) than this are a classifier's
 TOKEN_ROWS = 8
 #: configurations measured per kind (per suite of a kind)
@@ -181,8 +195,54 @@ def pick_configs(suite: Any, target: Target, n: int, options: dict[str, Any] | N
     return [cands[i] for i in order[:n]]
 
 
+def cold_configs(n: int = COLD_CONFIGS) -> list[dict]:
+    """``n`` ``cold_weights`` configurations in the DRAM regime (`MIN_COLD_WEIGHT_MB`, `MIN_COLD_FLUSH_MB`)."""
+    from ..bench.suites import SUITES
+    cands = SUITES[COLD_SUITE].configs(n=POOL, seed=0)
+    return [c for c in cands if c["layer"] == "fc" and c["flush"] >= MIN_COLD_FLUSH_MB
+            and 4 * c["c"] * c["f"] >= MIN_COLD_WEIGHT_MB * 2**20][:n]
+
+
+def scale_cache(d: dict[str, Any], factors: dict[str, float]) -> None:
+    """In the platform dict ``d``, divide the cache model's streaming bandwidths by the weight-streaming factor
+    of ``factors`` (`COLD_KEY`) over the fully connected kind's (a per-kind scale multiplies a layer's time
+    with its streaming floor: the product is the measured factor)."""
+    cold = factors.get(COLD_KEY)
+    cache = d.get("cache")
+    if not cold or not isinstance(cache, dict):
+        return
+    cache = d["cache"] = dict(cache)  # (a platform's to_dict shares its meta's objects)
+    ratio = cold / factors.get("FullyConnected", 1.0)
+    for key in ("stream_bandwidth", "dram_bandwidth"):
+        if isinstance(cache.get(key), dict):
+            cache[key] = {t: bw / ratio for t, bw in cache[key].items()}
+    cache["origin"] = (f"{cache.get('origin', '')}; streaming bandwidths / {ratio:.2f}: large fully connected "
+                       "layers measured here after hundreds of MB of traffic").lstrip("; ")
+
+
+def _cold_factor(raw: Platform, runtime: str, st: Any, runner: Any, kw: Any, budget_s: float) -> float | None:
+    """Measured over predicted (``raw``, in its cache model's context) time of the fully connected layer of
+    `cold_configs`; None when too few ran."""
+    from ..bench.sweep import run_sweep
+    from ..estimator import estimate
+    from .data import load_measured
+
+    res = run_sweep(st, runtime, COLD_SUITE, cold_configs(), runner, kw, iterations=10, warmup=2,
+                    budget_s=budget_s, progress=False)
+    if res.interrupted:
+        raise KeyboardInterrupt
+    ratios = []
+    for m in load_measured(st, runtime, suites=[COLD_SUITE]):
+        rec = m.records.get("w")
+        pred = {r["name"]: r["time_ms"] for r in estimate(m.network, raw).table()}.get("w", 0.0)
+        if rec is not None and rec.time_ms > 0 and pred > 0:
+            ratios.append(rec.time_ms / pred)
+    return float(np.median(ratios)) if len(ratios) >= 2 else None
+
+
 def sweep_factors(raw: Platform, runtime: str, plan: dict[str, dict[str, Target]], configs: int = CONFIGS,
-                  budget_s: float = BUDGET_S, progress: Callable[[str], None] | None = None) -> dict[str, float]:
+                  budget_s: float = BUDGET_S, progress: Callable[[str], None] | None = None,
+                  cold: bool = False) -> dict[str, float]:
     """Per kind of ``plan`` (`sweep_plan`): the median of measured over modelled time (by ``raw``, a platform
     without network-level overhead) of that kind's layers in ``configs`` micro-kernels of each of its suites
     (`pick_configs`: those like the networks' layers), measured here on ``runtime`` (``ort-cpu`` or
@@ -230,11 +290,19 @@ def sweep_factors(raw: Platform, runtime: str, plan: dict[str, dict[str, Target]
             if medians:
                 w = sum(suites[k].weight for k in medians)
                 factors[kind] = sum(suites[k].weight * m for k, m in medians.items()) / w
+        left = budget_s - (time.perf_counter() - t0)
+        if cold and left > 0:
+            if progress:
+                progress("micro-kernels of weights streamed from memory: suite cold_weights")
+            f = _cold_factor(raw, runtime, st, runner, kw, left)
+            if f is not None:
+                factors[COLD_KEY] = f
     return factors
 
 
 def measure_factors(raw: Platform, runtime: str, estimates: Sequence[Estimate],
                     progress: Callable[[str], None] | None = None) -> dict[str, float]:
-    """`sweep_factors` of the `sweep_plan` of ``estimates`` (the networks estimated by ``raw``) and of the
-    activations ``raw`` models."""
-    return sweep_factors(raw, runtime, sweep_plan(estimates, activation_kinds(raw)), progress=progress)
+    """`sweep_factors` of the `sweep_plan` of ``estimates`` (the networks estimated by ``raw``), of the
+    activations ``raw`` models, and of weights streamed from memory where ``raw`` has a cache model."""
+    return sweep_factors(raw, runtime, sweep_plan(estimates, activation_kinds(raw)), progress=progress,
+                         cold=raw.cache is not None)
