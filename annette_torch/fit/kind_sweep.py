@@ -7,10 +7,12 @@ end-to-end latencies cannot pin down a factor per kind. A few micro-kernels of t
 adaptation networks' time can, chosen like those networks' layers (`pick_configs`): each kind's factor is the
 median of measured over modelled time of its layers (`sweep_factors`).
 
-Activations the file models are swept too (`ACT_CONFIGS` each), whether or not the adaptation networks hold
-them: an element-wise kernel's speed ratio between two CPUs is its own (ONNX Runtime's SiLU on the Intel Xeon:
-~3x the AMD EPYC file's model, where convolutions run ~1.5x), and the networks a user estimates may be made of
-one the ten adaptation networks barely use (EfficientNet's SiLU).
+Activations the file models and the adaptation networks do not hold are swept too (`ACT_CONFIGS` each): an
+element-wise kernel's speed ratio between two CPUs is its own (ONNX Runtime's SiLU on the Intel Xeon: ~1.8x the
+AMD EPYC file's model, where convolutions run ~1.5x), and nothing else calibrates a kind no measured network
+holds (EfficientNet's SiLU took the common factor: -25%). Those the networks hold are calibrated by their
+latencies, as the other small kinds are: an activation's micro-kernels run 5-15% faster than its model even on the
+file's own machine, and scaling Softplus by them took the Mish networks (U-Net, YOLOv4) 5-12 points lower.
 
 A file with a cache model (`annette_torch.models.cache`) also gets a few ``cold_weights`` micro-kernels in the
 DRAM regime: a large fully connected layer after a pool streaming hundreds of MB, the traffic of AlexNet's or
@@ -130,13 +132,11 @@ def _select(kind: str) -> Callable[[dict], bool] | None:
 
 def sweep_plan(estimates: Sequence[Estimate], activations: Sequence[str] = ()) -> dict[str, dict[str, Target]]:
     """What to sweep for the networks of ``estimates`` (by a platform without network-level overhead):
-    {kind: {suite: `Target`}} for the kinds with suites (`KIND_SUITES`, `ACT_KINDS`) that carry the most of the
+    {kind: {suite: `Target`}} for the kinds with suites (`KIND_SUITES`) that carry the most of the
     networks' predicted time, largest first, until `TIME_SHARE` of it (at most `MAX_KINDS`); a fully connected
     layer's suites by the time of token rows and of classifier rows (`TOKEN_ROWS`). Then each kind of
-    ``activations`` (`activation_kinds` of the file) not planned yet, like the networks' layers of that kind
-    where they hold some."""
+    ``activations`` (`activation_kinds` of the file) that the networks do not hold."""
     share: dict[str, float] = {}
-    kinds_with_suites = [*KIND_SUITES, *ACT_KINDS]
     layers: dict[tuple[str, str], list[tuple[np.ndarray, np.ndarray]]] = {}  # (kind, suite) -> per net
     for e in estimates:
         total = max(e.latency_ms, 1e-12) * len(estimates)
@@ -146,7 +146,7 @@ def sweep_plan(estimates: Sequence[Estimate], activations: Sequence[str] = ()) -
         labels = np.asarray(ex.type_labels(), dtype=object)
         vector = np.asarray(ex.cols["n"] * ex.cols["h_in"] * ex.cols["w_in"], np.float64) < TOKEN_ROWS
         feats = features(ex.ops, np.asarray(ex.in_elems, np.float64) + ex.out_elems, ex.weights)
-        for kind in kinds_with_suites:
+        for kind in KIND_SUITES:
             sel = (labels == kind) & (t > 0)
             parts = (sel & ~vector, sel & vector) if kind == "FullyConnected" else (sel,)
             for suite, part in zip(_suites(kind), parts):
@@ -167,12 +167,12 @@ def sweep_plan(estimates: Sequence[Estimate], activations: Sequence[str] = ()) -
     for kind, s in sorted(share.items(), key=lambda kv: -kv[1]):
         if covered >= TIME_SHARE or len(plan) >= MAX_KINDS:
             break
-        if kind in kinds_with_suites:
+        if kind in KIND_SUITES:
             plan[kind] = targets(kind)
         covered += s
     for kind in activations:
-        if kind in ACT_KINDS and kind not in plan:
-            plan[kind] = targets(kind) or {ACT_SUITE: Target(1.0, np.zeros((0, 2)), np.zeros(0))}
+        if kind in ACT_KINDS and share.get(kind, 0.0) <= 0:
+            plan[kind] = {ACT_SUITE: Target(1.0, np.zeros((0, 2)), np.zeros(0))}
     return plan
 
 
