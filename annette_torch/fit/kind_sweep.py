@@ -8,11 +8,11 @@ adaptation networks' time can, chosen like those networks' layers (`pick_configs
 median of measured over modelled time of its layers (`sweep_factors`).
 
 Activations the file models and the adaptation networks do not hold are swept too (`ACT_CONFIGS` each): an
-element-wise kernel's speed ratio between two CPUs is its own (ONNX Runtime's SiLU on the Intel Xeon: ~1.8x the
-AMD EPYC file's model, where convolutions run ~1.5x), and nothing else calibrates a kind no measured network
-holds (EfficientNet's SiLU took the common factor: -25%). Those the networks hold are calibrated by their
-latencies, as the other small kinds are: an activation's micro-kernels run 5-15% faster than its model even on the
-file's own machine, and scaling Softplus by them took the Mish networks (U-Net, YOLOv4) 5-12 points lower.
+element-wise kernel's speed ratio between two CPUs is its own (ONNX Runtime on the Intel Xeon against the AMD
+EPYC file: HardSigmoid ~1.9x, Relu6 ~2.1x, where convolutions run ~1.5x), and nothing else calibrates a kind no
+measured network holds. Those the networks hold are calibrated by their latencies, as the other small kinds are:
+an activation's micro-kernels run 5-15% faster than its model even on the file's own machine, and scaling
+Softplus by them took the Mish networks (U-Net, YOLOv4) 5-12 points lower.
 
 A file with a cache model (`annette_torch.models.cache`) also gets a few ``cold_weights`` micro-kernels in the
 DRAM regime: a large fully connected layer after a pool streaming hundreds of MB, the traffic of AlexNet's or
@@ -64,7 +64,7 @@ VECTOR_SUITE = "fc"
 #: the activations' suite, and per activation kind its ``act`` value there (GELU has a token suite of its own)
 ACT_SUITE = "act"
 ACT_KINDS: dict[str, str] = {t.label: name for name, t in ACT_TYPES.items() if t.label not in KIND_SUITES}
-#: configurations measured per activation kind the networks do not make one of the largest kinds
+#: configurations measured per activation kind no adaptation network holds
 ACT_CONFIGS = 6
 #: an activation micro-kernel with fewer elements takes about the profiler's 1 us resolution
 MIN_ACT_ELEMENTS = 16384
@@ -137,7 +137,7 @@ def sweep_plan(estimates: Sequence[Estimate], activations: Sequence[str] = ()) -
     layer's suites by the time of token rows and of classifier rows (`TOKEN_ROWS`). Then each kind of
     ``activations`` (`activation_kinds` of the file) that the networks do not hold."""
     share: dict[str, float] = {}
-    layers: dict[tuple[str, str], list[tuple[np.ndarray, np.ndarray]]] = {}  # (kind, suite) -> per net
+    layers: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}  # suite -> (features, relative times) per net
     for e in estimates:
         total = max(e.latency_ms, 1e-12) * len(estimates)
         for kind, ms in e.by_type().items():
@@ -150,25 +150,21 @@ def sweep_plan(estimates: Sequence[Estimate], activations: Sequence[str] = ()) -
             sel = (labels == kind) & (t > 0)
             parts = (sel & ~vector, sel & vector) if kind == "FullyConnected" else (sel,)
             for suite, part in zip(_suites(kind), parts):
-                layers.setdefault((kind, suite), []).append((feats[part], t[part]))
-
-    def targets(kind: str) -> dict[str, Target]:
-        out = {}
-        for su in _suites(kind):
-            parts = layers.get((kind, su), [])
-            times = np.concatenate([b for _, b in parts]) if parts else np.zeros(0)
-            if times.sum() > 0:
-                out[su] = Target(float(times.sum()), np.concatenate([a for a, _ in parts]), times)
-        w = sum(x.weight for x in out.values())
-        return {su: Target(x.weight / w, x.features, x.times) for su, x in out.items() if x.weight / w > 0.05}
-
+                layers.setdefault(suite, []).append((feats[part], t[part]))
     plan: dict[str, dict[str, Target]] = {}
     covered = 0.0
     for kind, s in sorted(share.items(), key=lambda kv: -kv[1]):
         if covered >= TIME_SHARE or len(plan) >= MAX_KINDS:
             break
         if kind in KIND_SUITES:
-            plan[kind] = targets(kind)
+            targets = {}
+            for su in _suites(kind):
+                times = np.concatenate([b for _, b in layers[su]])
+                if times.sum() > 0:
+                    targets[su] = Target(float(times.sum()), np.concatenate([a for a, _ in layers[su]]), times)
+            w = sum(x.weight for x in targets.values())
+            plan[kind] = {su: Target(x.weight / w, x.features, x.times) for su, x in targets.items()
+                          if x.weight / w > 0.05}
         covered += s
     for kind in activations:
         if kind in ACT_KINDS and share.get(kind, 0.0) <= 0:
@@ -269,7 +265,7 @@ def sweep_factors(raw: Platform, runtime: str, plan: dict[str, dict[str, Target]
                     break
                 if progress:
                     progress(f"micro-kernels of {kind}: suite {suite}")
-                n = ACT_CONFIGS if suite == ACT_SUITE and not len(target.times) else configs
+                n = ACT_CONFIGS if suite == ACT_SUITE else configs
                 cfgs = pick_configs(SUITES[suite], target, n, suite_options(runtime, suite), select=_select(kind))
                 res = run_sweep(st, runtime, suite, cfgs, runner, kw, iterations=20, warmup=3, budget_s=left,
                                 progress=False)
