@@ -416,12 +416,11 @@ def _fit(terms: list[dict[str, float]], y: np.ndarray, use: tuple[str, ...], nam
 def _with_factors(raw: Platform, factors: dict[str, float]) -> Platform:
     """``raw`` (a platform without network-level overhead) with each kind of ``factors`` at that factor times
     its layer model."""
-    from .kind_sweep import COLD_KEY, scale_cache
+    from .kind_sweep import apply_factors
 
     d = raw.to_dict()
-    d["overhead"] = {"scale": 1.0, "per_layer_ms": 0.0, "per_network_ms": 0.0,
-                     "kind_scales": {k: f for k, f in factors.items() if k != COLD_KEY}}
-    scale_cache(d, factors)
+    d["overhead"] = {"scale": 1.0, "per_layer_ms": 0.0, "per_network_ms": 0.0}
+    apply_factors(d, factors)
     return Platform.from_dict(d, raw.name)
 
 
@@ -712,11 +711,8 @@ def adapt(platform: PlatformLike, networks: int = DEFAULT_NETWORKS,
     elif cpu:
         d["overhead"] = overhead_entry(cal, origin)
         if factors:  # the swept kinds' factors, times a type group's own (`calibrate.overhead_entry`)
-            from .kind_sweep import COLD_KEY, scale_cache
-            ks = dict(d["overhead"].get("kind_scales") or {})
-            d["overhead"]["kind_scales"] = {**ks, **{k: f * ks.get(k, 1.0) for k, f in factors.items()
-                                                     if k != COLD_KEY}}
-            scale_cache(d, factors)
+            from .kind_sweep import apply_factors
+            apply_factors(d, factors)
             kind_scales = {k: round(v, 4) for k, v in factors.items()}
             use = ("micro-kernel scales", *use)
         if latencies is None:

@@ -45,7 +45,8 @@ if TYPE_CHECKING:
 __all__ = ["KIND_SUITES", "VECTOR_SUITE", "ACT_SUITE", "ACT_KINDS", "ACT_CONFIGS", "MIN_ACT_ELEMENTS", "TOKEN_ROWS",
            "CONFIGS", "MAX_KINDS", "TIME_SHARE", "MIN_LAYERS", "BUDGET_S", "POOL", "NEAREST", "Target", "features",
            "sweep_plan", "pick_configs", "sweep_factors", "measure_factors", "activation_kinds", "COLD_KEY",
-           "COLD_SUITE", "COLD_CONFIGS", "MIN_COLD_WEIGHT_MB", "MIN_COLD_FLUSH_MB", "cold_configs", "scale_cache"]
+           "COLD_SUITE", "COLD_CONFIGS", "MIN_COLD_WEIGHT_MB", "MIN_COLD_FLUSH_MB", "cold_configs", "apply_factors",
+           "scale_cache"]
 
 log = logging.getLogger(__name__)
 
@@ -197,6 +198,15 @@ def cold_configs(n: int = COLD_CONFIGS) -> list[dict]:
     cands = SUITES[COLD_SUITE].configs(n=POOL, seed=0)
     return [c for c in cands if c["layer"] == "fc" and c["flush"] >= MIN_COLD_FLUSH_MB
             and 4 * c["c"] * c["f"] >= MIN_COLD_WEIGHT_MB * 2**20][:n]
+
+
+def apply_factors(d: dict[str, Any], factors: dict[str, float]) -> None:
+    """Put swept ``factors`` into the platform dict ``d`` (which has an ``overhead``): each kind's factor times
+    the kind scale the overhead holds already (a type group's own), the weight-streaming one into the cache
+    model (`scale_cache`)."""
+    ks = dict(d["overhead"].get("kind_scales") or {})
+    d["overhead"]["kind_scales"] = {**ks, **{k: f * ks.get(k, 1.0) for k, f in factors.items() if k != COLD_KEY}}
+    scale_cache(d, factors)
 
 
 def scale_cache(d: dict[str, Any], factors: dict[str, float]) -> None:

@@ -340,12 +340,11 @@ def _reshape(ex: _OnnxExporter, layer: Layer, x: str) -> None:
 
 
 def _flatten(ex: _OnnxExporter, layer: Layer, x: str) -> None:
-    """``Flatten`` (axis 1) when the output keeps the leading axis, else a ``Reshape`` to the output: torch's
-    ``x.flatten(0, 1)`` of a token tensor ``(1, L, F) -> (L, F)`` (LeViT's BatchNorm over tokens)."""
-    if len(layer.dst) == 2 and layer.src and layer.dst[0] == layer.src[0]:
-        ex.node("Flatten", [x], axis=1)
-    else:
+    """``Flatten`` (axis 1), or a ``Reshape`` to the output where it merges leading axes (`Layer.flattens_leading`)."""
+    if layer.flattens_leading:
         _reshape(ex, layer, x)
+    else:
+        ex.node("Flatten", [x], axis=1)
 
 
 def _transpose(ex: _OnnxExporter, layer: Layer, x: str) -> None:

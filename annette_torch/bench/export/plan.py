@@ -64,6 +64,12 @@ class Layer:
     #: the layer's constant tensors by role (`annette_torch.bench.export.weights.layer_params`)
     params: dict[str, Any]
 
+    @property
+    def flattens_leading(self) -> bool:
+        """Whether a Flatten merges its input's leading axes into rows (torch's ``x.flatten(0, 1)`` of a token
+        tensor ``(1, L, F) -> (L, F)``, exported as a reshape) rather than keeping the batch axis (axis 1)."""
+        return not (len(self.dst) == 2 and self.src and self.dst[0] == self.src[0])
+
 
 class Plan:
     """Per-layer facts both back ends need, computed once: order, parents, consumers, output ranks.

@@ -309,9 +309,7 @@ def _concat(b: _Builder, layer: Layer) -> Any:
 
 
 def _flatten(b: _Builder, layer: Layer) -> Any:
-    if len(layer.dst) == 2 and layer.src and layer.dst[0] == layer.src[0]:
-        return _Fn(b.torch.flatten, 1)
-    return _reshape(b, layer)  # flatten(0, 1) of a token tensor (LeViT's BatchNorm over tokens)
+    return _reshape(b, layer) if layer.flattens_leading else _Fn(b.torch.flatten, 1)
 
 
 def _reshape(b: _Builder, layer: Layer) -> Any:
