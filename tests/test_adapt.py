@@ -216,6 +216,12 @@ def test_adapt_says_what_each_family_can_expect(tmp_path, monkeypatch, capsys):
     assert list(res.family_mape) == list(dict.fromkeys(fams)) and len(res.family_mape) >= 2
     counts = {g: fams.count(g) for g in res.family_mape}
     assert sum(counts[g] * v for g, v in res.family_mape.items()) / len(fams) == pytest.approx(res.loo_mape)
+    # pooled into convolutional and attention networks, each the mean over its own networks
+    conv = [g for g in res.family_mape if g in A.CONVOLUTIONAL]
+    expected = res.expected()
+    assert expected["convolutional"] == pytest.approx(
+        sum(counts[g] * res.family_mape[g] for g in conv) / sum(counts[g] for g in conv))
+    assert expected["attention"] == pytest.approx(res.family_mape["attention"])  # (ten networks hold attention)
     monkeypatch.setattr(A, "_measure_here", lambda runtime, progress: lambda nets: (fake(nets),
                                                                                     np.full(len(nets), 0.01)))
     monkeypatch.setattr(A, "_sweeper", lambda runtime, progress: lambda raw, nets: {})  # (no micro-kernels)
@@ -223,6 +229,7 @@ def test_adapt_says_what_each_family_can_expect(tmp_path, monkeypatch, capsys):
     out = capsys.readouterr().out
     line = next(x for x in out.splitlines() if x.startswith("by family, each predicted from the others: "))
     assert all(f"{g} " in line for g in res.family_mape)
+    assert "(what other networks can expect: convolutional " in out and ", attention " in out
 
 
 @pytest.mark.parametrize("name", ["ort-cpu.json", "openvino-cpu.json",

@@ -58,6 +58,8 @@ NOISY = 0.10
 KIND_MIN_ROWS = 5
 #: how the printed expected error was measured: networks left out one at a time, or a family at a time
 CHECKS = ("leave-one-out", "leave-one-family-out")
+#: the families (`family`) of convolutional networks, whose expected error `AdaptResult.expected` pools
+CONVOLUTIONAL = ("plain", "mobile", "grouped")
 
 
 class AdaptError(AnnetteError):
@@ -92,6 +94,8 @@ class AdaptResult:
     #: with the leave-one-family-out check: per family (`family`), the mean error of its networks predicted by
     #: a fit on the other families (what a network of that family can expect); None otherwise
     family_mape: dict[str, float] | None = None
+    #: with `family_mape`: each network's family (`family`), in the order of `names`
+    families: tuple[str, ...] | None = None
 
     @property
     def median_spread(self) -> float | None:
@@ -116,6 +120,20 @@ class AdaptResult:
     def by_family(self) -> str:
         """`family_mape` in words (``plain 9.2%, mobile 13.7%``); empty without it."""
         return ", ".join(f"{g} {v:.1%}" for g, v in (self.family_mape or {}).items())
+
+    def expected(self) -> dict[str, float]:
+        """`family_mape` pooled into what a convolutional network (the `CONVOLUTIONAL` families) and a network with
+        attention can expect: the mean error of their adaptation networks, each predicted from the other families.
+        The accuracy benchmark reports classic and transformer-era networks apart for the same reason: one
+        average would promise a CNN the error of attention and the reverse. Empty without `family_mape`."""
+        if not self.family_mape or self.families is None:
+            return {}
+        out = {}
+        for label, members in (("convolutional", CONVOLUTIONAL), ("attention", ("attention",))):
+            n = {g: self.families.count(g) for g in self.family_mape if g in members}
+            if sum(n.values()):
+                out[label] = sum(n[g] * self.family_mape[g] for g in n) / sum(n.values())
+        return out
 
     def fitted(self) -> str:
         """What the refit changed, in words."""
@@ -739,7 +757,7 @@ def adapt(platform: PlatformLike, networks: int = DEFAULT_NETWORKS,
     after = np.array([estimate(n, adapted).latency_ms for n in nets])
     res = AdaptResult(adapted, path, base_file, names, y, before, after, loo, tuple(use),
                       time.perf_counter() - t0, "measured" if latencies is None else "given", spread, kind_scales,
-                      semantics, check, family_mape)
+                      semantics, check, family_mape, tuple(groups) if family_mape is not None else None)
     if res.noisy:
         log.warning("adapt: this machine's speed moved while measuring (a network's two fastest rounds differ by "
                     "%.0f%% at the median); the adapted file may be off by as much: run 'annette adapt' again "

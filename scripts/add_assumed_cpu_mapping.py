@@ -1,0 +1,118 @@
+"""Give the shipped default CPU platform files what a newer machine file of the same runtime has and they lack:
+the layout-aware kernel types, the layout reorder costs and the layer models of the types these need, marked as
+assumed.
+
+Run from the repository root::
+
+    python scripts/add_assumed_cpu_mapping.py [--from platforms/machines/ort-cpu/<machine>.json] [--dry-run]
+
+Why: the default files (``platforms/ort-cpu.json``, ``platforms/openvino-cpu.json``) were measured before the
+mapping learned where a runtime reorders a tensor between its blocked and plain layouts (ONNX Runtime's
+``ReorderInput`` / ``ReorderOutput``), and before a layer that runs blocked got a kernel type of its own
+(``BlockedResize``, ``BlockedReshape``). Without them a decoder that upsamples and concatenates lacks a fifth of
+its time (an encoder-decoder measured 11.3 ms on ONNX Runtime; the default file adapted to the machine, 8.9 ms),
+and ``annette adapt`` cannot put it back: its factors scale the layer models a file has, not the ones it lacks.
+
+What is copied, per runtime, from the machine file (default: each runtime's file measured on this machine):
+``mapping.kernel_types``, ``mapping.costs.layout`` (the reorder costs), and every layer model the default file
+has no model of among the kernel types (``BlockedResize``, ``BlockedReshape``). Each is marked the
+way ``scripts/add_assumed_cpu_types.py`` marks its models: an ``origin`` beginning with ``assumed:`` that names
+the file and machine it comes from. Nothing the default file has is changed; files are validated and written
+atomically.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from annette_torch.atomic import write_text
+from annette_torch.platform import Platform
+from annette_torch.platform.platform import dumps_platform
+
+ROOT = Path(__file__).resolve().parent.parent
+PLATFORMS = ("ort-cpu", "openvino-cpu")
+#: the layer types the kernel typing gives a layer (`annette_torch.mapping.layout.map_kernel_types`): their models
+#: come with it (the others a default file lacks keep falling back to the kernel they run, see `Platform.layers`)
+KERNEL_TYPE_MODELS = ("BlockedResize", "BlockedReshape", "RowBatchNorm")
+
+
+def _machine_file(platform: str) -> Path | None:
+    """The machine file of ``platform`` measured on this machine, if one is shipped."""
+    from annette_torch.platform.machine import differing_fields
+
+    for path in sorted((ROOT / "platforms" / "machines" / platform).glob("*.json")):
+        fp = json.loads(path.read_text(encoding="utf-8")).get("fingerprint") or {}
+        if fp and not differing_fields(fp):
+            return path
+    return None
+
+
+def transfer(default: dict[str, Any], source: dict[str, Any], where: str) -> list[str]:
+    """Copy into ``default`` (a platform dict) what ``source`` has of the mapping's layout model and layer
+    models ``default`` lacks, each marked assumed (from ``where``); returns what was added."""
+    added: list[str] = []
+    mapping, src_mapping = default["mapping"], source.get("mapping") or {}
+    if src_mapping.get("kernel_types") and not mapping.get("kernel_types"):
+        mapping["kernel_types"] = True
+        added.append("kernel_types")
+    costs, src_costs = mapping.setdefault("costs", {}), src_mapping.get("costs") or {}
+    in_costs = []
+    if src_costs.get("layout") and "layout" not in costs:
+        costs["layout"] = copy.deepcopy(src_costs["layout"])
+        in_costs.append("layout reorder costs")
+    for side in ("inserted_input", "inserted_output"):  # the reorders a runtime inserts at the graph's edges
+        have = costs.setdefault(side, {})
+        for key in KERNEL_TYPE_MODELS:
+            if key in (src_costs.get(side) or {}) and key not in have:
+                have[key] = copy.deepcopy(src_costs[side][key])
+                in_costs.append(f"{key} {side.replace('_', ' ')} reorder")
+    if in_costs:
+        costs["origin"] = (f"{costs.get('origin', '')}; {', '.join(in_costs)} assumed: not measured on this "
+                           f"file's machine, from {where}").lstrip("; ")
+        added += in_costs
+    for key, model in source["layers"].items():
+        if key in KERNEL_TYPE_MODELS and key not in default["layers"]:
+            model = copy.deepcopy(model)
+            model["origin"] = f"assumed: not measured on this file's machine; from {where}: {model.get('origin', '')}"
+            default["layers"][key] = model
+            added.append(key)
+    if added:
+        default["description"] = (f"{default.get('description', '')}; "
+                                  f"{', '.join(added)} assumed (from {where})").lstrip("; ")
+    return added
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--from", dest="source", action="append", default=[],
+                    help="machine file to copy from (once per runtime; default: the one measured on this machine)")
+    ap.add_argument("--dry-run", action="store_true", help="print what would be added, write nothing")
+    args = ap.parse_args(argv)
+    given = {Path(p).resolve().parent.name: Path(p).resolve() for p in args.source}
+    for platform in PLATFORMS:
+        src = given.get(platform) or _machine_file(platform)
+        if src is None:
+            print(f"{platform}: no machine file of this machine; give --from", file=sys.stderr)
+            continue
+        source = json.loads(src.read_text(encoding="utf-8"))
+        fp = source.get("fingerprint") or {}
+        machine = f"{fp.get('cpu', src.stem)}, {fp.get('cores', '?')} cores"
+        where = f"{src.relative_to(ROOT) if src.is_relative_to(ROOT) else src}, measured on {machine}"
+        path = ROOT / "platforms" / f"{platform}.json"
+        d = json.loads(path.read_text(encoding="utf-8"))
+        added = transfer(d, source, where)
+        if added and not args.dry_run:
+            Platform.from_dict(d, str(path))  # still a valid platform
+            write_text(path, dumps_platform(d) + "\n")
+        print(f"{path.relative_to(ROOT)}: {'added ' + ', '.join(added) if added else 'has them already'}"
+              + (" (dry run)" if args.dry_run and added else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
