@@ -19,8 +19,9 @@ only. The benchmark's ``Zero`` op (``x * 0``) would instead keep the whole netwo
 
 Runtimes differ in what they compute of a cell; ``semantics`` (`SEMANTICS`, `cell_edges`) builds the IR of
 the others: ``reach`` keeps every edge whose result reaches the output, also on a zero node (TensorFlow Lite
-on a phone), ``all`` every non-``none`` edge, ``eager`` those too and never a constant network (eager
-PyTorch). ``annette adapt`` chooses one from a device's
+on a phone), ``all`` every non-``none`` edge, ``eager`` every edge as the benchmark's code runs it in eager
+PyTorch: a ``none`` edge multiplies by zero (a ``Mul`` layer), and the network is never a constant.
+``annette adapt`` chooses one from a device's
 latencies and records it in the adapted platform (`platform_semantics`, which `estimate_all` follows).
 
 `build_network` builds the IR directly from cached per-stage layer rows (no torch); `build_networks` does
@@ -71,8 +72,9 @@ INPUT_SHAPE: tuple[int, int, int, int] = (1, 3, 32, 32)
 #: How a runtime treats the parts of a cell that cannot change its output (see `cell_edges`): ``pruned``
 #: (folds zeros and drops dead code: the default), ``reach`` (computes every edge whose result reaches the
 #: output, zero inputs included: TensorFlow Lite), ``all`` (every non-``none`` edge, dead code included);
-#: with these a network whose output cannot depend on its input is a constant. ``eager`` computes what
-#: ``all`` does and never folds a network to a constant (eager PyTorch).
+#: with these a network whose output cannot depend on its input is a constant. ``eager`` computes every edge,
+#: a ``none`` one as the benchmark's Zero op (``x.mul(0.)``), and never folds a network to a constant (eager
+#: PyTorch running the benchmark's code).
 SEMANTICS: tuple[str, ...] = ("pruned", "reach", "all", "eager")
 
 _OP_INDEX = {op: i for i, op in enumerate(OPS)}
@@ -240,8 +242,10 @@ def _kept_of(ops: tuple[str, ...], semantics: str) -> tuple[tuple[tuple[str, int
     if semantics == "reach":
         keep = tuple((o, s, d) for (s, d), o in zip(EDGES, ops) if o != "none" and reach[d])
         return (keep, False) if nonzero[3] else ((), True)
+    if semantics == "eager":  # every edge, a ``none`` one as the benchmark's Zero op (a multiply by zero)
+        return tuple((o, s, d) for (s, d), o in zip(EDGES, ops)), False
     every = tuple((o, s, d) for (s, d), o in zip(EDGES, ops) if o != "none")
-    return (every, False) if semantics == "eager" or nonzero[3] else ((), True)
+    return (every, False) if nonzero[3] else ((), True)
 
 
 def _check_semantics(semantics: str) -> str:
@@ -257,7 +261,8 @@ def cell_edges(arch: str, semantics: str = "pruned") -> tuple[tuple[tuple[str, i
     ``pruned``: `live_edges` (the network is a constant when none is left). ``reach``: every non-``none``
     edge whose result reaches node 3, also where its source node is zero (no non-``none`` path from the
     input). ``all``: every non-``none`` edge. With these three the network is a constant when node 3 has no
-    non-``none`` path from the input; ``eager``: the edges of ``all``, never a constant.
+    non-``none`` path from the input; ``eager``: every edge, a ``none`` one too (the benchmark's Zero op,
+    ``x.mul(0.)``, a ``Mul`` layer), never a constant.
     A zero node read by a computed edge stands for a zero tensor of the cell's shape.
     """
     return _kept(arch_code(arch), _check_semantics(semantics))
@@ -277,10 +282,10 @@ def _kept(code: int, semantics: str) -> tuple[tuple[tuple[str, int, int], ...], 
 # out once per template shape. A network is then a few vectorised gathers.
 
 # cell-local kinds: index into a stage's block of the kind table
-_K_RELU, _K_CONV1, _K_CONV3, _K_BN, _K_POOL, _K_ADD = range(6)
-_N_CELL_KINDS = 6
-# cell-local name slots: 7 per edge (conv1: 3, conv3: 3, pool: 1)
-_OP_SLOT = {"nor_conv_1x1": 0, "nor_conv_3x3": 3, "avg_pool_3x3": 6}
+_K_RELU, _K_CONV1, _K_CONV3, _K_BN, _K_POOL, _K_ADD, _K_ZERO = range(7)
+_N_CELL_KINDS = 7
+# cell-local name slots: 7 per edge (conv1: 3, conv3: 3, pool or an eager runtime's zero: 1)
+_OP_SLOT = {"nor_conv_1x1": 0, "nor_conv_3x3": 3, "avg_pool_3x3": 6, "none": 6}
 _SLOTS = 7 * len(EDGES)
 _MAX_ADDS = 3  # node 2: 1, node 3: 2
 _ZERO_OUT = -2  # `_Cell.out` of a cell whose output is zero (-1: the cell input itself)
@@ -341,6 +346,8 @@ def _cell(live: tuple[tuple[str, int, int], ...], zero_out: bool | None = None) 
                 y = x
             elif op == "avg_pool_3x3":
                 y = layer(_K_POOL, base, x)
+            elif op == "none":  # (semantics ``eager`` only) the benchmark's Zero op, ``x.mul(0.)``
+                y = layer(_K_ZERO, base, x)
             else:
                 r = layer(_K_RELU, base, x)
                 c = layer(_K_CONV1 if op == "nor_conv_1x1" else _K_CONV3, base + 1, r)
@@ -427,6 +434,7 @@ class _Plan:
             b.same(T.BATCH_NORM, "bn", x)
             b.pool("pool", x, "avg", 3, 1, 1)
             b.same(T.ADD, "add", [x, x])
+            b.same(T.MUL, "zero", x)
             cell_rows.append(_Segment(b, 0).rows)
         fixed = [self.stem, *self.reductions, self.head]
         self.rows = np.ascontiguousarray(np.hstack([s.rows for s in fixed] + cell_rows))
