@@ -14,9 +14,9 @@ its time (an encoder-decoder measured 11.3 ms on ONNX Runtime; the default file 
 and ``annette adapt`` cannot put it back: its factors scale the layer models a file has, not the ones it lacks.
 
 What is copied, per runtime, from the machine file (default: each runtime's file measured on this machine):
-``mapping.kernel_types``, ``mapping.costs.layout`` (the reorder costs), and every layer model the default file
-has no model of among the kernel types (``BlockedResize``, ``BlockedReshape``). Each is marked the
-way ``scripts/add_assumed_cpu_types.py`` marks its models: an ``origin`` beginning with ``assumed:`` that names
+``mapping.kernel_types``, the layout reorder costs (``mapping.costs.layout``), and the models of the kernel types
+(``BlockedResize``, ``BlockedReshape``) with their reorders at the graph's edges, where the default file has
+none. Each is marked the way ``scripts/add_assumed_cpu_types.py`` marks its models: an ``origin`` beginning with ``assumed:`` that names
 the file and machine it comes from. Nothing the default file has is changed; files are validated and written
 atomically.
 """
@@ -93,13 +93,21 @@ def main(argv: list[str] | None = None) -> int:
                     help="machine file to copy from (once per runtime; default: the one measured on this machine)")
     ap.add_argument("--dry-run", action="store_true", help="print what would be added, write nothing")
     args = ap.parse_args(argv)
-    given = {Path(p).resolve().parent.name: Path(p).resolve() for p in args.source}
+    given: dict[str, tuple[Path, dict[str, Any]]] = {}
+    for p in args.source:
+        try:
+            d = json.loads(Path(p).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as e:
+            ap.error(f"--from {p}: cannot read a platform file ({e})")
+        if not isinstance(d, dict) or d.get("name") not in PLATFORMS:
+            ap.error(f"--from {p}: not a platform file of {' or '.join(PLATFORMS)}")
+        given[d["name"]] = (Path(p).resolve(), d)
     for platform in PLATFORMS:
-        src = given.get(platform) or _machine_file(platform)
+        src = given[platform][0] if platform in given else _machine_file(platform)
         if src is None:
             print(f"{platform}: no machine file of this machine; give --from", file=sys.stderr)
             continue
-        source = json.loads(src.read_text(encoding="utf-8"))
+        source = given[platform][1] if platform in given else json.loads(src.read_text(encoding="utf-8"))
         fp = source.get("fingerprint") or {}
         machine = f"{fp.get('cpu', src.stem)}, {fp.get('cores', '?')} cores"
         where = f"{src.relative_to(ROOT) if src.is_relative_to(ROOT) else src}, measured on {machine}"

@@ -82,3 +82,16 @@ def test_shipped_default_files_carry_the_layout_model():
     bare = Platform.from_dict(_bare_default("ort-cpu"), "ort-cpu")
     # the reorders around the plain concat cost time the bare file did not price
     assert at.estimate(_decoder(), ort).latency_ms > at.estimate(_decoder(), bare).latency_ms
+
+
+def test_the_shipped_default_files_have_all_of_it_and_a_bad_source_is_one_error(tmp_path, capsys):
+    mod = _script()
+    sources = [str(ROOT / "platforms" / "machines" / p / MACHINE) for p in ("ort-cpu", "openvino-cpu")]
+    assert mod.main(["--from", sources[0], "--from", sources[1], "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("has them already") == 2
+    bad = tmp_path / "zcu.json"
+    bad.write_text(json.dumps({"name": "zcu102"}))
+    with pytest.raises(SystemExit) as e:
+        mod.main(["--from", str(bad), "--dry-run"])
+    assert e.value.code == 2 and "not a platform file of ort-cpu or openvino-cpu" in capsys.readouterr().err
