@@ -42,14 +42,12 @@ KERNEL_TYPE_MODELS = ("BlockedResize", "BlockedReshape", "RowBatchNorm")
 
 
 def _machine_file(platform: str) -> Path | None:
-    """The machine file of ``platform`` measured on this machine, if one is shipped."""
-    from annette_torch.platform.machine import differing_fields
+    """The machine file of ``platform`` measured on this machine (the one its name loads here), if one is
+    shipped."""
+    from annette_torch.platform.registry import _shipped_path
 
-    for path in sorted((ROOT / "platforms" / "machines" / platform).glob("*.json")):
-        fp = json.loads(path.read_text(encoding="utf-8")).get("fingerprint") or {}
-        if fp and not differing_fields(fp):
-            return path
-    return None
+    path = Path(_shipped_path(platform))
+    return None if path == ROOT / "platforms" / f"{platform}.json" else path
 
 
 def transfer(default: dict[str, Any], source: dict[str, Any], where: str) -> list[str]:

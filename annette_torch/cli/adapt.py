@@ -61,8 +61,7 @@ def run(args: argparse.Namespace) -> int:
                 out=args.out, progress=sys.stderr.isatty(), sweep=False if args.no_sweep else None)
     print(res.table())
     loo = "n/a (too few networks)" if math.isnan(res.loo_mape) else f"{res.loo_mape:.1%}"
-    expected = res.expected()
-    can = (": " + ", ".join(f"{k} {v:.1%}" for k, v in expected.items())) if len(expected) > 1 else ""
+    can = f": {res.by_kind()}" if len(res.expected()) > 1 else ""
     print(f"\n{len(res.names)} networks: MAPE {res.mape_before:.1%} with {res.base}, {res.mape_after:.1%} adapted; "
           f"{res.check} {loo} (what other networks can expect{can}); refitted: {res.fitted()}")
     if res.family_mape:
