@@ -90,6 +90,7 @@ class LayerType(enum.IntEnum):
     BLOCKED_RESIZE = 40  # a Resize that runs in the blocked layout (produced by the mapping pass)
     BLOCKED_RESHAPE = 41  # a Reshape / Flatten of a convolution's feature map (produced by the mapping pass)
     ROW_BATCH_NORM = 42  # a BatchNorm over the rows of a matrix, e.g. token rows (produced by the mapping pass)
+    CHANNEL_SHUFFLE = 43  # a view, transpose and view back of a feature map as one kernel (produced by the mapping pass)
 
     @property
     def label(self) -> str:
@@ -147,6 +148,7 @@ _LABELS: dict[LayerType, str] = {
     LayerType.BLOCKED_RESIZE: "BlockedResize",
     LayerType.BLOCKED_RESHAPE: "BlockedReshape",
     LayerType.ROW_BATCH_NORM: "RowBatchNorm",
+    LayerType.CHANNEL_SHUFFLE: "ChannelShuffle",
 }
 _BY_KEY: dict[str, LayerType] = {v.lower(): k for k, v in _LABELS.items()}
 _BY_KEY.update({"swish": LayerType.SILU, "upsample": LayerType.RESIZE, "gemm": LayerType.FULLY_CONNECTED,
@@ -172,6 +174,7 @@ TYPE_FALLBACKS.update({
     T.BLOCKED_RESIZE: ("BlockedResize", "Resize"),
     T.BLOCKED_RESHAPE: ("BlockedReshape", "Reshape"),
     T.ROW_BATCH_NORM: ("RowBatchNorm", "BatchNorm"),
+    T.CHANNEL_SHUFFLE: ("ChannelShuffle", "Transpose", "Reshape"),
     # the same runtime kernel as a swept type: Clip is what Relu6 exports to; Sub and Div are the binary
     # element-wise kernels of Add and Mul
     T.CLIP: ("Clip", "Relu6", "Relu"),
@@ -189,7 +192,7 @@ ELEMENTWISE_TYPES = (T.RELU, T.RELU6, T.LEAKY_RELU, T.SIGMOID, T.SILU, T.HARDSWI
 MERGE_TYPES = (T.ADD, T.MUL, T.SUB, T.DIV)
 #: Pure data movement: no arithmetic.
 MOVE_TYPES = (T.CONCAT, T.RESHAPE, T.FLATTEN, T.TRANSPOSE, T.PAD, T.SLICE, T.DROPOUT, T.RESIZE, T.BLOCKED_RESIZE,
-              T.BLOCKED_RESHAPE)
+              T.BLOCKED_RESHAPE, T.CHANNEL_SHUFFLE)
 
 _INPUT = int(T.INPUT)
 

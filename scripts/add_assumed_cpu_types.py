@@ -1,5 +1,5 @@
 """Give the shipped CPU platform files models for the layer types their sweeps lacked (Softplus, HardSigmoid,
-RowBatchNorm), measured with the benchmark tool on *this* machine; marked as assumed in the files of other
+RowBatchNorm, ChannelShuffle), measured with the benchmark tool on *this* machine; marked as assumed in the files of other
 machines.
 
 Run from the repository root::
@@ -10,7 +10,9 @@ Why: without a model of their own these types take a file's generic ``Base`` roo
 they fall back to. ONNX Runtime runs Softplus as scalar code (~40 times its Tanh per element): YOLOv4's Mish
 made ort-cpu predict a third of the measured time. A BatchNorm over token rows (LeViT's, after every Linear)
 runs as one per-column pass, not as a feature map's per-channel planes: priced with the BatchNorm model,
-OpenVINO's is ~5x too slow. ``annette calibrate`` sweeps these types now; the shipped files were measured
+OpenVINO's is ~5x too slow. OpenVINO runs a channel shuffle (view, transpose, view back) as one
+``ShuffleChannels`` node, ~1 ns per element, which the files' rules fused into the Concat at no cost (ShuffleNet
+V2 priced 35% low). ``annette calibrate`` sweeps these types now; the shipped files were measured
 before, so these models are the next best thing, labelled: a model measured on another machine has an
 ``origin`` beginning with ``assumed:`` (the per-layer ``model`` column shows ``(assumed)``) that names the
 machine and runtime it was measured on.
@@ -19,7 +21,9 @@ Steps, per platform and type: configurations of the type's suite (`MEASURED`) ar
 hardware module and settings as ``annette calibrate``: one thread), the layer's time is matched back to it, a
 roofline is fitted by least squares on log time, and every shipped file of the platform
 (``platforms/<name>.json`` and ``platforms/machines/<name>/*.json``) gets it unless it has a model of that
-type already. Files are written atomically.
+type already. A type only a pattern fold produces (`FOLDED`: ChannelShuffle) comes with its fold, and only for a
+runtime whose measured records run the pattern as the fold says (``annette_torch.fit.data.learned_folds``: OpenVINO
+does, ONNX Runtime runs a Reshape, a Transpose and a Reshape). Files are written atomically.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from __future__ import annotations
 import argparse
 import glob
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Callable
@@ -38,8 +43,11 @@ from annette_torch.bench.runners import get_runner
 from annette_torch.bench.suites import SUITES
 from annette_torch.bench.sweep import measure as measure_config
 from annette_torch.cli.bench import PLATFORM_RUNNERS
+from annette_torch.fit.data import Measured, learned_folds
 from annette_torch.fit.roofline_fit import fit_refined
+from annette_torch.fit.statistical_fit import fit_mixed
 from annette_torch.ir import Network
+from annette_torch.mapping import FOLDS
 from annette_torch.models import LayerFeatures
 from annette_torch.platform import Platform
 from annette_torch.platform.machine import differing_fields, machine_description
@@ -47,35 +55,50 @@ from annette_torch.platform.platform import dumps_platform
 from annette_torch.validate.measure import runtime_info
 
 ROOT = Path(__file__).resolve().parent.parent
-#: layer-type key of the platform file -> (suite, the measured layer's name in it, which configurations)
+#: layer-type key of the platform file -> (suite, the measured layers' names in it (a regular expression), which
+#: configurations)
 MEASURED: dict[str, tuple[str, str, Callable[[dict], bool]]] = {
     "Softplus": ("act", "softplus", lambda c: c["act"] == "softplus"),
     "HardSigmoid": ("act", "hardsigmoid", lambda c: c["act"] == "hardsigmoid"),
     "RowBatchNorm": ("linear_bn", "bn", lambda c: True),
+    "ChannelShuffle": ("shuffle", r"u\d+_shuffle_view_back", lambda c: True),
 }
+#: types only a pattern fold produces: the fold (`annette_torch.mapping.folds`) a file needs with the model
+FOLDED = {"ChannelShuffle": "shuffle"}
 #: smallest layer measured: smaller ones take about the profiler's 1 us resolution
 MIN_ELEMENTS = 16384
 PLATFORMS = ("ort-cpu", "openvino-cpu")
+#: layers from which the roofline gets a statistical correction (a mixed model, as ``annette calibrate`` fits):
+#: OpenVINO's channel shuffle takes 0.5 to 1.2 ns per element, slowest for few channels on a large map
+MIN_MIXED = 60
 
 
 def _elements(suite: str, c: dict) -> int:
+    if suite == "shuffle":
+        return int(c["c"] * c["hw"] * c["hw"])
     return int(c["l"] * c["f"]) if suite == "linear_bn" else int(c["c"] * c["h"] * c["w"])
 
 
-def measure(platform: str, key: str, n: int) -> tuple[LayerFeatures, np.ndarray]:
-    """Per-layer times (ms) of ``n`` configurations of type ``key``'s suite, and their layers' features, measured
-    as ``annette calibrate`` measures (the platform's hardware module, one thread)."""
+def measure(platform: str, key: str, n: int) -> tuple[LayerFeatures, np.ndarray, tuple[str, ...]]:
+    """Per-layer times (ms) of ``n`` configurations of type ``key``'s suite, their layers' features and the pattern
+    folds their records support, measured as ``annette calibrate`` measures (the platform's hardware module, one
+    thread)."""
     suite_name, layer, select = MEASURED[key]
     name, kw = PLATFORM_RUNNERS[platform]
     runner = get_runner(name, **{**kw, "threads": 1})
     suite = SUITES[suite_name]
     configs = [c for c in suite.configs(n=80 * n, seed=0)
                if select(c) and _elements(suite_name, c) >= MIN_ELEMENTS][:n]
-    times = [{r.layer: r for r in measure_config(suite_name, c, runner).layers}[layer].time_ms for c in configs]
+    results = [measure_config(suite_name, c, runner) for c in configs]
     nets = [suite.build(c) for c in configs]
+    records = [{r.layer: r for r in res.layers} for res in results]
+    folds, _ = learned_folds([Measured(suite_name, c["config_id"], nt, rec, [])
+                              for c, nt, rec in zip(configs, nets, records)])
+    pattern = re.compile(layer)
+    times = [rec[name].time_ms for nt, rec in zip(nets, records) for name in nt.names if pattern.fullmatch(name)]
     net, _ = Network.concat(nets)
-    rows = np.flatnonzero(np.isin(np.array(net.names, dtype=object), [layer]))
-    return LayerFeatures.from_network(net, rows), np.array(times)
+    rows = np.flatnonzero([pattern.fullmatch(name) is not None for name in net.names])
+    return LayerFeatures.from_network(net, rows), np.array(times), folds
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -92,19 +115,32 @@ def main(argv: list[str] | None = None) -> int:
     for platform in PLATFORMS:
         info = runtime_info(platform)
         runtime = f"{info['runtime']} {info['version']}, 1 thread"
-        models = {}
+        models, folds = {}, {}
         for key in keys:
-            X, y = measure(platform, key, args.configs)
+            X, y, learned = measure(platform, key, args.configs)
+            if key in FOLDED and FOLDED[key] not in learned:
+                print(f"{platform} {key}: {info['runtime']} does not run the pattern as one node (no "
+                      f"'{FOLDED[key]}' fold): not added")
+                continue
+            if key in FOLDED:
+                folds[key] = FOLDED[key]
             model, _ = fit_refined(X, y, dims=())
+            how = "a roofline"
+            if len(y) >= MIN_MIXED:
+                model, rep = fit_mixed(X, y, model)
+                how = f"a mixed model (cross-validated error {rep['cv_mape'][rep['chosen']]:.1f}%)"
             pred = model.predict(X)
             mre = float(np.mean(np.abs(pred / y - 1)))
-            per_elem = float(np.median(y * 1e6 / X.ops)) if (X.ops > 0).all() else float("nan")
-            print(f"{platform} {key}: {len(y)} configs, {per_elem:.2f} ns per operation (median), fit error {mre:.1%}")
+            per, unit = (X.ops, "operation") if (X.ops > 0).all() else (X.out_elems, "output element")
+            print(f"{platform} {key}: {len(y)} layers, {float(np.median(y * 1e6 / per)):.2f} ns per {unit} "
+                  f"(median), {how}, fit error {mre:.1%}")
             d = model.to_dict()
             d["origin"] = (f"{len(y)} {MEASURED[key][0]}-suite layers measured on {machine} ({runtime}) with "
-                           f"annette-torch's benchmark tool (scripts/add_assumed_cpu_types.py), fitted as a "
-                           f"roofline, mean error {mre:.1%}")
+                           f"annette-torch's benchmark tool (scripts/add_assumed_cpu_types.py), fitted as {how}, "
+                           f"mean error {mre:.1%}")
             models[key] = d
+        if not models:
+            continue
         files = [ROOT / "platforms" / f"{platform}.json",
                  *sorted(Path(p) for p in glob.glob(str(ROOT / "platforms" / "machines" / platform / "*.json")))]
         for path in files:
@@ -112,6 +148,9 @@ def main(argv: list[str] | None = None) -> int:
             here = not differing_fields(d.get("fingerprint") or {}) and bool(d.get("fingerprint"))
             added = [k for k in models if k not in d["layers"]]
             for k in added:
+                if k in folds:  # (in `FOLDS` order, as a fitted file lists them)
+                    have = set(d["mapping"].get("folds", ())) | {folds[k]}
+                    d["mapping"]["folds"] = [f for f in FOLDS if f in have]
                 origin = models[k]["origin"]
                 d["layers"][k] = {**models[k], "origin": origin if here else
                                   f"assumed: not measured on this file's machine; {origin}"}

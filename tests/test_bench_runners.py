@@ -293,6 +293,24 @@ def test_written_out_hardswish_folds_on_openvino_only(ov_runner):
     assert folds == {"openvino": ("hardswish",), "ort": ()}
 
 
+def test_channel_shuffle_folds_on_openvino_only(ov_runner):
+    """OpenVINO runs a channel shuffle (view, transpose, view back) as one ``ShuffleChannels`` node named after
+    the last view; ONNX Runtime runs a Reshape, a Transpose and a Reshape: the learned folds say so."""
+    from annette_torch.bench.runners.ort import OrtRunner
+    from annette_torch.bench.suites import SUITES
+    from annette_torch.fit.data import Measured, learned_folds
+    suite = SUITES["shuffle"]
+    cfg = next(c for c in suite.configs(n=40, seed=0) if c["hw"] <= 14 and c["depth"] == 1)
+    net = suite.build(cfg)
+    folds = {}
+    for name, runner in (("openvino", ov_runner), ("ort", OrtRunner(threads=1))):
+        _, nodes, recs = _run(runner, net, iterations=3, warmup=1)
+        folds[name] = learned_folds([Measured("shuffle", cfg["config_id"], net, _by_layer(recs), [])])[0]
+        if name == "openvino":
+            assert {n.node_type for n in nodes if n.node == "u0_shuffle_view_back"} == {"ShuffleChannels"}
+    assert folds == {"openvino": ("shuffle",), "ort": ()}
+
+
 @pytest.mark.parametrize("runtime", ["ort", "openvino"])
 def test_every_act_suite_kind_runs_and_is_measured_as_its_own_layer(runtime):
     """The ``act`` suite's kinds (Softplus and HardSigmoid included: no block of the fused suites ends in them,

@@ -548,3 +548,35 @@ def test_a_channel_shuffle_fused_into_its_concat_is_priced_as_the_transpose_that
     ftype, felems = _fused_summary(mp.source, owner, mp)
     cat = int(np.flatnonzero(mp.network.types == T.CONCAT)[0])
     assert ftype[cat] == T.TRANSPOSE and felems[cat] == 16 * 16 * 16
+
+
+def _shuffle_measured(one_node: bool):
+    """A measured shuffle-suite configuration: OpenVINO runs each channel shuffle as one node on its last view
+    (``ShuffleChannels``), the view and transpose fused into the Concat; ONNX Runtime runs all three apart."""
+    from annette_torch.bench.records import FUSED, LayerRecord
+    from annette_torch.fit.data import Measured
+    suite = SUITES["shuffle"]
+    cfg = next(c for c in suite.configs(n=20, seed=0) if c["depth"] == 2)
+    net = suite.build(cfg)
+    recs = _own_nodes(net)
+    if one_node:
+        for u in range(2):
+            for n in (f"u{u}_shuffle_view", f"u{u}_shuffle_transpose"):
+                recs[n] = LayerRecord(n, recs[n].layer_type, FUSED, fused_into=f"u{u}_cat", node=f"u{u}_cat")
+    return Measured("shuffle", cfg["config_id"], net, recs, [])
+
+
+def test_shuffle_fold_is_learned_where_the_shuffle_runs_as_one_node_and_samples_its_time():
+    from annette_torch.fit.data import layer_samples, learned_folds
+    from annette_torch.mapping import MappingModel
+    one = [_shuffle_measured(True) for _ in range(2)]
+    folds, rep = learned_folds(one)
+    assert folds == ("shuffle",) and rep["shuffle"] == {"shuffles": 4, "one_node_rate": 1.0}
+    apart, rep = learned_folds([_shuffle_measured(False)] * 2)
+    assert apart == () and rep["shuffle"]["one_node_rate"] == 0.0
+    assert learned_folds([_swish_measured(True)])[1]["shuffle"] == "no measured channel shuffle"
+    # the folded layer's sample is the last view's node time (the Concat keeps its own)
+    ls = layer_samples(one[:1], MappingModel([], folds=folds))
+    cs = np.flatnonzero(ls.network.types == T.CHANNEL_SHUFFLE)
+    assert [ls.network.names[i] for i in cs] == ["u0_shuffle_view_back", "u1_shuffle_view_back"]
+    assert ls.time_ms[cs] == pytest.approx([0.01, 0.01])

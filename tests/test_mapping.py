@@ -276,3 +276,62 @@ def test_a_pass_cut_short_by_the_round_limit_warns(monkeypatch, caplog):
         monkeypatch.setattr(model, "MAX_FUSION_ROUNDS", 1)
         assert RULES.apply(net).network.names == ["x", "conv", "relu", "pool", "conv2"]
     assert "stopped after 1 fusion rounds" in caplog.text
+
+
+def _shuffle_net(back_shape: bool = True, c: int = 16, hw: int = 8):
+    """A ShuffleNet-style concat followed by a channel shuffle (view to 5-D, swap axes 1-2, view back), then a
+    conv; with ``back_shape`` False the last view goes elsewhere (a window partition, not a shuffle)."""
+    from annette_torch.ir import NetworkBuilder
+    b = NetworkBuilder("n")
+    x = b.input("x", (1, c, hw, hw))
+    cat = b.concat("cat", [b.conv("a", x, c // 2, 1), b.conv("b", x, c // 2, 1)])
+    v = b.add(T.RESHAPE, "view", [cat], (1, 2, c // 2, hw, hw))
+    t = b.add(T.TRANSPOSE, "transpose", [v], (1, c // 2, 2, hw, hw))
+    back = b.add(T.RESHAPE, "view_back", [t], (1, c, hw, hw) if back_shape else (1, c, hw // 2, hw * 2))
+    b.conv("conv2", back, 4, 1)
+    return b.build()
+
+
+def test_channel_shuffle_fold_is_one_pinned_layer_after_the_concat():
+    """OpenVINO runs a channel shuffle as one ShuffleChannels node after the Concat: with the ``shuffle`` fold the
+    view, transpose and view back are one pinned ChannelShuffle layer that no rule fuses into the Concat; a view
+    back to another shape (a window partition) is no shuffle."""
+    from annette_torch.mapping import shuffle_groups
+    net = _shuffle_net()
+    assert [[net.names[i] for i in g] for g in shuffle_groups(net)] == [["view", "transpose", "view_back"]]
+    assert shuffle_groups(_shuffle_net(back_shape=False)).shape == (0, 3)
+    rules = [FusionRule("ConcatReshape", ("Concat",), ("Reshape",)), FusionRule("ConcatT", ("Concat",), ("Transpose",)),
+             FusionRule("TReshape", ("Transpose",), ("Reshape",))]
+    unfolded = MappingModel(rules).apply(net).network
+    assert "view_back" not in unfolded.names  # the rules alone fuse the whole shuffle into the Concat
+    m = MappingModel(rules, folds=("shuffle",)).apply(net)
+    mn = m.network
+    assert mn.names == ["x", "a", "b", "cat", "view_back", "conv2"]
+    i = mn.names.index("view_back")
+    assert mn.types[i] == T.CHANNEL_SHUFFLE and mn.in_elems[i] == mn.out_elems[i] == 16 * 8 * 8
+    assert sorted(mn.names[s] + ">" + mn.names[d] for s, d in mn.edges if i in (s, d)) == ["cat>view_back",
+                                                                                            "view_back>conv2"]
+    assert m.folded.sum() == 2
+    assert MappingModel([], folds=("shuffle",)).apply(_shuffle_net(back_shape=False)).network.names \
+        == _shuffle_net(back_shape=False).names
+    assert MappingModel.from_dict(MappingModel([], folds=("shuffle", "swish")).to_dict()).folds == ("swish", "shuffle")
+
+
+def test_shipped_openvino_files_price_a_channel_shuffle_and_onnx_runtime_files_do_not_fold_it():
+    """The OpenVINO files fold a channel shuffle into a ChannelShuffle layer priced by its own model (measured
+    ShuffleChannels nodes); ONNX Runtime runs a Reshape, a Transpose and a Reshape, so its files do not fold."""
+    import glob
+    from pathlib import Path
+    import annette_torch as at
+    from annette_torch.platform import Platform
+    root = at.platform.platform_dir()
+    for path in [root / "openvino-cpu.json", root / "ort-cpu.json", *map(Path, glob.glob(str(root / "machines/*/*.json")))]:
+        plat = Platform.load(path)
+        ov = plat.name == "openvino-cpu"
+        assert ("shuffle" in plat.mapping.folds) == ov, path
+        rows = {r["name"]: r for r in at.estimate(_shuffle_net(c=96, hw=28), plat).table()}
+        if ov:
+            assert rows["view_back"]["type"] == "ChannelShuffle" and rows["view_back"]["time_ms"] > 0, path
+            assert rows["view_back"]["model"].split()[0] == "mixed:ChannelShuffle", path
+        else:
+            assert rows["view_back"]["type"] != "ChannelShuffle", path

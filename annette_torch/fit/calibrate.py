@@ -370,9 +370,9 @@ def with_overhead(plat: Platform, terms: Sequence[dict[str, float]], measured_ms
 
 
 #: layer types only the mapping pass produces, which no network as given holds: a convolution with a fused pool,
-#: the blocked forms of a resize and of a view
+#: the blocked forms of a resize and of a view, a BatchNorm over rows, a folded channel shuffle
 MAPPED_TYPES = frozenset(t.label for t in (LayerType.CONV_POOL, LayerType.BLOCKED_RESIZE, LayerType.BLOCKED_RESHAPE,
-                                           LayerType.ROW_BATCH_NORM))
+                                           LayerType.ROW_BATCH_NORM, LayerType.CHANNEL_SHUFFLE))
 
 
 def modelled_types(platform: Platform) -> frozenset[str]:

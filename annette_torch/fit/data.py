@@ -21,7 +21,7 @@ from ..bench.records import FUSED, INSERTED, NOT_FUSED, LayerRecord
 from ..bench.store import Store
 from ..errors import AnnetteError
 from ..ir import MERGE_TYPES, LayerType, Network
-from ..mapping import MappedNetwork, MappingModel, apply_folds, hardswish_groups, swish_diamonds
+from ..mapping import MappedNetwork, MappingModel, apply_folds, hardswish_groups, shuffle_groups, swish_diamonds
 from ..mapping.layout import VIEW_TYPES
 
 #: layers of several inputs a toolchain may fuse into the group of one of their producers: a residual Add or a
@@ -121,16 +121,25 @@ def learned_folds(measured: list[Measured]) -> tuple[tuple[str, ...], dict[str, 
     ``swish`` when (nearly) every measured ``x * sigmoid(x)`` ran its Sigmoid and Mul in one node (OpenVINO:
     inside the conv; ONNX Runtime: a QuickGelu on the Mul); ``hardswish`` when (nearly) every measured
     written-out hard-swish ran as one node of its own, apart from its input's producer (OpenVINO: one
-    element-wise ``Subgraph``; ONNX Runtime runs four nodes). Returns the folds and a report.
+    element-wise ``Subgraph``; ONNX Runtime runs four nodes); ``shuffle`` when (nearly) every measured channel
+    shuffle ran as one node on its last view, the view and transpose with no node of their own (OpenVINO's
+    ``ShuffleChannels``; ONNX Runtime runs a Reshape, a Transpose and a Reshape). Returns the folds and a report.
     """
     together = total = 0
     hs_total = hs_one = hs_alone = 0
+    sh_total = sh_one = 0
     for m in measured:
         sig, mul = swish_diamonds(m.network)
         g = hardswish_groups(m.network)
-        if not sig.size and not len(g):
+        sg = shuffle_groups(m.network)
+        if not sig.size and not len(g) and not sg.size:
             continue
         head = _heads(m)
+        names = m.network.names
+        for v, t, b in sg:  # one node of its own, on the last view
+            sh_total += 1
+            sh_one += m.records[names[b]].fused == NOT_FUSED and all(
+                m.records[names[i]].fused != NOT_FUSED for i in (v, t))
         if sig.size:
             together += int((head[sig] == head[mul]).sum())
             total += sig.size
@@ -155,6 +164,11 @@ def learned_folds(measured: list[Measured]) -> tuple[tuple[str, ...], dict[str, 
         folds += ["hardswish"] if alone >= FOLD_RATE else []
         report["hardswish"] = {"groups": hs_total, "one_node_rate": round(hs_one / hs_total, 3),
                                "own_node_rate": round(alone, 3)}
+    if not sh_total:
+        report["shuffle"] = "no measured channel shuffle"
+    else:
+        folds += ["shuffle"] if sh_one / sh_total >= FOLD_RATE else []
+        report["shuffle"] = {"shuffles": sh_total, "one_node_rate": round(sh_one / sh_total, 3)}
     return tuple(folds), report
 
 

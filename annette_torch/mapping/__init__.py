@@ -3,10 +3,10 @@ propagation, pattern folds, pairwise fusions, what fused layers still cost, and 
 leaves to its host), as one vectorised pass."""
 
 from .costs import MappingCosts
-from .folds import FOLDS, apply_folds, hardswish_groups, swish_diamonds
+from .folds import FOLDS, apply_folds, hardswish_groups, shuffle_groups, swish_diamonds
 from .model import Condition, FusionRule, MappedNetwork, MappingModel, attr_values, expand_types
 from .support import NEUTRAL_TYPES, OperatorSupport, Placement, Switch, TypeSupport
 
 __all__ = ["MappingModel", "MappedNetwork", "FusionRule", "Condition", "MappingCosts", "FOLDS", "apply_folds",
-           "swish_diamonds", "hardswish_groups", "attr_values", "expand_types", "OperatorSupport", "TypeSupport",
+           "swish_diamonds", "hardswish_groups", "shuffle_groups", "attr_values", "expand_types", "OperatorSupport", "TypeSupport",
            "Switch", "Placement", "NEUTRAL_TYPES"]

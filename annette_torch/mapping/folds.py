@@ -8,6 +8,9 @@ Pairwise fusion rules cannot express these patterns: their input has two consume
   operand, the Div/Mul before or after the product), becomes one HardSwish layer reading ``x`` that stays a
   node of its own (*pinned*: no rule fuses it into its producer). OpenVINO runs the four layers as one
   element-wise ``Subgraph`` node next to the conv, while it fuses a real HardSwish into the conv.
+- ``shuffle``: a channel shuffle, a view, a transpose and a view back to the input's shape (ShuffleNet's), becomes
+  one pinned ChannelShuffle layer: OpenVINO runs the three as one ``ShuffleChannels`` node after the Concat
+  (~1 ns per element), which its rules would otherwise fuse into the Concat, at no cost.
 
 Which folds a platform applies is learned from measured records (`annette_torch.fit.data.learned_folds`).
 """
@@ -21,14 +24,14 @@ import numpy as np
 
 from ..ir import LayerType, Network
 
-__all__ = ["FOLDS", "Folded", "apply_folds", "may_fold", "swish_diamonds", "hardswish_groups"]
+__all__ = ["FOLDS", "Folded", "apply_folds", "may_fold", "swish_diamonds", "hardswish_groups", "shuffle_groups"]
 
 #: Pattern folds a mapping model may apply before its rules, in the order they apply.
-FOLDS = ("swish", "hardswish")
+FOLDS = ("swish", "hardswish", "shuffle")
 
 T = LayerType
 # (comparing with a plain int is faster than with the enum member)
-_SIGMOID, _MUL, _RELU6 = int(T.SIGMOID), int(T.MUL), int(T.RELU6)
+_SIGMOID, _MUL, _RELU6, _TRANSPOSE = int(T.SIGMOID), int(T.MUL), int(T.RELU6), int(T.TRANSPOSE)
 #: the one-input (constant operand) layers that scale a written-out hard-swish
 _SCALE = (T.DIV, T.MUL)
 
@@ -115,6 +118,31 @@ def hardswish_groups(net: Network) -> HardSwishGroups:
     return HardSwishGroups(as_arr(xs), as_arr(survs), as_arr(members), as_arr(groups))
 
 
+def shuffle_groups(net: Network) -> np.ndarray:
+    """Rows ``(view, transpose, view_back)`` of every channel shuffle in ``net``, shape ``(k, 3)``: a Reshape read
+    only by a one-input Transpose read only by a Reshape / Flatten whose output has the view's input shape
+    (channels and a spatial map); what the transpose permutes is not checked (a view back to the same shape)."""
+    types = net.types
+    none = np.zeros((0, 3), np.int64)
+    if not net.edges.size or not (types == _TRANSPOSE).any():
+        return none
+    src, dst = net.edges[:, 0], net.edges[:, 1]
+    one = (net.n_outputs[src] == 1) & (net.n_inputs[dst] == 1)
+    view = one & (types[src] == T.RESHAPE) & (types[dst] == _TRANSPOSE)
+    back = one & (types[src] == _TRANSPOSE) & np.isin(types[dst], (T.RESHAPE, T.FLATTEN))
+    if not view.any() or not back.any():
+        return none
+    after = np.full(len(net), -1, dtype=np.int64)
+    after[src[back]] = dst[back]
+    v, t = src[view], dst[view]
+    b = after[t]
+    v, t, b = v[b >= 0], t[b >= 0], b[b >= 0]
+    c = net.cols
+    same = (c["c_in"][v] == c["c_out"][b]) & (c["h_in"][v] == c["h_out"][b]) & (c["w_in"][v] == c["w_out"][b]) \
+        & (c["n"][v] == c["n"][b]) & (c["c_out"][b] > 1) & (c["h_out"][b] * c["w_out"][b] > 1)
+    return np.column_stack([v[same], t[same], b[same]]).astype(np.int64)
+
+
 @dataclass(frozen=True)
 class Folded:
     """A network as the pattern folds see it (rows stay the original layers).
@@ -139,7 +167,7 @@ class Folded:
 
 
 #: per fold, the layer type every one of its patterns contains (no such layer: nothing to fold)
-_KEY_TYPE = {"swish": _SIGMOID, "hardswish": _RELU6}
+_KEY_TYPE = {"swish": _SIGMOID, "hardswish": _RELU6, "shuffle": _TRANSPOSE}
 
 
 def may_fold(net: Network, folds: Sequence[str]) -> bool:
@@ -179,6 +207,18 @@ def apply_folds(net: Network, folds: Sequence[str]) -> Folded:
                                  dtype=np.int64)
             extra_in[g.survivor[is_mul]] -= net.out_elems[chain_end]
             added = [(int(x), int(s)) for x, s in zip(g.x[~is_mul], g.survivor[~is_mul])]
+    if "shuffle" in folds:
+        sg = shuffle_groups(net)
+        if sg.size:
+            types = types.copy() if types is net.types else types
+            view, back = sg[:, 0], sg[:, 2]
+            types[back] = T.CHANNEL_SHUFFLE
+            absorber[sg[:, :2]] = back[:, None]
+            folded[sg[:, :2]] = True
+            pinned[back] = True
+            into_view = np.isin(edges[:, 1], view)  # the view's producer now feeds the shuffle
+            at = {int(v): int(k) for k, v in enumerate(view)}
+            added += [(int(p), int(back[at[int(v)]])) for p, v in edges[into_view]]
     if folded.any():
         live = ~(folded[edges[:, 0]] | folded[edges[:, 1]])
         edges = edges[live]
