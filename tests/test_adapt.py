@@ -55,6 +55,26 @@ def test_a_uniformly_slower_machine_scales_the_shipped_terms(n):
         assert new[k] == pytest.approx(1.7 * old[k], rel=1e-6)
 
 
+def test_a_ramped_per_layer_cost_is_scaled_and_kept(tmp_path):
+    """A file whose per-layer cost is ramped (a layer below `RAMP_MS` pays its share: OpenVINO's calibration)
+    hands adapt the ramped term: a uniformly slower machine scales it, and the adapted file keeps the ramp."""
+    from annette_torch.models.calibration import RAMP_MS
+    d = at.load_platform(ORT_CPU).to_dict()
+    d["overhead"] = {"scale": 1.1, "per_layer_ms": -0.01, "per_network_ms": 0.05, "per_layer_ramp_ms": RAMP_MS}
+    base = tmp_path / "ramped.json"
+    base.write_text(json.dumps(d))
+    raw = without_overhead(at.load_platform(base))
+
+    def measure(nets):
+        return np.array([1.6 * (1.1 * t["layers"] - 0.01 * t["ramped_layers"] + 0.05)
+                         for t in (at.estimate(n, raw).terms for n in nets)])
+    res = adapt(str(base), networks=3, save=False, measure=measure)
+    assert res.terms == ("scale",)
+    np.testing.assert_allclose(res.after_ms, res.measured_ms, rtol=1e-3)
+    oh = res.platform.meta["overhead"]
+    assert oh["per_layer_ramp_ms"] == RAMP_MS and oh["per_layer_ms"] == pytest.approx(1.6 * -0.01, rel=1e-6)
+
+
 @pytest.mark.parametrize("n, terms", [(3, ("layers",)), (4, ("layers", "executed_layers")),
                                       (5, ("layers", "executed_layers", "constant"))])
 def test_terms_are_fitted_afresh_where_leave_one_out_prefers_them(n, terms):

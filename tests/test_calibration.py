@@ -130,6 +130,47 @@ def test_cpu_calibration_fits_the_token_mixing_layers_their_own_scale():
         assert at.estimate(n, plat).latency_ms == pytest.approx(fit.predict(t), rel=1e-3)  # (layers clip at 0)
 
 
+def test_cpu_calibration_ramps_the_per_layer_cost_where_small_layers_pay_their_share():
+    """Layers that run faster inside a network by a fixed cost, which a small layer pays only its share of
+    (OpenVINO): the calibration picks the ramped per-layer term, the file writes its ramp, and the calibrated
+    platform predicts what the fit does from the raw terms; a flat per-node cost (ONNX Runtime's profiler)
+    keeps the flat term. ``ramped_layers`` counts a layer below `RAMP_MS` as its share."""
+    from annette_torch.fit.calibrate import overhead_entry, with_overhead, without_overhead
+    from annette_torch.fit.calibrate_network import fit_cpu_calibration
+    from annette_torch.models.calibration import RAMP_MS
+    from annette_torch.search.spaces import mbv2, nb101
+    raw = without_overhead(at.load_platform("openvino-cpu"))
+    rng = np.random.default_rng(6)
+    nets = [nb101.build_network(s.matrix, s.ops) for s in nb101.sample(12, rng)]
+    nets += [mbv2.build_network([str(rng.choice(b.ops)) for b in mbv2.BLOCKS], resolution=int(rng.choice([96, 160])))
+             for _ in range(12)]
+    ests = [at.estimate(n, raw) for n in nets]
+    ts = [e.terms for e in ests]
+    for e, t in zip(ests, ts):
+        acc = e.mapped_time_ms[e.mapped.network.types != int(at.ir.LayerType.INPUT)]
+        assert t["ramped_layers"] == pytest.approx(np.minimum(acc / RAMP_MS, 1.0)[acc >= 1e-9].sum())
+        assert t["ramped_layers"] < t["executed_layers"]
+    noise = np.exp(rng.normal(0, 0.005, len(ts)))
+    y = np.array([0.95 * t["layers"] - 0.012 * t["ramped_layers"] + 0.02 for t in ts]) * noise
+    fit = fit_cpu_calibration(ts, y)
+    assert "ramped_layers" in fit.coef and "executed_layers" not in fit.coef
+    assert fit.coef["ramped_layers"] == pytest.approx(-0.012, rel=0.1)
+    entry = overhead_entry(fit, "test")
+    assert entry["per_layer_ramp_ms"] == RAMP_MS and entry["per_layer_ms"] == fit.coef["ramped_layers"]
+    plat, _ = with_overhead(raw, ts, y)
+    assert plat.per_layer_ramp_ms == RAMP_MS and plat.to_dict()["overhead"]["per_layer_ramp_ms"] == RAMP_MS
+    for n, t in zip(nets, ts):
+        assert at.estimate(n, plat).latency_ms == pytest.approx(fit.predict(t), rel=1e-3)
+    flat = np.array([0.95 * t["layers"] - 0.004 * t["executed_layers"] + 0.02 for t in ts]) * noise
+    fit = fit_cpu_calibration(ts, flat)
+    assert "executed_layers" in fit.coef and "ramped_layers" not in fit.coef
+    assert "per_layer_ramp_ms" not in overhead_entry(fit, "test")
+    d = plat.to_dict()
+    d["overhead"]["per_layer_ramp_ms"] = 0
+    with pytest.raises(PlatformError, match="overhead.per_layer_ramp_ms"):
+        at.platform.Platform.from_dict(d, "x")
+
+
 def test_zcu102_leave_one_out_within_target(ref_dir):
     rep = loo_report("zcu102-dnndk")
     assert len(rep["rows"]) == 10

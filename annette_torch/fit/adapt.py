@@ -301,13 +301,20 @@ def _short(value: Any) -> str:
 # fitting
 
 
-def _cpu_terms(n: int) -> tuple[str, ...]:
+def _cpu_terms(n: int, per_layer: str = "executed_layers") -> tuple[str, ...]:
     """The network-level terms a CPU refit can support with ``n`` networks (two more networks than terms, so that
-    every leave-one-out fit still has one more network than terms)."""
+    every leave-one-out fit still has one more network than terms); ``per_layer``: the base file's per-layer
+    term (`_per_layer_term`)."""
     from .calibrate_network import CPU_TERMS
     if n >= 2 * len(CPU_TERMS):
-        return tuple(CPU_TERMS)
-    return ("layers", "executed_layers", "constant")[: max(1, min(3, n - 2))]  # n - 2: leave-one-out can judge them
+        return tuple(per_layer if t == "executed_layers" else t for t in CPU_TERMS)
+    return ("layers", per_layer, "constant")[: max(1, min(3, n - 2))]  # n - 2: leave-one-out can judge them
+
+
+def _per_layer_term(base: Any) -> str:
+    """The calibration term of the base file's per-layer cost: ``ramped_layers`` where a layer below the ramp pays
+    its share of it (`models.calibration.RAMP_MS`), else ``executed_layers``."""
+    return "ramped_layers" if getattr(base, "per_layer_ramp_ms", 0.0) else "executed_layers"
 
 
 def _board_terms(n: int) -> tuple[str, ...]:
@@ -325,7 +332,7 @@ def _prior(base: Any, cpu: bool) -> dict[str, float]:
     if base.overhead is None:
         return {"layers": 1.0}
     scale, per_layer, per_network, dw_scale = base.overhead
-    prior = {"layers": scale, "executed_layers": per_layer, "constant": per_network}
+    prior = {"layers": scale, _per_layer_term(base): per_layer, "constant": per_network}
     if dw_scale != scale:
         prior["depthwise"] = dw_scale - scale
     group = _group_factor(base)
@@ -424,7 +431,7 @@ def _fit(terms: list[dict[str, float]], y: np.ndarray, use: tuple[str, ...], nam
         return scaled, scaled.loo_mape, ("scale",), CHECKS[groups is not None], errors
     groups = _family_groups(groups, len(y), len(use) + 2)  # (a fit takes two networks more than terms)
     check = CHECKS[groups is not None]
-    if cpu and use == _cpu_terms(10**6):
+    if cpu and use in (_cpu_terms(10**6), _cpu_terms(10**6, "ramped_layers")):
         refit: Callable[..., Any] = lambda t, m, n=(): fit_cpu_calibration(t, m, n)  # noqa: E731
     else:
         loss, signed = (CPU_LOSS, CPU_SIGNED_TERMS) if cpu else (None, SIGNED_TERMS)
@@ -514,7 +521,7 @@ def _fit_kind_scales(base: Platform, raw: Platform, names: Sequence[str], nets: 
         variants = {sem: [nb201.build_network(a, num_classes=c, semantics=sem) for a, c in cells] for sem in order}
     fits: dict[str | None, tuple[np.ndarray, float, Any]] = {}
     for sem, vnets in variants.items():
-        data = kind_fit.kind_data([estimate(n, raw) for n in vnets], scale, dw)
+        data = kind_fit.kind_data([estimate(n, raw) for n in vnets], scale, dw, ramp_ms=base.per_layer_ramp_ms)
         fits[sem] = _best_lambda(data, y, per_layer, per_net, False)
     sem = next(iter(variants))
     for other in list(variants)[1:]:  # semantics compared with one model (the same number of terms)
@@ -681,7 +688,7 @@ def adapt(platform: PlatformLike, networks: int = DEFAULT_NETWORKS,
         bad = names[int(np.argmin(y_fit))]
         raise AdaptError(f"adapt: the latency given for {bad} is below the time {base.name} predicts for its "
                          "host-run layers and switches alone")
-    use = _cpu_terms(len(y)) if cpu else _board_terms(len(y))
+    use = _cpu_terms(len(y), _per_layer_term(base)) if cpu else _board_terms(len(y))
     if cells is not None and semantics != "eager":
         # a runtime that folds constants runs a constant network in microseconds: a per-inference cost fitted
         # on networks that compute would be all of such a network's latency
@@ -696,7 +703,8 @@ def adapt(platform: PlatformLike, networks: int = DEFAULT_NETWORKS,
         # slower for it (a constant network folded by the runtime stays microseconds, not 20x them), and a
         # layer costs no less than nothing (a negative per-layer term of the file, times a device's factor,
         # took 5-9 ms off a 10 ms NAS-Bench-201 cell of a phone)
-        prior["executed_layers"] = max(prior.get("executed_layers", 0.0), 0.0)
+        per_layer_term = _per_layer_term(base)
+        prior[per_layer_term] = max(prior.get(per_layer_term, 0.0), 0.0)
         fixed = ("constant",)
     cal, loo, use, check, errors = _fit(terms, y_fit, candidates, names, cpu, prior, groups, fixed=fixed)
     factors = None  # measured here: per-kind scales from micro-kernels, where they predict left-out networks better
@@ -731,6 +739,8 @@ def adapt(platform: PlatformLike, networks: int = DEFAULT_NETWORKS,
                                  "per_network_ms": kfit.per_network}
         if dw != scale:
             entry["depthwise_scale"] = kfit.g * dw
+        if base.per_layer_ramp_ms:
+            entry["per_layer_ramp_ms"] = base.per_layer_ramp_ms
         entry["kind_scales"] = kfit.kind_scales(kdata)
         d["overhead"] = {**entry, "origin": origin + " (per-kind scales)", "fitted_on": list(names)}
         kind_scales = {k: round(v, 4) for k, v in kfit.factors.items()}

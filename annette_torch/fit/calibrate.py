@@ -20,7 +20,7 @@ import numpy as np
 
 from ..errors import AnnetteError, check_writable
 from ..ir import LayerType
-from ..models.calibration import TYPE_GROUPS
+from ..models.calibration import RAMP_MS, TYPE_GROUPS
 from ..platform import Platform
 from ..validate.networks import VALIDATION_SEED
 
@@ -334,7 +334,10 @@ def overhead_entry(cal: Any, origin: str) -> dict[str, Any]:
     """A platform file's ``overhead`` block from a CPU `Calibration` (see `platform._read_overhead`)."""
     c = cal.coef
     scale = c.get("layers", 0.0) or 1.0
-    out = {"scale": scale, "per_layer_ms": c.get("executed_layers", 0.0), "per_network_ms": c.get("constant", 0.0)}
+    out = {"scale": scale, "per_layer_ms": c.get("executed_layers", c.get("ramped_layers", 0.0)),
+           "per_network_ms": c.get("constant", 0.0)}
+    if c.get("ramped_layers", 0.0):  # the per-layer cost a layer below the ramp pays its share of
+        out["per_layer_ramp_ms"] = RAMP_MS
     if c.get("depthwise", 0.0):  # the depthwise term adds to the scale of the depthwise layers' time
         out["depthwise_scale"] = scale + c["depthwise"]
     for group, types in TYPE_GROUPS.items():  # a type group's term to that of its layers: a factor per type

@@ -59,7 +59,7 @@ CPU_TERMS = ("layers", "depthwise", "executed_layers", "constant")
 #: ... and on a measured CPU also the depthwise and type-group time (see the module docstring); ``layers`` plus
 #: such a term, those layers' own scale, must stay above `MIN_DEPTHWISE_SCALE` of ``layers`` or the term is
 #: dropped
-CPU_SIGNED_TERMS = ("executed_layers", "depthwise", *TYPE_GROUPS)
+CPU_SIGNED_TERMS = ("executed_layers", "ramped_layers", "depthwise", *TYPE_GROUPS)
 MIN_DEPTHWISE_SCALE = 0.25
 #: scipy ``least_squares`` loss and its scale (relative error) for the CPU calibration: residuals beyond
 #: ~5 % count linearly, not quadratically (soft L1, convex: one optimum), so outliers do not drag the fit
@@ -114,11 +114,13 @@ def _has(terms: Sequence[dict[str, float]], key: str) -> bool:
 
 
 def _fit_cpu(terms: Sequence[dict[str, float]], y: np.ndarray, names: Sequence[str] = (),
-             depthwise: bool = True, group: str | None = None) -> Calibration:
+             depthwise: bool = True, group: str | None = None, ramped: bool = False) -> Calibration:
     """`CPU_TERMS` under `CPU_LOSS`; the depthwise term (and the ``group`` term, one of `TYPE_GROUPS`) only if
     asked, where the networks have such time and those layers' resulting scale stays sane (else their time
-    takes the common scale)."""
-    use = [k for k in CPU_TERMS if k != "depthwise" or (depthwise and _has(terms, "depthwise"))]
+    takes the common scale); with ``ramped`` the per-layer cost is ramped (``ramped_layers`` for
+    ``executed_layers``)."""
+    use = [("ramped_layers" if ramped and k == "executed_layers" else k) for k in CPU_TERMS
+           if k != "depthwise" or (depthwise and _has(terms, "depthwise"))]
     if group is not None and _has(terms, group):
         use.append(group)
     while True:
@@ -143,15 +145,17 @@ def fit_cpu_calibration(terms: Sequence[dict[str, float]], measured_ms: Sequence
     y = np.asarray(measured_ms, dtype=np.float64)
     # a type-group term on top of `CPU_TERMS` only with two networks per term (as `adapt` asks of its terms)
     groups = [g for g in TYPE_GROUPS if _has(terms, g)] if len(y) >= 2 * (len(CPU_TERMS) + 1) else []
-    options = [(dw, g) for g in [None, *groups] for dw in ((False, True) if _has(terms, "depthwise") else (False,))]
+    ramps = (False, True) if all("ramped_layers" in t for t in terms) else (False,)
+    options = [(dw, g, r) for r in ramps for g in [None, *groups]
+               for dw in ((False, True) if _has(terms, "depthwise") else (False,))]
 
-    def loo_of(o: tuple[bool, str | None]) -> float:
-        fit = lambda t, m: _fit_cpu(t, m, depthwise=o[0], group=o[1])  # noqa: E731
+    def loo_of(o: tuple[bool, str | None, bool]) -> float:
+        fit = lambda t, m: _fit_cpu(t, m, depthwise=o[0], group=o[1], ramped=o[2])  # noqa: E731
         return float(np.mean(np.abs(leave_one_out(terms, y, fit=fit))))
 
     loo = {o: loo_of(o) for o in options}
     best = min(options, key=loo.__getitem__)  # a tie keeps the simpler term set, listed first
-    cal = _fit_cpu(terms, y, names, depthwise=best[0], group=best[1])
+    cal = _fit_cpu(terms, y, names, depthwise=best[0], group=best[1], ramped=best[2])
     cal.loo_mape = loo[best]
     return cal
 

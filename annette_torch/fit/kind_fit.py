@@ -65,9 +65,11 @@ class KindData:
         return KindData(self.kinds, self.X[idx], self.rest[idx], self.n_exec[idx], self.keys)
 
 
-def kind_data(estimates: Sequence[Any], scale: float, dw_scale: float, min_share: float = MIN_SHARE) -> KindData:
+def kind_data(estimates: Sequence[Any], scale: float, dw_scale: float, min_share: float = MIN_SHARE,
+              ramp_ms: float = 0.0) -> KindData:
     """`KindData` of estimates by a platform without overhead (`calibrate.without_overhead`), the base
-    overhead's ``scale`` (``dw_scale`` for depthwise convolutions) applied."""
+    overhead's ``scale`` (``dw_scale`` for depthwise convolutions) applied; with ``ramp_ms`` (the base file's per-
+    layer ramp) a layer below it counts its share of an executed layer."""
     per: list[dict[str, float]] = []
     types_of: dict[str, set[str]] = {}
     n_exec = np.zeros(len(estimates))
@@ -83,7 +85,8 @@ def kind_data(estimates: Sequence[Any], scale: float, dw_scale: float, min_share
             k = kind_of(lab, int(kh[j]), int(kw[j]))
             d[k] = d.get(k, 0.0) + float(t[j]) * (dw_scale if lab == "DepthwiseConv" else scale)
             types_of.setdefault(k, set()).add(f"{lab} {kh[j]}x{kw[j]}" if lab in _KERNEL_KINDS else lab)
-        n_exec[i] = sum(1 for lab in labels if lab != "Input")
+        n_exec[i] = sum((min(float(t[j]) / ramp_ms, 1.0) if ramp_ms else 1.0)
+                        for j, lab in enumerate(labels) if lab != "Input")
         per.append(d)
     total = np.array([sum(d.values()) for d in per])
     share = {k: float(np.mean([d.get(k, 0.0) for d in per] / np.maximum(total, 1e-12))) for k in types_of}

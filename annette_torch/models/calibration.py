@@ -4,7 +4,8 @@
 
 The terms: ``layers`` (the layer models' total), ``depthwise`` (its depthwise-convolution part),
 ``cpu_tail`` (millions of elements processed after the last conv / FC layer, i.e. host post-processing),
-``constant`` (per inference), ``executed_layers`` (per executed node, for runtimes with a per-node cost) and
+``constant`` (per inference), ``executed_layers`` (per executed node, for runtimes with a per-node cost),
+``ramped_layers`` (the same count, a layer below `RAMP_MS` counting its share of it) and
 ``weights`` (millions of weights the network loads per inference: on an accelerator that fetches every
 layer's weights from DRAM, the part of that traffic a layer roofline's max(compute, memory) hides) and
 ``tokens`` / ``attention`` (the part of ``layers`` spent in the token-mixing layers of attention-era blocks,
@@ -25,12 +26,18 @@ from ..ir import LayerType
 from .base import check_number
 
 __all__ = ["TERMS", "SIGNED_TERMS", "TOKEN_TYPES", "ATTENTION_TYPES", "TYPE_GROUPS", "TYPE_GROUP_IDS",
-           "Calibration"]
+           "RAMP_MS", "Calibration"]
 
-TERMS = ("layers", "depthwise", "cpu_tail", "constant", "executed_layers", "weights", "tokens", "attention")
+TERMS = ("layers", "depthwise", "cpu_tail", "constant", "executed_layers", "ramped_layers", "weights", "tokens",
+         "attention")
 #: terms whose coefficient may be negative (a per-node cost the profiled layer times over-count; a type group
 #: running faster inside a network than as micro-kernels)
-SIGNED_TERMS = ("executed_layers", "tokens", "attention")
+SIGNED_TERMS = ("executed_layers", "ramped_layers", "tokens", "attention")
+#: layer time (ms, the layer models' own) from which a ramped per-layer cost applies in full; a smaller layer pays
+#: its share of it (t / RAMP_MS). OpenVINO runs every layer of a network up to ~30% faster than its micro-kernel
+#: (hot inputs), a cost a flat per-layer term of about -10 us took from every layer: the tiny layers of ShuffleNet,
+#: MobileNetV3-small or a squeeze-excite block came out at nothing
+RAMP_MS = 0.05
 #: the layer types of the ``tokens`` term: products of two activations, softmax, layer norm, GELU and the
 #: transposes between heads and windows
 TOKEN_TYPES = ("MatMul", "Softmax", "LayerNorm", "GELU", "Transpose")

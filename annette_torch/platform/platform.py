@@ -59,6 +59,8 @@ class Platform:
         self.overhead = _read_overhead(self.meta.get("overhead"), name)
         #: per layer kind: (type, kernel (kh, kw) or None, factor on the overhead's scale) (`_read_kind_scales`)
         self.kind_scales = _read_kind_scales(self.meta.get("overhead"), name)
+        #: layer time (ms) below which the overhead's per-layer cost is paid in proportion (0: every layer in full)
+        self.per_layer_ramp_ms = _read_ramp(self.meta.get("overhead"), name)
         #: per layer type (indexed by its value), ms per unit of slow-path work (`_read_slow_ns`); None: none
         self.slow_ms = _read_slow_ns(self.meta.get("slow_ns"), name)
         self.cache = None
@@ -240,6 +242,15 @@ def _read_overhead(d: Any, name: str) -> tuple[float, float, float, float] | Non
     dw = check_number(d, "depthwise_scale", where, positive=True) if "depthwise_scale" in d else scale
     return (scale, check_number(d, "per_layer_ms", where, minimum=-1.0), check_number(d, "per_network_ms", where,
                                                                                      minimum=0), dw)
+
+
+def _read_ramp(d: Any, name: str) -> float:
+    """Optional ``overhead.per_layer_ramp_ms`` (positive): a layer whose model gives it less time than this pays
+    that share of ``per_layer_ms`` (``annette calibrate`` fits the cost so where it predicts left-out networks
+    better, `models.calibration.RAMP_MS`); absent: every executed layer pays it in full."""
+    if not isinstance(d, Mapping) or d.get("per_layer_ramp_ms") is None:
+        return 0.0
+    return check_number(d, "per_layer_ramp_ms", f"platform {name!r}: overhead", positive=True)
 
 
 def _read_kind_scales(d: Any, name: str) -> tuple[tuple[int, tuple[int, int] | None, float], ...]:

@@ -113,7 +113,8 @@ def slow_paths(r: Run) -> None:
 
 def runtime_overhead(r: Run) -> None:
     """A CPU runtime's fitted per-layer scale and cost (depthwise layers scaled apart; none for a layer run in
-    place, `RUNS_MS`) and per-inference cost (on the graph input)."""
+    place, `RUNS_MS`; its share for a layer below the overhead's ramp) and per-inference cost (on the graph
+    input)."""
     oh = r.platform.overhead
     if oh is None:
         return
@@ -131,7 +132,9 @@ def runtime_overhead(r: Run) -> None:
                 m &= (cols["kh"] == k[0]) & (cols["kw"] == k[1])
             factor[m] = f
         scales = scales * factor
-    t = np.maximum(r.time_ms * scales + np.where(is_input | (r.time_ms < RUNS_MS), 0.0, per_layer), 0.0)
+    ramp = r.platform.per_layer_ramp_ms  # (a layer below it pays its share of the per-layer cost)
+    share = np.minimum(r.time_ms / ramp, 1.0) if ramp else 1.0
+    t = np.maximum(r.time_ms * scales + np.where(is_input | (r.time_ms < RUNS_MS), 0.0, per_layer * share), 0.0)
     t[is_input & (r.executed.n_inputs == 0)] += per_net
     r.time_ms = t
 

@@ -7,7 +7,8 @@ below, computed over the accelerator's part of the times, plus the host-run laye
 
 The terms (see `annette_torch.models.calibration.TERMS`): ``layers``, ``depthwise``, ``tokens`` and
 ``attention`` (accelerator ms),
-``executed_layers`` (count), ``weights`` (millions loaded per inference
+``executed_layers`` (count), ``ramped_layers`` (the count, a layer below `RAMP_MS` counting t / `RAMP_MS`),
+``weights`` (millions loaded per inference
 by layers other than fully connected ones), ``cpu_tail`` (millions of elements
 processed after the last conv / FC layer: host post-processing) and ``constant``. The last two are
 per inference: a latency table's blocks leave them out and add them once (`per_inference_ms`).
@@ -20,7 +21,7 @@ import numpy as np
 from typing import Collection
 
 from ..ir import LayerType, Network
-from ..models.calibration import TERMS, TYPE_GROUP_IDS
+from ..models.calibration import RAMP_MS, TERMS, TYPE_GROUP_IDS
 from ..platform import Platform
 from .state import RUNS_MS, Run
 
@@ -98,8 +99,10 @@ def network_terms(r: Run, per_inference: bool = True, names: Collection[str] | N
     for term in (t for t in _GROUP if t in want):  # (a fixed order: sums over the terms stay deterministic)
         sel = _GROUP[term][types]
         terms[term] = _sum(acc[sel], None if seg is None else seg[sel], n)
-    if "executed_layers" in want:
-        terms["executed_layers"] = _sum(((types != _INPUT) & (acc >= RUNS_MS)).astype(np.float64), seg, n)
+    if "executed_layers" in want or "ramped_layers" in want:
+        counted = (types != _INPUT) & (acc >= RUNS_MS)
+        terms["executed_layers"] = _sum(counted.astype(np.float64), seg, n)
+        terms["ramped_layers"] = _sum(np.where(counted, np.minimum(acc / RAMP_MS, 1.0), 0.0), seg, n)
     if "weights" in want:
         net = r.network
         fetched = np.where(_FETCHED[net.types], np.asarray(net.weights, np.float64), 0.0)
