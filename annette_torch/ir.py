@@ -90,7 +90,7 @@ class LayerType(enum.IntEnum):
     BLOCKED_RESIZE = 40  # a Resize that runs in the blocked layout (produced by the mapping pass)
     BLOCKED_RESHAPE = 41  # a Reshape / Flatten of a convolution's feature map (produced by the mapping pass)
     ROW_BATCH_NORM = 42  # a BatchNorm over the rows of a matrix, e.g. token rows (produced by the mapping pass)
-    CHANNEL_SHUFFLE = 43  # a view, transpose and view back of a feature map as one kernel (produced by the mapping pass)
+    CHANNEL_SHUFFLE = 43  # a view, transpose and view back of a feature map run as one kernel (mapping pass)
 
     @property
     def label(self) -> str:

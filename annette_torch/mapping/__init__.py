@@ -8,5 +8,5 @@ from .model import Condition, FusionRule, MappedNetwork, MappingModel, attr_valu
 from .support import NEUTRAL_TYPES, OperatorSupport, Placement, Switch, TypeSupport
 
 __all__ = ["MappingModel", "MappedNetwork", "FusionRule", "Condition", "MappingCosts", "FOLDS", "apply_folds",
-           "swish_diamonds", "hardswish_groups", "shuffle_groups", "attr_values", "expand_types", "OperatorSupport", "TypeSupport",
-           "Switch", "Placement", "NEUTRAL_TYPES"]
+           "swish_diamonds", "hardswish_groups", "shuffle_groups", "attr_values", "expand_types", "OperatorSupport",
+           "TypeSupport", "Switch", "Placement", "NEUTRAL_TYPES"]

@@ -245,9 +245,9 @@ def _read_overhead(d: Any, name: str) -> tuple[float, float, float, float] | Non
 
 
 def _read_ramp(d: Any, name: str) -> float:
-    """Optional ``overhead.per_layer_ramp_ms`` (positive): a layer whose model gives it less time than this pays
-    that share of ``per_layer_ms`` (``annette calibrate`` fits the cost so where it predicts left-out networks
-    better, `models.calibration.RAMP_MS`); absent: every executed layer pays it in full."""
+    """Optional ``overhead.per_layer_ramp_ms`` (positive): a layer whose model gives it t ms, below this, pays
+    t / ramp of ``per_layer_ms`` (``annette calibrate`` writes `models.calibration.RAMP_MS` where a ramped cost
+    predicts left-out networks better); absent: every executed layer pays it in full."""
     if not isinstance(d, Mapping) or d.get("per_layer_ramp_ms") is None:
         return 0.0
     return check_number(d, "per_layer_ramp_ms", f"platform {name!r}: overhead", positive=True)
