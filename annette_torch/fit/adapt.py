@@ -314,7 +314,7 @@ def _cpu_terms(n: int, per_layer: str = "executed_layers") -> tuple[str, ...]:
 def _per_layer_term(base: Any) -> str:
     """The calibration term of the base file's per-layer cost: ``ramped_layers`` where a layer below the ramp pays
     its share of it (`models.calibration.RAMP_MS`), else ``executed_layers``."""
-    return "ramped_layers" if getattr(base, "per_layer_ramp_ms", 0.0) else "executed_layers"
+    return "ramped_layers" if base.per_layer_ramp_ms else "executed_layers"
 
 
 def _board_terms(n: int) -> tuple[str, ...]:
@@ -431,7 +431,7 @@ def _fit(terms: list[dict[str, float]], y: np.ndarray, use: tuple[str, ...], nam
         return scaled, scaled.loo_mape, ("scale",), CHECKS[groups is not None], errors
     groups = _family_groups(groups, len(y), len(use) + 2)  # (a fit takes two networks more than terms)
     check = CHECKS[groups is not None]
-    if cpu and use in (_cpu_terms(10**6), _cpu_terms(10**6, "ramped_layers")):
+    if cpu and use in {_cpu_terms(10**6, t) for t in ("executed_layers", "ramped_layers")}:  # (flat or ramped)
         refit: Callable[..., Any] = lambda t, m, n=(): fit_cpu_calibration(t, m, n)  # noqa: E731
     else:
         loss, signed = (CPU_LOSS, CPU_SIGNED_TERMS) if cpu else (None, SIGNED_TERMS)
@@ -688,7 +688,8 @@ def adapt(platform: PlatformLike, networks: int = DEFAULT_NETWORKS,
         bad = names[int(np.argmin(y_fit))]
         raise AdaptError(f"adapt: the latency given for {bad} is below the time {base.name} predicts for its "
                          "host-run layers and switches alone")
-    use = _cpu_terms(len(y), _per_layer_term(base)) if cpu else _board_terms(len(y))
+    per_layer_term = _per_layer_term(base)
+    use = _cpu_terms(len(y), per_layer_term) if cpu else _board_terms(len(y))
     if cells is not None and semantics != "eager":
         # a runtime that folds constants runs a constant network in microseconds: a per-inference cost fitted
         # on networks that compute would be all of such a network's latency
@@ -703,7 +704,6 @@ def adapt(platform: PlatformLike, networks: int = DEFAULT_NETWORKS,
         # slower for it (a constant network folded by the runtime stays microseconds, not 20x them), and a
         # layer costs no less than nothing (a negative per-layer term of the file, times a device's factor,
         # took 5-9 ms off a 10 ms NAS-Bench-201 cell of a phone)
-        per_layer_term = _per_layer_term(base)
         prior[per_layer_term] = max(prior.get(per_layer_term, 0.0), 0.0)
         fixed = ("constant",)
     cal, loo, use, check, errors = _fit(terms, y_fit, candidates, names, cpu, prior, groups, fixed=fixed)

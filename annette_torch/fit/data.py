@@ -134,12 +134,14 @@ def learned_folds(measured: list[Measured]) -> tuple[tuple[str, ...], dict[str, 
         sg = shuffle_groups(m.network)
         if not sig.size and not len(g) and not sg.size:
             continue
-        head = _heads(m)
         names = m.network.names
         for v, t, b in sg:  # one node of its own, on the last view
             sh_total += 1
             sh_one += m.records[names[b]].fused == NOT_FUSED and all(
                 m.records[names[i]].fused != NOT_FUSED for i in (v, t))
+        if not sig.size and not len(g):
+            continue
+        head = _heads(m)
         if sig.size:
             together += int((head[sig] == head[mul]).sum())
             total += sig.size

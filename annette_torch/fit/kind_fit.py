@@ -26,6 +26,8 @@ from typing import Any, Sequence
 import numpy as np
 from scipy.optimize import least_squares
 
+from ..models.calibration import ramp_share
+
 __all__ = ["KindData", "KindFit", "kind_data", "fit_kinds", "loo_kinds", "kind_of", "ELEMENTWISE", "MIN_SHARE",
            "LAMBDAS"]
 
@@ -85,8 +87,7 @@ def kind_data(estimates: Sequence[Any], scale: float, dw_scale: float, min_share
             k = kind_of(lab, int(kh[j]), int(kw[j]))
             d[k] = d.get(k, 0.0) + float(t[j]) * (dw_scale if lab == "DepthwiseConv" else scale)
             types_of.setdefault(k, set()).add(f"{lab} {kh[j]}x{kw[j]}" if lab in _KERNEL_KINDS else lab)
-        n_exec[i] = sum((min(float(t[j]) / ramp_ms, 1.0) if ramp_ms else 1.0)
-                        for j, lab in enumerate(labels) if lab != "Input")
+        n_exec[i] = float(ramp_share(t, ramp_ms)[np.array(labels) != "Input"].sum())
         per.append(d)
     total = np.array([sum(d.values()) for d in per])
     share = {k: float(np.mean([d.get(k, 0.0) for d in per] / np.maximum(total, 1e-12))) for k in types_of}

@@ -26,7 +26,7 @@ from ..ir import LayerType
 from .base import check_number
 
 __all__ = ["TERMS", "SIGNED_TERMS", "TOKEN_TYPES", "ATTENTION_TYPES", "TYPE_GROUPS", "TYPE_GROUP_IDS",
-           "RAMP_MS", "Calibration"]
+           "RAMP_MS", "ramp_share", "Calibration"]
 
 TERMS = ("layers", "depthwise", "cpu_tail", "constant", "executed_layers", "ramped_layers", "weights", "tokens",
          "attention")
@@ -38,6 +38,14 @@ SIGNED_TERMS = ("executed_layers", "ramped_layers", "tokens", "attention")
 #: gain a flat per-layer term (-5.6 us on the Intel Xeon VM) took from every layer alike: the tiny layers of
 #: ShuffleNet, MobileNetV3-small or a squeeze-excite block came out at nothing
 RAMP_MS = 0.05
+
+
+def ramp_share(time_ms: Any, ramp_ms: float = RAMP_MS) -> Any:
+    """The share of a ramped per-layer cost a layer of model time ``time_ms`` pays: t / ``ramp_ms`` below the
+    ramp, 1 from it (1 everywhere for ``ramp_ms`` 0: a flat cost). Used alike by the calibration's
+    ``ramped_layers`` term, the platform's overhead and adapt's per-kind data, so a fit predicts what it fitted."""
+    t = np.asarray(time_ms, dtype=np.float64)
+    return np.minimum(t / ramp_ms, 1.0) if ramp_ms else np.ones_like(t)
 #: the layer types of the ``tokens`` term: products of two activations, softmax, layer norm, GELU and the
 #: transposes between heads and windows
 TOKEN_TYPES = ("MatMul", "Softmax", "LayerNorm", "GELU", "Transpose")

@@ -17,6 +17,7 @@ import numpy as np
 from ..ir import LayerType, Network
 from ..mapping import MappedNetwork
 from ..models.base import layer_bytes
+from ..models.calibration import ramp_share
 from ..models.roofline import roofline_ms
 from ..platform import Platform
 from ..platform.tables import ModelTables
@@ -132,8 +133,7 @@ def runtime_overhead(r: Run) -> None:
                 m &= (cols["kh"] == k[0]) & (cols["kw"] == k[1])
             factor[m] = f
         scales = scales * factor
-    ramp = r.platform.per_layer_ramp_ms  # (a layer below it pays its share of the per-layer cost)
-    share = np.minimum(r.time_ms / ramp, 1.0) if ramp else 1.0
+    share = ramp_share(r.time_ms, r.platform.per_layer_ramp_ms)  # (1 unless a layer is below the ramp)
     t = np.maximum(r.time_ms * scales + np.where(is_input | (r.time_ms < RUNS_MS), 0.0, per_layer * share), 0.0)
     t[is_input & (r.executed.n_inputs == 0)] += per_net
     r.time_ms = t

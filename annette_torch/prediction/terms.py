@@ -21,7 +21,7 @@ import numpy as np
 from typing import Collection
 
 from ..ir import LayerType, Network
-from ..models.calibration import RAMP_MS, TERMS, TYPE_GROUP_IDS
+from ..models.calibration import TERMS, TYPE_GROUP_IDS, ramp_share
 from ..platform import Platform
 from .state import RUNS_MS, Run
 
@@ -102,7 +102,7 @@ def network_terms(r: Run, per_inference: bool = True, names: Collection[str] | N
     if "executed_layers" in want or "ramped_layers" in want:
         counted = (types != _INPUT) & (acc >= RUNS_MS)
         terms["executed_layers"] = _sum(counted.astype(np.float64), seg, n)
-        terms["ramped_layers"] = _sum(np.where(counted, np.minimum(acc / RAMP_MS, 1.0), 0.0), seg, n)
+        terms["ramped_layers"] = _sum(np.where(counted, ramp_share(acc), 0.0), seg, n)
     if "weights" in want:
         net = r.network
         fetched = np.where(_FETCHED[net.types], np.asarray(net.weights, np.float64), 0.0)
