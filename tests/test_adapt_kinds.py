@@ -88,7 +88,8 @@ def test_fit_kinds_recovers_known_factors_from_exact_latencies():
 def test_adapt_finds_a_fake_devices_semantics_and_kind_scales_from_its_cells(semantics):
     """A device 2.5x slower than ort-cpu whose 3x3 convolutions run 1.6x and pools 0.5x its own proportions,
     computing the cells as a runtime of ``semantics`` does: adapt from 16 cells predicts the others. An eager
-    runtime shows itself by its multiplies by zero, with no constant network among the rows."""
+    runtime shows itself by its multiplies by zero; with no constant network among the rows it is recorded as
+    ``eager-folded`` (whether it folds a constant, no row shows)."""
     from annette_torch.fit.adapt import ADAPT_SEMANTICS
 
     assert semantics in ADAPT_SEMANTICS
@@ -102,12 +103,13 @@ def test_adapt_finds_a_fake_devices_semantics_and_kind_scales_from_its_cells(sem
         keep = y > 0.05
         archs, y = [a for a, k in zip(archs, keep) if k], y[keep]
     res = adapt("ort-cpu", latencies=[(f"nb201:{a}", float(v)) for a, v in zip(archs[:16], y[:16])], save=False)
-    assert res.semantics == semantics and res.kind_scales is not None
+    recorded = "eager-folded" if semantics == "eager" else semantics
+    assert res.semantics == recorded and res.kind_scales is not None
     # 3x3 convolutions relative to pooling as the device runs them (1.6 / 0.5 = 3.2; the ridge toward the base
     # file's proportions, 1.0, keeps it lower), whatever the overall factor
     assert res.kind_scales["Conv 3x3"] / res.kind_scales["AvgPool"] > 1.5
-    assert nb201.platform_semantics(res.platform) == semantics
-    assert "per-kind scales" in res.fitted() and repr(semantics) in res.fitted()
+    assert nb201.platform_semantics(res.platform) == recorded
+    assert "per-kind scales" in res.fitted() and repr(recorded) in res.fitted()
     pred = at.estimate_many(nb201.build_networks(archs[16:], semantics=semantics), res.platform)
     assert np.mean(np.abs(pred / y[16:] - 1)) < 0.05
     assert res.loo_mape < 0.05
@@ -201,3 +203,44 @@ def test_a_folded_constant_cell_costs_the_runtimes_call_not_the_devices_compute_
     folded = nb201.build_network("|nor_conv_3x3~0|+|none~0|none~1|+|none~0|none~1|none~2|", semantics="reach")
     assert at.estimate(folded, res.platform).latency_ms == pytest.approx(at.estimate(folded, "ort-cpu").latency_ms,
                                                                           rel=0.1)
+
+
+def _eager_device_rows(seed: int, n: int, constant_ms: float | None) -> list[tuple[str, float]]:
+    """``n`` cells of a device 3x slower than ort-cpu that computes every edge as eager PyTorch does, plus one
+    constant cell measured at ``constant_ms`` (None: no constant cell)."""
+    fake = _with("ort-cpu", 3.0, {"Conv 1x1": 1.5})
+    rng = np.random.default_rng(seed)
+    archs = [nb201.index_to_arch(int(i)) for i in rng.choice(nb201.NUM_ARCHS, 80, replace=False)]
+    archs = [a for a in archs if not nb201.cell_edges(a, "reach")[1]][:n]
+    y = at.estimate_many(nb201.build_networks(archs, semantics="eager"), fake)
+    rows = [(f"nb201:{a}", float(v)) for a, v in zip(archs, y)]
+    if constant_ms is not None:
+        rows.append(("nb201:|nor_conv_3x3~0|+|nor_conv_3x3~0|none~1|+|none~0|none~1|none~2|", constant_ms))
+    return rows
+
+
+def test_a_constant_cell_measured_in_microseconds_rules_out_eager_semantics():
+    """Cells that look eager, but the one constant cell among them ran in microseconds: the device folds
+    constants, so adapt never prices them as computed (``eager``, ~1000x off on such cells)."""
+    res = adapt("ort-cpu", latencies=_eager_device_rows(3, 12, 0.004), save=False)
+    assert res.semantics not in ("eager", "eager-folded")
+    const = at.estimate(nb201.build_network(nb201.arch_string(["none"] * 6),
+                                            semantics=nb201.platform_semantics(res.platform)), res.platform)
+    assert const.latency_ms < 0.1
+
+
+def test_eager_cells_with_a_computed_constant_are_eager_and_without_one_eager_folded():
+    """An eager device: a constant cell measured at a computed network's latency keeps ``eager`` (every
+    constant computed); without any constant cell among the rows, constants are priced as folded."""
+    rows = _eager_device_rows(4, 12, None)
+    folded = adapt("ort-cpu", latencies=rows, save=False)
+    assert folded.semantics == "eager-folded" and "constant cells priced as folded" in folded.fitted()
+    constant = _eager_device_rows(4, 12, float(np.median([v for _, v in rows])))[-1]
+    computed = adapt("ort-cpu", latencies=rows + [constant], save=False)
+    assert computed.semantics == "eager"
+    cells = ["|nor_conv_3x3~0|+|none~0|none~1|+|none~0|none~1|none~2|", rows[0][0].removeprefix("nb201:")]
+    f = nb201.estimate_all(folded.platform)[[nb201.arch_to_index(a) for a in cells]]
+    c = nb201.estimate_all(computed.platform)[[nb201.arch_to_index(a) for a in cells]]
+    assert f[0] < 0.05 * f[1]  # the constant cell: folded, a per-inference cost
+    assert c[0] > 0.3 * c[1]  # computed as the benchmark's code runs it
+    assert f[1] == pytest.approx(c[1], rel=0.25)

@@ -72,13 +72,20 @@ def test_only_eager_makes_a_none_edge_a_layer_and_it_is_never_constant():
             edges, constant = nb201.cell_edges(arch, sem)
             nones = sum(op == "none" for op, _, _ in edges)
             assert int(np.sum(net.types == int(T.MUL))) == CELLS * nones, (sem, arch)
-            if sem == "eager":  # the benchmark's Zero op, x.mul(0.), on every none edge
+            if sem == "eager" or (sem == "eager-folded" and not constant):  # the Zero op, x.mul(0.), per none edge
                 assert not constant and edges == tuple(nb201.parse(arch))
             else:
                 assert nones == 0
     # the all-none cell computes the skeleton alone when everything is computed
     net = nb201.build_network(nb201.arch_string(["none"] * 6), semantics="eager")
     assert _convs(net, 3) == SKELETON_CONV3 and _convs(net, 1) == SKELETON_CONV1
+
+
+def test_eager_folded_is_eager_but_a_constant_where_the_output_cannot_depend_on_the_input():
+    for arch in nb201.all_arch_strings()[::53]:
+        edges, constant = nb201.cell_edges(arch, "eager-folded")
+        assert constant == nb201.cell_edges(arch, "reach")[1]
+        assert edges == (() if constant else nb201.cell_edges(arch, "eager")[0])
 
 
 def test_semantics_only_add_edges_and_pruned_is_the_default():
@@ -96,7 +103,7 @@ def test_semantics_only_add_edges_and_pruned_is_the_default():
 
 
 def test_an_unknown_semantics_is_one_clear_error():
-    with pytest.raises(ValueError, match="pruned, reach, all, eager"):
+    with pytest.raises(ValueError, match="pruned, reach, all, eager, eager-folded"):
         nb201.build_network(DEAD, semantics="lazy")
     with pytest.raises(ValueError, match="pruned, reach, all"):
         nb201.cell_edges(DEAD, "folded")

@@ -159,6 +159,9 @@ class AdaptResult:
             text = ", ".join(self.terms)
         if self.semantics is not None:
             text += f"; NAS-Bench-201 cells as a runtime of semantics {self.semantics!r} computes them"
+            if self.semantics == "eager-folded":
+                text += (" (constant cells priced as folded: none was measured; measure one, e.g. "
+                         "nb201:|none~0|+|none~0|none~1|+|none~0|none~1|none~2|, to tell)")
         return text
 
     def table(self) -> str:
@@ -501,13 +504,31 @@ ADAPT_SEMANTICS = ("reach", "pruned", "eager")
 #: a wrong switch to one that computes more costs far more than it gains: ``eager`` prices a constant network,
 #: which a phone runs in microseconds, as a computed one)
 SWITCH_SE = 1.0
+#: a measured constant cell (one whose output cannot depend on its input) below this share of the median
+#: of the other cells shows a device that folds constants: ``eager`` is then no candidate
+FOLDED_SHARE = 0.1
+
+
+def _constant_evidence(cells: Sequence[tuple[str, int]], y: np.ndarray) -> bool | None:
+    """Whether the measured cells show the device folding a constant network (True), computing one (False),
+    or neither (None: no measured cell is a constant)."""
+    from ..search.spaces import nb201
+
+    const = np.array([nb201.cell_edges(a, "reach")[1] for a, _ in cells])
+    if not const.any():
+        return None
+    others = y[~const] if (~const).any() else y
+    return bool(np.all(y[const] < FOLDED_SHARE * float(np.median(others))))
 
 
 def _fit_kind_scales(base: Platform, raw: Platform, names: Sequence[str], nets: Sequence[Network],
                      y: np.ndarray) -> tuple[float, Any, Any, str | None, list[Network]]:
     """The best per-kind refit by leave-one-out: (LOO MAPE, `KindFit`, `KindData`, semantics, networks).
     NAS-Bench-201 rows are rebuilt under each cell semantics (`DEFAULT_SEMANTICS` unless another is clearly
-    better, `SWITCH_SE`); the networks of the winner are returned."""
+    better, `SWITCH_SE`); the networks of the winner are returned. ``eager`` is no candidate where a measured
+    constant cell ran in microseconds, and becomes ``eager-folded`` where no measured cell was a constant: a
+    device that folds constants, priced as computing them, would be ~1000x off on those cells, and ten
+    latencies without a constant cannot rule that out (priced as folded, an eager device's are 100% low)."""
     from ..estimator import estimate
     from . import kind_fit
 
@@ -515,9 +536,12 @@ def _fit_kind_scales(base: Platform, raw: Platform, names: Sequence[str], nets: 
     scale, per_layer, per_net, dw = base.overhead
     variants: dict[str | None, list[Network]] = {None: list(nets)}
     cells = _nb201_cells(names)
+    folds: bool | None = None
     if cells is not None:
         from ..search.spaces import nb201
-        order = [DEFAULT_SEMANTICS] + [s for s in ADAPT_SEMANTICS if s != DEFAULT_SEMANTICS]
+        folds = _constant_evidence(cells, y)
+        order = [DEFAULT_SEMANTICS] + [s for s in ADAPT_SEMANTICS if s != DEFAULT_SEMANTICS
+                                       and not (folds and s == "eager")]
         variants = {sem: [nb201.build_network(a, num_classes=c, semantics=sem) for a, c in cells] for sem in order}
     fits: dict[str | None, tuple[np.ndarray, float, Any]] = {}
     for sem, vnets in variants.items():
@@ -529,14 +553,17 @@ def _fit_kind_scales(base: Platform, raw: Platform, names: Sequence[str], nets: 
         if np.mean(diff) < -SWITCH_SE * np.std(diff, ddof=1) / np.sqrt(len(diff)) - 1e-12:
             sem = other
     err, lam, data = fits[sem]
+    chosen = variants[sem]
     const = False
-    if sem in (None, "eager"):  # a per-inference cost where no network is a constant (it would be all of a
+    if sem == "eager" and folds is None:  # (no measured cell differs between the two)
+        sem = "eager-folded"
+    elif sem in (None, "eager"):  # a per-inference cost where no network is a constant (it would be all of a
         # constant's latency, which few latencies show: a phone runs one in microseconds)
         err_c, lam_c, _ = _best_lambda(data, y, per_layer, per_net, True)
         if np.mean(err_c) < np.mean(err):
             err, lam, const = err_c, lam_c, True
     fit = kind_fit.fit_kinds(data, y, per_layer, per_net, lam, const)
-    return float(np.mean(err)), fit, data, sem, variants[sem]
+    return float(np.mean(err)), fit, data, sem, chosen
 
 
 def _best_lambda(data: Any, y: np.ndarray, per_layer: float, per_net: float,
@@ -690,7 +717,7 @@ def adapt(platform: PlatformLike, networks: int = DEFAULT_NETWORKS,
                          "host-run layers and switches alone")
     per_layer_term = _per_layer_term(base)
     use = _cpu_terms(len(y), per_layer_term) if cpu else _board_terms(len(y))
-    if cells is not None and semantics != "eager":
+    if cells is not None and semantics not in ("eager", "eager-folded"):
         # a runtime that folds constants runs a constant network in microseconds: a per-inference cost fitted
         # on networks that compute would be all of such a network's latency
         use = tuple(t for t in use if t != "constant") or ("layers",)

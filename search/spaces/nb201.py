@@ -20,8 +20,8 @@ only. The benchmark's ``Zero`` op (``x * 0``) would instead keep the whole netwo
 Runtimes differ in what they compute of a cell; ``semantics`` (`SEMANTICS`, `cell_edges`) builds the IR of
 the others: ``reach`` keeps every edge whose result reaches the output, also on a zero node (TensorFlow Lite
 on a phone), ``all`` every non-``none`` edge, ``eager`` every edge as the benchmark's code runs it in eager
-PyTorch: a ``none`` edge multiplies by zero (a ``Mul`` layer), and the network is never a constant.
-``annette adapt`` chooses one from a device's
+PyTorch: a ``none`` edge multiplies by zero (a ``Mul`` layer), and the network is never a constant
+(``eager-folded``: as ``eager``, but a constant network is folded). ``annette adapt`` chooses one from a device's
 latencies and records it in the adapted platform (`platform_semantics`, which `estimate_all` follows).
 
 `build_network` builds the IR directly from cached per-stage layer rows (no torch); `build_networks` does
@@ -74,8 +74,10 @@ INPUT_SHAPE: tuple[int, int, int, int] = (1, 3, 32, 32)
 #: output, zero inputs included: TensorFlow Lite), ``all`` (every non-``none`` edge, dead code included);
 #: with these a network whose output cannot depend on its input is a constant. ``eager`` computes every edge,
 #: a ``none`` one as the benchmark's Zero op (``x.mul(0.)``), and never folds a network to a constant (eager
-#: PyTorch running the benchmark's code).
-SEMANTICS: tuple[str, ...] = ("pruned", "reach", "all", "eager")
+#: PyTorch running the benchmark's code); ``eager-folded`` computes as ``eager`` but prices a network that
+#: cannot depend on its input as a constant (what adapt assumes of an eager-looking device while none of its
+#: measured cells shows whether it folds one: priced as computed, a folded constant is ~1000x off).
+SEMANTICS: tuple[str, ...] = ("pruned", "reach", "all", "eager", "eager-folded")
 
 _OP_INDEX = {op: i for i, op in enumerate(OPS)}
 _EDGE_INDEX = {e: i for i, e in enumerate(EDGES)}
@@ -242,7 +244,8 @@ def _kept_of(ops: tuple[str, ...], semantics: str) -> tuple[tuple[tuple[str, int
     if semantics == "reach":
         keep = tuple((o, s, d) for (s, d), o in zip(EDGES, ops) if o != "none" and reach[d])
         return (keep, False) if nonzero[3] else ((), True)
-    if semantics == "eager":  # every edge, a ``none`` one as the benchmark's Zero op (a multiply by zero)
+    if semantics == "eager" or (semantics == "eager-folded" and nonzero[3]):
+        # every edge, a ``none`` one as the benchmark's Zero op (a multiply by zero)
         return tuple((o, s, d) for (s, d), o in zip(EDGES, ops)), False
     every = tuple((o, s, d) for (s, d), o in zip(EDGES, ops) if o != "none")
     return (every, False) if nonzero[3] else ((), True)
@@ -262,7 +265,8 @@ def cell_edges(arch: str, semantics: str = "pruned") -> tuple[tuple[tuple[str, i
     edge whose result reaches node 3, also where its source node is zero (no non-``none`` path from the
     input). ``all``: every non-``none`` edge. With these three the network is a constant when node 3 has no
     non-``none`` path from the input; ``eager``: every edge, a ``none`` one too (the benchmark's Zero op,
-    ``x.mul(0.)``, a ``Mul`` layer), never a constant.
+    ``x.mul(0.)``, a ``Mul`` layer), never a constant; ``eager-folded``: as ``eager``, but a constant as the
+    first three.
     A zero node read by a computed edge stands for a zero tensor of the cell's shape.
     """
     return _kept(arch_code(arch), _check_semantics(semantics))
