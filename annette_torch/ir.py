@@ -91,6 +91,8 @@ class LayerType(enum.IntEnum):
     BLOCKED_RESHAPE = 41  # a Reshape / Flatten of a convolution's feature map (produced by the mapping pass)
     ROW_BATCH_NORM = 42  # a BatchNorm over the rows of a matrix, e.g. token rows (produced by the mapping pass)
     CHANNEL_SHUFFLE = 43  # a view, transpose and view back of a feature map run as one kernel (mapping pass)
+    PLAIN_MAX_POOL = 44  # a max pool of a plain-layout tensor, no feature map (mapping pass, no layout costs)
+    PLAIN_AVG_POOL = 45  # an average pool of a plain-layout tensor (as PLAIN_MAX_POOL)
 
     @property
     def label(self) -> str:
@@ -149,6 +151,8 @@ _LABELS: dict[LayerType, str] = {
     LayerType.BLOCKED_RESHAPE: "BlockedReshape",
     LayerType.ROW_BATCH_NORM: "RowBatchNorm",
     LayerType.CHANNEL_SHUFFLE: "ChannelShuffle",
+    LayerType.PLAIN_MAX_POOL: "PlainMaxPool",
+    LayerType.PLAIN_AVG_POOL: "PlainAvgPool",
 }
 _BY_KEY: dict[str, LayerType] = {v.lower(): k for k, v in _LABELS.items()}
 _BY_KEY.update({"swish": LayerType.SILU, "upsample": LayerType.RESIZE, "gemm": LayerType.FULLY_CONNECTED,
@@ -175,6 +179,8 @@ TYPE_FALLBACKS.update({
     T.BLOCKED_RESHAPE: ("BlockedReshape", "Reshape"),
     T.ROW_BATCH_NORM: ("RowBatchNorm", "BatchNorm"),
     T.CHANNEL_SHUFFLE: ("ChannelShuffle", "Transpose", "Reshape"),
+    T.PLAIN_MAX_POOL: ("PlainMaxPool", "MaxPool", "Pool"),
+    T.PLAIN_AVG_POOL: ("PlainAvgPool", "AvgPool", "Pool"),
     # the same runtime kernel as a swept type: Clip is what Relu6 exports to; Sub and Div are the binary
     # element-wise kernels of Add and Mul
     T.CLIP: ("Clip", "Relu6", "Relu"),
@@ -539,7 +545,7 @@ _OPS_TERMS: tuple[dict[tuple[LayerType, ...], float], ...] = (
     {CONV_TYPES: 2.0},                                                 # 2 * out * (c_in / groups) * kh * kw
     {(T.CONV_TRANSPOSE,): 2.0},                                        # 2 * n * h_in * w_in * c_in * (c_out / groups) * k
     {(T.FULLY_CONNECTED, T.MATMUL): 2.0},                              # 2 * out * c_in
-    {(T.MAX_POOL, T.AVG_POOL): 2.0},                                   # 2 ops per window element (ANNETTE's convention)
+    {(T.MAX_POOL, T.AVG_POOL, T.PLAIN_MAX_POOL, T.PLAIN_AVG_POOL): 2.0},  # 2 ops per window element (ANNETTE's)
     {(T.GLOBAL_POOL,): 2.0, (T.REDUCE_MEAN, T.LAYER_NORM): 1.0},       # per input element
     {(T.BATCH_NORM, T.ROW_BATCH_NORM): 2.0, ELEMENTWISE_TYPES: 1.0, (T.RESIZE, T.BLOCKED_RESIZE): 1.0},  # per output element
     {MERGE_TYPES: 1.0},                                                # (inputs - 1) per output element

@@ -1,6 +1,6 @@
 """Give the shipped CPU platform files models for the layer types their sweeps lacked (Softplus, HardSigmoid,
-RowBatchNorm, ChannelShuffle), measured with the benchmark tool on *this* machine; marked as assumed in the files
-of other machines.
+RowBatchNorm, ChannelShuffle, OpenVINO's PlainMaxPool and PlainAvgPool), measured with the benchmark tool on
+*this* machine; marked as assumed in the files of other machines.
 
 Run from the repository root::
 
@@ -12,10 +12,11 @@ made ort-cpu predict a third of the measured time. A BatchNorm over token rows (
 runs as one per-column pass, not as a feature map's per-channel planes: priced with the BatchNorm model,
 OpenVINO's is ~5x too slow. OpenVINO runs a channel shuffle (view, transpose, view back) as one
 ``ShuffleChannels`` node, ~1 ns per element, which the files' rules fused into the Concat at no cost (ShuffleNet
-V2 priced 35% low). ``annette calibrate`` sweeps these types now; the shipped files were measured
-before, so these models are the next best thing, labelled: a model measured on another machine has an
-``origin`` beginning with ``assumed:`` (the per-layer ``model`` column shows ``(assumed)``) that names the
-machine and runtime it was measured on.
+V2 priced 35% low). OpenVINO pools a plain tensor (PoolFormer's, after a GroupNorm) ~2.2x slower per element
+than a convolution's map, which its files' pool models were measured on. ``annette calibrate`` sweeps these
+types now; the shipped files were measured before, so these models are the next best thing, labelled: a model
+measured on another machine has an ``origin`` beginning with ``assumed:`` (the per-layer ``model`` column shows
+``(assumed)``) that names the machine and runtime it was measured on.
 
 Steps, per platform and type: configurations of the type's suite (`MEASURED`) are measured per layer (the same
 hardware module and settings as ``annette calibrate``: one thread), the layer's time is matched back to it, a
@@ -23,7 +24,8 @@ roofline is fitted by least squares on log time, and every shipped file of the p
 (``platforms/<name>.json`` and ``platforms/machines/<name>/*.json``) gets it unless it has a model of that
 type already. A type only a pattern fold produces (`FOLDED`: ChannelShuffle) comes with its fold, and only for a
 runtime whose measured records run the pattern as the fold says (``annette_torch.fit.data.learned_folds``: OpenVINO
-does, ONNX Runtime runs a Reshape, a Transpose and a Reshape). Files are written atomically.
+does, ONNX Runtime runs a Reshape, a Transpose and a Reshape). A type in `ONLY` (the plain pools) is measured and
+added for the runtimes named there only. Files are written atomically.
 """
 
 from __future__ import annotations
@@ -62,7 +64,13 @@ MEASURED: dict[str, tuple[str, str, Callable[[dict], bool]]] = {
     "HardSigmoid": ("act", "hardsigmoid", lambda c: c["act"] == "hardsigmoid"),
     "RowBatchNorm": ("linear_bn", "bn", lambda c: True),
     "ChannelShuffle": ("shuffle", r"u\d+_shuffle_view_back", lambda c: True),
+    "PlainMaxPool": ("maxpool", "pool", lambda c: c.get("lead", "none") == "none"),
+    "PlainAvgPool": ("avgpool", "pool", lambda c: c.get("lead", "none") == "none"),
 }
+#: types only one runtime's mapping produces (`annette_torch.mapping.layout.map_kernel_types`: a pool of a plain
+#: tensor is typed apart only without layout costs, as OpenVINO's files have; the suite's pool reads the graph
+#: input, a plain tensor)
+ONLY = {"PlainMaxPool": ("openvino-cpu",), "PlainAvgPool": ("openvino-cpu",)}
 #: types only a pattern fold produces: the fold (`annette_torch.mapping.folds`) a file needs with the model
 FOLDED = {"ChannelShuffle": "shuffle"}
 #: smallest layer measured: smaller ones take about the profiler's 1 us resolution
@@ -117,6 +125,8 @@ def main(argv: list[str] | None = None) -> int:
         runtime = f"{info['runtime']} {info['version']}, 1 thread"
         models, folds = {}, {}
         for key in keys:
+            if platform not in ONLY.get(key, PLATFORMS):
+                continue
             X, y, learned = measure(platform, key, args.configs)
             if key in FOLDED and FOLDED[key] not in learned:
                 print(f"{platform} {key}: {info['runtime']} does not run the pattern as one node (no "

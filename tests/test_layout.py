@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
 
+import annette_torch as at
 from annette_torch.bench.records import INSERTED, NOT_FUSED, LayerRecord
 from annette_torch.errors import PlatformError
 from annette_torch.fit.data import Measured, layer_samples
@@ -19,6 +21,7 @@ from annette_torch.models import Roofline
 from annette_torch.platform import Platform
 from annette_torch.prediction import layer_times
 
+ROOT = Path(__file__).resolve().parent.parent
 LAYOUT = {"to_plain": (0.001, 0.3, 0.5), "to_blocked": (0.002, 0.2, 1.0)}
 
 
@@ -397,3 +400,76 @@ def test_a_layer_run_in_place_pays_no_per_layer_cost_and_is_not_counted_as_execu
     est = at.estimate(net, Platform.from_dict(d, "p.json"))
     times = {r["name"]: r["time_ms"] for r in est.table()}
     assert times["view"] < 1e-12 and times["ln"] > 0.01
+
+
+def _pools() -> "Network":
+    """Average and max pools of the graph input, of a convolution's map and of a LayerNorm's output (PoolFormer's
+    token mixer pools a GroupNorm's)."""
+    b = NetworkBuilder("pools")
+    x = b.input("x", (1, 64, 56, 56))
+    y = b.conv("conv", x, 64, 1)
+    ln = b.add(T.LAYER_NORM, "norm", [y], (1, 64, 56, 56))
+    for kind in ("avg", "max"):
+        for name, src in (("input", x), ("map", y), ("norm", ln)):
+            b.pool(f"{kind}_{name}", src, kind, 3, 1)
+    return b.build()
+
+
+def test_pools_of_a_plain_tensor_are_their_own_kernel_only_without_layout_costs():
+    """OpenVINO pools a plain tensor ~2.2x slower per element than a convolution's map (1 x 64 x 56 x 56, 3x3
+    stride 1: 0.15-0.18 against 0.06-0.08 ms): with kernel types and no layout costs (its files), a pool that
+    reads no feature map is a PlainAvgPool / PlainMaxPool; a file with layout costs (ONNX Runtime's) or without
+    kernel types keeps the pool types."""
+    net = _pools()
+    types = dict(zip(net.names, MappingModel(kernel_types=True).apply(net).network.types))
+    for kind, plain, same in (("avg", T.PLAIN_AVG_POOL, T.AVG_POOL), ("max", T.PLAIN_MAX_POOL, T.MAX_POOL)):
+        assert types[f"{kind}_input"] == types[f"{kind}_norm"] == plain and types[f"{kind}_map"] == same
+    for mapping in (MappingModel(), MappingModel([], MappingCosts(layout=dict(LAYOUT)), kernel_types=True)):
+        typed = mapping.apply(net).network.types
+        assert not np.isin(typed, [T.PLAIN_AVG_POOL, T.PLAIN_MAX_POOL]).any()
+
+
+@pytest.mark.parametrize("path", ["platforms/openvino-cpu.json",
+                                  "platforms/machines/openvino-cpu/intel-r-xeon-r-processor-2c.json"])
+def test_a_plain_pool_is_priced_by_its_model_or_else_as_its_pool_type(path):
+    net = _pools()
+    d = json.loads((ROOT / path).read_text())
+    assert {"PlainAvgPool", "PlainMaxPool"} <= set(d["layers"])
+    with_plain = at.estimate(net, Platform.from_dict(d, "with"))
+    for k in ("PlainAvgPool", "PlainMaxPool"):
+        del d["layers"][k]
+    without = at.estimate(net, Platform.from_dict(d, "without"))
+    t_with, t_without = (dict(zip(e.mapped.network.names, e.mapped_time_ms)) for e in (with_plain, without))
+    rows = {r["name"]: r for r in without.table()}
+    assert rows["avg_norm"]["model"].endswith(":AvgPool") and rows["max_input"]["model"].endswith(":MaxPool")
+    for name in ("avg_map", "max_map"):  # a convolution's map: the pool models either way
+        assert t_with[name] == pytest.approx(t_without[name])
+    for name in ("avg_input", "avg_norm", "max_input", "max_norm"):  # measured slower than the blocked kernel
+        assert t_with[name] > t_without[name]
+
+
+@pytest.mark.parametrize("platform, swept", [("openvino-cpu", True), ("ort-cpu", False)])
+def test_calibrate_sweeps_pools_without_a_lead_where_the_mapping_types_plain_pools(platform, swept):
+    from annette_torch.fit.calibrate import LEAD, PLANS, plan_counts
+
+    counts = plan_counts(PLANS["quick"], platform)
+    for suite in ("maxpool", "avgpool"):
+        assert suite in LEAD[platform]  # behind the lead: the blocked kernel of a network's pools
+        assert (f"{suite}[lead=none]" in counts) == swept
+    assert plan_counts(PLANS["quick"]) == {k: v for k, v in counts.items() if "lead=none" not in k}
+
+
+def test_the_pool_sweep_without_a_lead_is_kept_only_for_openvinos_mapping():
+    """The lead sweep of a pool suite (the in-network layout) replaces the sweep without it, but for the mapping
+    variant of a platform that types pools of a plain tensor apart (`PLAIN_SWEEPS`: openvino-cpu)."""
+    from annette_torch.bench.suites import SUITES
+    from annette_torch.fit.generator import PLAIN_SWEEPS, usable
+
+    s = SUITES["avgpool"]
+    ms = [Measured("avgpool", c["config_id"], s.build(c), {}, [])
+          for opts in (None, {"lead": "dw1"}) for c in s.configs(n=3, seed=0, options=opts)]
+    assert PLAIN_SWEEPS["openvino-cpu"] == ("maxpool", "avgpool")
+    assert len(usable(ms, "openvino-cpu", mapped=True)) == 6
+    for platform, mapped in (("openvino-cpu", False), ("ort-cpu", True), ("ort-cpu", False)):
+        kept = usable(ms, platform, mapped)
+        assert len(kept) == 3 and all("lead" in m.network.names for m in kept)

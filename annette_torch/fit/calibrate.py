@@ -97,22 +97,27 @@ PLANS = {
 }
 
 
-def plan_sweeps(plan: Plan) -> list[tuple[str, int, dict[str, Any]]]:
+def plan_sweeps(plan: Plan, platform: str | None = None) -> list[tuple[str, int, dict[str, Any]]]:
     """(suite, configurations, options) that ``plan`` measures, in the order ``annette calibrate`` sweeps them
-    (the platform's `LEAD` / `TAIL` options come on top, `suite_options`)."""
+    (the platform's `LEAD` / `TAIL` options come on top, `suite_options`; with ``platform``, its sweeps without
+    the lead last)."""
     out = [(s, plan.configs_micro, {}) for s in MICRO] + [(s, plan.configs_multi, {}) for s in MULTI]
     out += [(s, plan.configs_tokens, {}) for s in TOKENS_MICRO]
     out += [(s, plan.configs_tokens, dict(o)) for s, o in WINDOWED.items()]
     # (twice the configurations: behind the lead, only channel counts that fill blocks run blocked)
     out += [(s, 2 * plan.configs_tokens, dict(o)) for s, o in BOTH.items()]
     out += [(s, plan.configs_blocks, {}) for s in TOKENS_MULTI] + [(s, plan.configs_context, {}) for s in CONTEXT]
+    # suites of `LEAD` a second time without the lead where the fit keeps both (`generator.PLAIN_SWEEPS`: a pool of
+    # a plain tensor, the graph input here and PoolFormer's after a GroupNorm, is a kernel of its own on OpenVINO)
+    from .generator import PLAIN_SWEEPS
+    out += [(s, plan.configs_micro, {"lead": "none"}) for s in PLAIN_SWEEPS.get(platform or "", ())]
     return out
 
 
-def plan_counts(plan: Plan) -> dict[str, int]:
+def plan_counts(plan: Plan, platform: str | None = None) -> dict[str, int]:
     """Configurations per sweep of ``plan`` (keys: the suite, with its options as ``suite[key=value]``)."""
     return {s + ("[" + ",".join(f"{k}={v}" for k, v in o.items()) + "]" if o else ""): n
-            for s, n, o in plan_sweeps(plan)}
+            for s, n, o in plan_sweeps(plan, platform)}
 
 
 def calibration_networks(n: int, seed: int = CALIBRATION_SEED, exclude_hashes: set[str] | None = None,
@@ -251,7 +256,7 @@ def run_calibration(platform: str, quick: bool = False, out: str | None = None, 
     t0 = time.perf_counter()
     report: dict[str, Any] = {"db": db, "out": out, "plan": "quick" if quick else "full", "suites": {}}
     with Store(db) as st:
-        for suite, n, extra in plan_sweeps(plan):
+        for suite, n, extra in plan_sweeps(plan, platform):
             left = None if budget_s is None else budget_s - (time.perf_counter() - t0)
             if left is not None and left <= 0:
                 break
@@ -373,9 +378,11 @@ def with_overhead(plat: Platform, terms: Sequence[dict[str, float]], measured_ms
 
 
 #: layer types only the mapping pass produces, which no network as given holds: a convolution with a fused pool,
-#: the blocked forms of a resize and of a view, a BatchNorm over rows, a folded channel shuffle
+#: the blocked forms of a resize and of a view, a BatchNorm over rows, a folded channel shuffle, pools of a plain
+#: tensor
 MAPPED_TYPES = frozenset(t.label for t in (LayerType.CONV_POOL, LayerType.BLOCKED_RESIZE, LayerType.BLOCKED_RESHAPE,
-                                           LayerType.ROW_BATCH_NORM, LayerType.CHANNEL_SHUFFLE))
+                                           LayerType.ROW_BATCH_NORM, LayerType.CHANNEL_SHUFFLE,
+                                           LayerType.PLAIN_MAX_POOL, LayerType.PLAIN_AVG_POOL))
 
 
 def modelled_types(platform: Platform) -> frozenset[str]:

@@ -31,7 +31,8 @@ from ..mapping import MappingModel
 from ..mapping.costs import MappingCosts
 from ..models import LayerFeatures, LayerModel, Roofline
 from ..platform import Platform
-from .data import FitDataError, LayerSamples, fusion_examples, layer_samples, learned_folds, learned_strides, load_measured
+from .data import (FitDataError, LayerSamples, Measured, fusion_examples, layer_samples, learned_folds, learned_strides,
+                   load_measured)
 from .cache_fit import CONTEXT_SUITES, fit_cache
 from .mapping_costs_fit import describe, fit_fused_costs, fit_inserted, fit_layout, fused_primaries
 from .mapping_fit import fit_mapping
@@ -59,6 +60,22 @@ _KEY = {t: t.label for t in LayerType}
 #: suites whose measurements behind a lead layer (blocked layout) and without one (plain) are both kept: the
 #: mapping's layout pass types the layer by layout (`annette_torch.mapping.layout.BLOCKED_TYPES`)
 BOTH_LAYOUTS = ("interp",)
+#: per platform, suites measured behind a lead layer whose sweep without one is kept too for the mapping variant
+#: (`annette calibrate` sweeps them): a pool of a plain tensor is a kernel of its own there
+#: (`mapping.layout.map_kernel_types`, without layout costs: OpenVINO's ~2.2x slower per element). Elsewhere, in the
+#: variants without a mapping and under fitted layout costs, the lead sweep replaces it
+PLAIN_SWEEPS: dict[str, tuple[str, ...]] = {"openvino-cpu": ("maxpool", "avgpool")}
+_PLAIN_SUITES = frozenset(s for v in PLAIN_SWEEPS.values() for s in v)
+
+
+def usable(everything: Sequence[Measured], platform: str, mapped: bool = False) -> list[Measured]:
+    """The measurements layer models learn from: not the in-context and probe suites; of a suite measured behind a
+    lead layer (the in-network layout), only those, but for the suites networks feed in both layouts
+    (`BOTH_LAYOUTS`) and, with ``mapped``, the platform's `PLAIN_SWEEPS`."""
+    led = {m.suite for m in everything if "lead" in m.network.names} - set(BOTH_LAYOUTS)
+    plain = set(PLAIN_SWEEPS.get(platform, ())) if mapped else set()
+    return [m for m in everything if m.suite not in CONTEXT_SUITES and m.suite not in PROBE_SUITES
+            and (m.suite not in led or "lead" in m.network.names or m.suite in plain)]
 
 
 def in_place_model() -> Roofline:
@@ -174,6 +191,10 @@ def _mapping_costs(ls: LayerSamples, measured: list, mapping: MappingModel, bits
     progress(f"mapping costs: {costs.origin}")
     out = MappingModel(mapping.rules, costs, mapping.folds, mapping.strides, mapping.kernel_types)
     retake = bool(fused or layout)
+    if layout or not mapping.kernel_types:  # pools of a plain tensor keep the pool types (`PLAIN_SWEEPS`)
+        kept = [m for m in measured if not (m.suite in _PLAIN_SUITES and "lead" not in m.network.names)]
+        retake |= len(kept) < len(measured)
+        measured = kept
     if not layout and not mapping.kernel_types:  # without layout or kernel types, a suite's blocked-layout sweep
         # would blur its plain one's model
         plain = [m for m in measured if not (m.suite in BOTH_LAYOUTS and "lead" in m.network.names)]
@@ -207,11 +228,7 @@ def fit_variants(db: str | Store, platform: str, variants: Sequence[str] = VARIA
     everything = load_measured(st, platform, suites)
     context = [m for m in everything if m.suite in CONTEXT_SUITES]
     probes = [m for m in everything if m.suite in PROBE_SUITES]
-    # a suite measured behind a lead layer (the in-network layout) replaces its measurements without one, but
-    # for the suites networks feed in both layouts
-    led = {m.suite for m in everything if "lead" in m.network.names} - set(BOTH_LAYOUTS)
-    measured = [m for m in everything if m.suite not in CONTEXT_SUITES and m.suite not in PROBE_SUITES
-                and (m.suite not in led or "lead" in m.network.names)]
+    measured = usable(everything, platform)
     if not measured:
         counts = st.counts(platform)
         raise FitDataError(f"no usable measurements of platform {platform!r} in {st.label} "
@@ -237,6 +254,7 @@ def fit_variants(db: str | Store, platform: str, variants: Sequence[str] = VARIA
             out[v] = Platform(f"{platform}-{v}", models, MappingModel(), f"{platform}: {v} layer models, no mapping",
                               {**fp})
     if "mixed+mapping" in variants:
+        measured = usable(everything, platform, mapped=True)
         folds, report["folds"] = learned_folds(measured)
         fx = fusion_examples(measured, folds)
         strides, report["strides"] = learned_strides(probes)

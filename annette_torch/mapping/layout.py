@@ -34,8 +34,8 @@ T = LayerType
 _N_TYPES = max(LayerType) + 1
 #: layers that keep the layout of their inputs (blocked when all their inputs are): per-channel and per-element
 #: layers; a broadcasting merge and a Concat or Resize that a blocked kernel cannot take are plain (below)
-FOLLOWERS = (T.MAX_POOL, T.AVG_POOL, T.GLOBAL_POOL, T.BATCH_NORM, T.CONCAT, T.RESIZE, T.BLOCKED_RESIZE,
-             T.DROPOUT) + MERGE_TYPES \
+FOLLOWERS = (T.MAX_POOL, T.AVG_POOL, T.PLAIN_MAX_POOL, T.PLAIN_AVG_POOL, T.GLOBAL_POOL, T.BATCH_NORM, T.CONCAT,
+             T.RESIZE, T.BLOCKED_RESIZE, T.DROPOUT) + MERGE_TYPES \
     + tuple(t for t in ELEMENTWISE_TYPES if t not in (T.SOFTMAX, T.LRN))
 #: the channel multiples blocked kernels take (ONNX Runtime 1.2x's NCHWc, measured on an AVX-512 Xeon): ``ALIGN``
 #: of a convolution's input channels (24 or 96 run blocked, 25, 43 or 102 plain) and of a depthwise
@@ -168,25 +168,31 @@ def map_kernel_types(net: Network, resizes: bool = False) -> np.ndarray | None:
     runs for it there: a view (`VIEW_TYPES`) is a ``BlockedReshape`` (feature maps are kept blocked, so viewing one
     reorders it, a copy, while a view of a plain tensor moves nothing: OpenVINO runs it in place); with
     ``resizes`` (a runtime without layout costs, whose blocked layers `blocked_types` does not know), a ``Resize``
-    is a ``BlockedResize`` (OpenVINO upsamples a convolution's logits ~8x faster per element than a plain tensor).
+    is a ``BlockedResize`` (OpenVINO upsamples a convolution's logits ~8x faster per element than a plain tensor),
+    and a max or average pool that reads no feature map a ``PlainMaxPool`` / ``PlainAvgPool`` (OpenVINO pools
+    a plain tensor, such as PoolFormer's after a GroupNorm, ~2.2x slower per element than a convolution's map).
     Every other view is a ``Reshape``: a ``Flatten`` of a plain tensor is the same view (ONNX Runtime: ~3 us
     either way), while a Flatten model fitted before views of feature maps had a type of their own prices it as
     the copy it was then (LeViT's 46 flattens of token tensors: 1.0 ms, measured 0.14). A BatchNorm over the
     rows of a matrix (`row_batch_norms`) is a ``RowBatchNorm``. None when no layer changes."""
     types = net.types
-    cand = _VIEW[types] | ((types == T.RESIZE) if resizes else False)
+    pools = ((types == T.MAX_POOL) | (types == T.AVG_POOL)) if resizes else np.zeros(len(types), bool)
+    cand = _VIEW[types] | ((types == T.RESIZE) if resizes else False) | pools
     hit = np.zeros(len(types), bool)
     if cand.any() and net.edges.size:
         src, dst = net.edges[:, 0], net.edges[:, 1]
         hit = cand & (np.bincount(dst, weights=feature_maps(net)[src], minlength=len(types)) > 0)
+    plain = pools & ~hit
+    hit &= ~pools
     flat = (types == T.FLATTEN) & ~hit
     rows = row_batch_norms(net)
-    if not (hit.any() or flat.any() or rows.any()):
+    if not (hit.any() or flat.any() or rows.any() or plain.any()):
         return None
     out = types.copy()
     out[hit] = np.where(types[hit] == T.RESIZE, T.BLOCKED_RESIZE, T.BLOCKED_RESHAPE)
     out[flat] = T.RESHAPE
     out[rows] = T.ROW_BATCH_NORM
+    out[plain] = np.where(types[plain] == T.MAX_POOL, T.PLAIN_MAX_POOL, T.PLAIN_AVG_POOL)
     return out
 
 
