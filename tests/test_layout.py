@@ -473,3 +473,25 @@ def test_the_pool_sweep_without_a_lead_is_kept_only_for_openvinos_mapping():
     for platform, mapped in (("openvino-cpu", False), ("ort-cpu", True), ("ort-cpu", False)):
         kept = usable(ms, platform, mapped)
         assert len(kept) == 3 and all("lead" in m.network.names for m in kept)
+
+
+def test_under_layout_costs_a_pool_suite_swept_both_ways_keeps_its_lead_sweep_and_one_swept_plain_stays():
+    from annette_torch.bench.suites import SUITES
+    from annette_torch.fit.generator import _mapping_costs
+
+    def measured(suite: str, options_list) -> list[Measured]:
+        out = []
+        for opts in options_list:
+            for c in SUITES[suite].configs(n=3, seed=0, options=opts):
+                net = SUITES[suite].build(c)
+                recs = {n: LayerRecord(n, T(int(net.types[i])).label, NOT_FUSED, node=n,
+                                       time_ms=0.0 if i == 0 else 0.1) for i, n in enumerate(net.names)}
+                out.append(Measured(suite, c["config_id"], net, recs, []))
+        return out
+
+    ms = measured("avgpool", (None, {"lead": "dw1"})) + measured("maxpool", (None,))
+    mapping = MappingModel()  # (no kernel types: pools are not typed plain)
+    _, ls2, _ = _mapping_costs(layer_samples(ms, mapping), ms, mapping, 32, 2, 0, lambda _m: None, None)
+    kept = [(m.suite, "lead" in m.network.names) for m in ls2.configs]
+    assert kept.count(("avgpool", True)) == 3 and ("avgpool", False) not in kept
+    assert kept.count(("maxpool", False)) == 3

@@ -191,8 +191,10 @@ def _mapping_costs(ls: LayerSamples, measured: list, mapping: MappingModel, bits
     progress(f"mapping costs: {costs.origin}")
     out = MappingModel(mapping.rules, costs, mapping.folds, mapping.strides, mapping.kernel_types)
     retake = bool(fused or layout)
-    if layout or not mapping.kernel_types:  # pools of a plain tensor keep the pool types (`PLAIN_SWEEPS`)
-        kept = [m for m in measured if not (m.suite in _PLAIN_SUITES and "lead" not in m.network.names)]
+    if layout or not mapping.kernel_types:  # pools of a plain tensor keep the pool types: of a suite swept both
+        # ways (`PLAIN_SWEEPS`), the lead sweep alone
+        led = {m.suite for m in measured if "lead" in m.network.names} & _PLAIN_SUITES
+        kept = [m for m in measured if not (m.suite in led and "lead" not in m.network.names)]
         retake |= len(kept) < len(measured)
         measured = kept
     if not layout and not mapping.kernel_types:  # without layout or kernel types, a suite's blocked-layout sweep
