@@ -248,25 +248,26 @@ def test_quick_plan_sweeps_the_resize_suite_in_both_layouts_and_the_fit_keeps_bo
     assert blocked >= MIN_SAMPLES
 
 
-def _measured_interp() -> list[Measured]:
-    """Three configurations of the interp suite in each layout (plain, behind a 1x1 depthwise lead), 0.1 ms each."""
+def _measured(suite: str = "interp", layouts=(None, {"lead": "dw1"})) -> list[Measured]:
+    """Three configurations of ``suite`` per layout (default: plain, and behind a 1x1 depthwise lead), 0.1 ms per
+    layer."""
     from annette_torch.bench.suites import SUITES
 
-    s = SUITES["interp"]
+    s = SUITES[suite]
     measured = []
-    for opts in (None, {"lead": "dw1"}):
+    for opts in layouts:
         for c in s.configs(n=3, seed=0, options=opts):
             net = s.build(c)
             recs = {n: LayerRecord(n, T(int(net.types[i])).label, NOT_FUSED, node=n, time_ms=0.0 if i == 0 else 0.1)
                     for i, n in enumerate(net.names)}
-            measured.append(Measured("interp", c["config_id"], net, recs, []))
+            measured.append(Measured(suite, c["config_id"], net, recs, []))
     return measured
 
 
 def test_without_layout_costs_the_blocked_layout_sweep_stays_out_of_the_layer_models():
     from annette_torch.fit.generator import _mapping_costs
 
-    measured = _measured_interp()
+    measured = _measured("interp")
     ls = layer_samples(measured, MappingModel())
     mapping, ls2, rep = _mapping_costs(ls, measured, MappingModel(), 32, 2, 0, lambda _m: None, None)
     assert rep["inserted"]["layout_fit"].get("skipped") and mapping.costs is None
@@ -291,7 +292,7 @@ def test_with_kernel_types_and_no_layout_costs_resizes_of_feature_maps_are_block
     types = dict(zip(net.names, MappingModel(kernel_types=True).apply(net).network.types))
     assert types["after_conv"] == T.BLOCKED_RESIZE and types["after_plain"] == T.RESIZE
     assert not (MappingModel().apply(net).network.types == T.BLOCKED_RESIZE).any()
-    measured = _measured_interp()
+    measured = _measured("interp")
     mapping = MappingModel(kernel_types=True)
     ls = layer_samples(measured, mapping)
     _, ls2, rep = _mapping_costs(ls, measured, mapping, 32, 2, 0, lambda _m: None, None)
@@ -462,34 +463,20 @@ def test_calibrate_sweeps_pools_without_a_lead_where_the_mapping_types_plain_poo
 def test_the_pool_sweep_without_a_lead_is_kept_only_for_openvinos_mapping():
     """The lead sweep of a pool suite (the in-network layout) replaces the sweep without it, but for the mapping
     variant of a platform that types pools of a plain tensor apart (`PLAIN_SWEEPS`: openvino-cpu)."""
-    from annette_torch.bench.suites import SUITES
     from annette_torch.fit.generator import PLAIN_SWEEPS, usable
 
-    s = SUITES["avgpool"]
-    ms = [Measured("avgpool", c["config_id"], s.build(c), {}, [])
-          for opts in (None, {"lead": "dw1"}) for c in s.configs(n=3, seed=0, options=opts)]
+    ms = _measured("avgpool")
     assert PLAIN_SWEEPS["openvino-cpu"] == ("maxpool", "avgpool")
-    assert len(usable(ms, "openvino-cpu", mapped=True)) == 6
-    for platform, mapped in (("openvino-cpu", False), ("ort-cpu", True), ("ort-cpu", False)):
-        kept = usable(ms, platform, mapped)
+    assert len(usable(ms, PLAIN_SWEEPS["openvino-cpu"])) == 6
+    for plain in ((), PLAIN_SWEEPS.get("ort-cpu", ())):  # (without a mapping; ONNX Runtime's mapping)
+        kept = usable(ms, plain)
         assert len(kept) == 3 and all("lead" in m.network.names for m in kept)
 
 
 def test_under_layout_costs_a_pool_suite_swept_both_ways_keeps_its_lead_sweep_and_one_swept_plain_stays():
-    from annette_torch.bench.suites import SUITES
     from annette_torch.fit.generator import _mapping_costs
 
-    def measured(suite: str, options_list) -> list[Measured]:
-        out = []
-        for opts in options_list:
-            for c in SUITES[suite].configs(n=3, seed=0, options=opts):
-                net = SUITES[suite].build(c)
-                recs = {n: LayerRecord(n, T(int(net.types[i])).label, NOT_FUSED, node=n,
-                                       time_ms=0.0 if i == 0 else 0.1) for i, n in enumerate(net.names)}
-                out.append(Measured(suite, c["config_id"], net, recs, []))
-        return out
-
-    ms = measured("avgpool", (None, {"lead": "dw1"})) + measured("maxpool", (None,))
+    ms = _measured("avgpool") + _measured("maxpool", (None,))
     mapping = MappingModel()  # (no kernel types: pools are not typed plain)
     _, ls2, _ = _mapping_costs(layer_samples(ms, mapping), ms, mapping, 32, 2, 0, lambda _m: None, None)
     kept = [(m.suite, "lead" in m.network.names) for m in ls2.configs]

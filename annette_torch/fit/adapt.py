@@ -717,7 +717,7 @@ def adapt(platform: PlatformLike, networks: int = DEFAULT_NETWORKS,
                          "host-run layers and switches alone")
     per_layer_term = _per_layer_term(base)
     use = _cpu_terms(len(y), per_layer_term) if cpu else _board_terms(len(y))
-    if cells is not None and semantics not in ("eager", "eager-folded"):
+    if cells is not None:  # (built as `DEFAULT_SEMANTICS`, which folds constants)
         # a runtime that folds constants runs a constant network in microseconds: a per-inference cost fitted
         # on networks that compute would be all of such a network's latency
         use = tuple(t for t in use if t != "constant") or ("layers",)

@@ -132,8 +132,6 @@ def learned_folds(measured: list[Measured]) -> tuple[tuple[str, ...], dict[str, 
         sig, mul = swish_diamonds(m.network)
         g = hardswish_groups(m.network)
         sg = shuffle_groups(m.network)
-        if not sig.size and not len(g) and not sg.size:
-            continue
         names = m.network.names
         for v, t, b in sg:  # one node of its own, on the last view
             sh_total += 1

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Collection, Sequence
 
 import numpy as np
 
@@ -65,17 +65,15 @@ BOTH_LAYOUTS = ("interp",)
 #: (`mapping.layout.map_kernel_types`, without layout costs: OpenVINO's ~2.2x slower per element). Elsewhere, in the
 #: variants without a mapping and under fitted layout costs, the lead sweep replaces it
 PLAIN_SWEEPS: dict[str, tuple[str, ...]] = {"openvino-cpu": ("maxpool", "avgpool")}
-_PLAIN_SUITES = frozenset(s for v in PLAIN_SWEEPS.values() for s in v)
 
 
-def usable(everything: Sequence[Measured], platform: str, mapped: bool = False) -> list[Measured]:
+def usable(everything: Sequence[Measured], plain: Collection[str] = ()) -> list[Measured]:
     """The measurements layer models learn from: not the in-context and probe suites; of a suite measured behind a
     lead layer (the in-network layout), only those, but for the suites networks feed in both layouts
-    (`BOTH_LAYOUTS`) and, with ``mapped``, the platform's `PLAIN_SWEEPS`."""
-    led = {m.suite for m in everything if "lead" in m.network.names} - set(BOTH_LAYOUTS)
-    plain = set(PLAIN_SWEEPS.get(platform, ())) if mapped else set()
+    (`BOTH_LAYOUTS`) and those of ``plain`` (a mapping variant's `PLAIN_SWEEPS`)."""
+    led = {m.suite for m in everything if "lead" in m.network.names} - set(BOTH_LAYOUTS) - set(plain)
     return [m for m in everything if m.suite not in CONTEXT_SUITES and m.suite not in PROBE_SUITES
-            and (m.suite not in led or "lead" in m.network.names or m.suite in plain)]
+            and (m.suite not in led or "lead" in m.network.names)]
 
 
 def in_place_model() -> Roofline:
@@ -193,8 +191,7 @@ def _mapping_costs(ls: LayerSamples, measured: list, mapping: MappingModel, bits
     retake = bool(fused or layout)
     if layout or not mapping.kernel_types:  # pools of a plain tensor keep the pool types: of a suite swept both
         # ways (`PLAIN_SWEEPS`), the lead sweep alone
-        led = {m.suite for m in measured if "lead" in m.network.names} & _PLAIN_SUITES
-        kept = [m for m in measured if not (m.suite in led and "lead" not in m.network.names)]
+        kept = usable(measured)
         retake |= len(kept) < len(measured)
         measured = kept
     if not layout and not mapping.kernel_types:  # without layout or kernel types, a suite's blocked-layout sweep
@@ -230,7 +227,7 @@ def fit_variants(db: str | Store, platform: str, variants: Sequence[str] = VARIA
     everything = load_measured(st, platform, suites)
     context = [m for m in everything if m.suite in CONTEXT_SUITES]
     probes = [m for m in everything if m.suite in PROBE_SUITES]
-    measured = usable(everything, platform)
+    measured = usable(everything)
     if not measured:
         counts = st.counts(platform)
         raise FitDataError(f"no usable measurements of platform {platform!r} in {st.label} "
@@ -256,7 +253,7 @@ def fit_variants(db: str | Store, platform: str, variants: Sequence[str] = VARIA
             out[v] = Platform(f"{platform}-{v}", models, MappingModel(), f"{platform}: {v} layer models, no mapping",
                               {**fp})
     if "mixed+mapping" in variants:
-        measured = usable(everything, platform, mapped=True)
+        measured = usable(everything, PLAIN_SWEEPS.get(platform, ()))
         folds, report["folds"] = learned_folds(measured)
         fx = fusion_examples(measured, folds)
         strides, report["strides"] = learned_strides(probes)

@@ -163,21 +163,21 @@ def feature_maps(net: Network) -> np.ndarray:
         fm = nxt
 
 
-def map_kernel_types(net: Network, resizes: bool = False) -> np.ndarray | None:
+def map_kernel_types(net: Network, without_layout: bool = False) -> np.ndarray | None:
     """``net``'s types with every layer that reads a feature map (`feature_maps`) typed by the kernel a CPU runtime
     runs for it there: a view (`VIEW_TYPES`) is a ``BlockedReshape`` (feature maps are kept blocked, so viewing one
     reorders it, a copy, while a view of a plain tensor moves nothing: OpenVINO runs it in place); with
-    ``resizes`` (a runtime without layout costs, whose blocked layers `blocked_types` does not know), a ``Resize``
-    is a ``BlockedResize`` (OpenVINO upsamples a convolution's logits ~8x faster per element than a plain tensor),
-    and a max or average pool that reads no feature map a ``PlainMaxPool`` / ``PlainAvgPool`` (OpenVINO pools
-    a plain tensor, such as PoolFormer's after a GroupNorm, ~2.2x slower per element than a convolution's map).
+    ``without_layout`` (a runtime without layout costs, whose blocked layers `blocked_types` does not know), a
+    ``Resize`` is a ``BlockedResize`` (OpenVINO upsamples a convolution's logits ~8x faster per element than a plain
+    tensor), and a max or average pool that reads no feature map a ``PlainMaxPool`` / ``PlainAvgPool`` (OpenVINO
+    pools a plain tensor, such as PoolFormer's after a GroupNorm, ~2.2x slower per element than a convolution's map).
     Every other view is a ``Reshape``: a ``Flatten`` of a plain tensor is the same view (ONNX Runtime: ~3 us
     either way), while a Flatten model fitted before views of feature maps had a type of their own prices it as
     the copy it was then (LeViT's 46 flattens of token tensors: 1.0 ms, measured 0.14). A BatchNorm over the
     rows of a matrix (`row_batch_norms`) is a ``RowBatchNorm``. None when no layer changes."""
     types = net.types
-    pools = ((types == T.MAX_POOL) | (types == T.AVG_POOL)) if resizes else np.zeros(len(types), bool)
-    cand = _VIEW[types] | ((types == T.RESIZE) if resizes else False) | pools
+    pools = ((types == T.MAX_POOL) | (types == T.AVG_POOL)) if without_layout else np.zeros(len(types), bool)
+    cand = _VIEW[types] | ((types == T.RESIZE) if without_layout else False) | pools
     hit = np.zeros(len(types), bool)
     if cand.any() and net.edges.size:
         src, dst = net.edges[:, 0], net.edges[:, 1]

@@ -211,7 +211,7 @@ class MappingModel:
     propagate strides, else the layer types a stride passes through (`annette_torch.mapping.strides`).
     ``kernel_types``: layers get the type of the kernel a runtime runs for them: a view of a convolution's feature
     map, which reorders it, is a ``BlockedReshape``; without layout costs, a resize of one is a ``BlockedResize``
-    (`layout.map_kernel_types`).
+    and a pool of a plain tensor a ``PlainMaxPool`` / ``PlainAvgPool`` (`layout.map_kernel_types`).
     """
 
     def __init__(self, rules: Sequence[FusionRule] = (), costs: MappingCosts | None = None,
@@ -434,8 +434,8 @@ class MappingModel:
             bt = blocked_types(out)
             if bt is not None:
                 out.types[:] = bt  # (a fresh array of this network, nothing derived from it yet)
-        if self.kernel_types:  # views that reorder a feature map; without layout costs, resizes of one
-            kt = map_kernel_types(out, resizes=not by_layout)
+        if self.kernel_types:  # views that reorder a feature map; without layout costs, resizes of one, plain pools
+            kt = map_kernel_types(out, without_layout=not by_layout)
             if kt is not None:
                 out.types[:] = kt
         fused = np.zeros(kept.size)

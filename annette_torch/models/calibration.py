@@ -38,14 +38,6 @@ SIGNED_TERMS = ("executed_layers", "ramped_layers", "tokens", "attention")
 #: gain a flat per-layer term (-5.6 us on the Intel Xeon VM) took from every layer alike: the tiny layers of
 #: ShuffleNet, MobileNetV3-small or a squeeze-excite block came out at nothing
 RAMP_MS = 0.05
-
-
-def ramp_share(time_ms: Any, ramp_ms: float = RAMP_MS) -> Any:
-    """The share of a ramped per-layer cost a layer of model time ``time_ms`` pays: t / ``ramp_ms`` below the
-    ramp, 1 from it (1 everywhere for ``ramp_ms`` 0: a flat cost). Used alike by the calibration's
-    ``ramped_layers`` term, the platform's overhead and adapt's per-kind data, so a fit predicts what it fitted."""
-    t = np.asarray(time_ms, dtype=np.float64)
-    return np.minimum(t / ramp_ms, 1.0) if ramp_ms else np.ones_like(t)
 #: the layer types of the ``tokens`` term: products of two activations, softmax, layer norm, GELU and the
 #: transposes between heads and windows
 TOKEN_TYPES = ("MatMul", "Softmax", "LayerNorm", "GELU", "Transpose")
@@ -56,6 +48,14 @@ TYPE_GROUPS = {"tokens": TOKEN_TYPES, "attention": ATTENTION_TYPES}
 #: ... and the `LayerType` values of each group's types
 TYPE_GROUP_IDS = {term: frozenset(int(LayerType.from_label(t)) for t in types)
                   for term, types in TYPE_GROUPS.items()}
+
+
+def ramp_share(time_ms: Any, ramp_ms: float = RAMP_MS) -> Any:
+    """The share of a ramped per-layer cost a layer of model time ``time_ms`` pays: t / ``ramp_ms`` below the
+    ramp, 1 from it (1 everywhere for ``ramp_ms`` 0: a flat cost). Used alike by the calibration's
+    ``ramped_layers`` term, the platform's overhead and adapt's per-kind data, so a fit predicts what it fitted."""
+    t = np.asarray(time_ms, dtype=np.float64)
+    return np.minimum(t / ramp_ms, 1.0) if ramp_ms else np.ones_like(t)
 
 
 @dataclass
