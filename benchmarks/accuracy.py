@@ -22,7 +22,7 @@ medians). Variants: the platform files ``<variant>.json`` in --variants-dir, els
 mixed+mapping). --quick: networks up to 4 GOPs, 10 NAS cells, 20 runs per repeat.
 
 --adapt: the learning curve of ``annette adapt`` on the validation networks: the shipped file adapted from
-N = 0, 1, 3, 5, 10 calibration networks measured here (in the same passes as the validation networks, so a
+N = 0, 1, 3, 5, 14 networks measured here (in the same passes as the validation networks, so a
 drift of the machine's speed moves both alike), with the wall time of a real ``annette adapt`` run for each
 (``--with-calibrate quick,full`` adds ``annette calibrate`` runs beside it).
 
@@ -223,7 +223,7 @@ def main() -> int:
     ap.add_argument("--shipped", metavar="FILE", help="also compare this (already calibrated) platform file")
     ap.add_argument("--adapt", action="store_true",
                     help="learning curve of 'annette adapt': the shipped file (--shipped, default the platform's "
-                         "shipped default file) adapted from N = 0, 1, 3, 5, 10 networks measured here")
+                         "shipped default file) adapted from N = 0, 1, 3, 5, 14 networks measured here")
     ap.add_argument("--with-calibrate", default="", metavar="PLANS",
                     help="with --adapt: also run 'annette calibrate' with these plans (quick,full) and score them")
     ap.add_argument("-v", "--verbose", action="store_true", help="log which networks are skipped and why")
@@ -343,8 +343,8 @@ def main() -> int:
     return 0
 
 
-#: calibration networks measured by each point of the ``--adapt`` learning curve (0: the file as shipped)
-ADAPT_CURVE = (0, 1, 3, 5, 10)
+#: networks measured by each point of the ``--adapt`` learning curve (0: the file as shipped; 14: the default)
+ADAPT_CURVE = (0, 1, 3, 5, 14)
 
 
 def adapt_base(args) -> str:
@@ -355,14 +355,14 @@ def adapt_base(args) -> str:
 
 
 def adapt_sets(base: str) -> dict[int, list]:
-    """The calibration networks ``annette adapt`` of ``base`` measures for each N of `ADAPT_CURVE` (covering the
-    types the file models), as measurable networks named ``adapt<N>/<name>``, so that they are measured in the
-    validation networks' own passes."""
-    from annette_torch.fit.calibrate import _validation_hashes, calibration_networks, modelled_types
+    """The networks ``annette adapt`` of ``base`` measures for each N of `ADAPT_CURVE` (covering the types the file
+    models; `adaptation_networks`), as measurable networks named ``adapt<N>/<name>``, so that they are measured in
+    the validation networks' own passes."""
+    from annette_torch.fit.calibrate import _validation_hashes, adaptation_networks, modelled_types
 
     cover = modelled_types(at.load_platform(base))
     return {n: [CalibrationNet(f"adapt{n}/{c.name}", "calibration", c, (1, 3, 224, 224))
-                for c in calibration_networks(n, exclude_hashes=_validation_hashes(), cover=cover)]
+                for c in adaptation_networks(n, exclude_hashes=_validation_hashes(), cover=cover)]
             for n in ADAPT_CURVE[1:]}
 
 

@@ -226,11 +226,11 @@ def test_adapt_says_what_each_family_can_expect(tmp_path, monkeypatch, capsys):
     other families predict it (their mean is the printed leave-one-family-out error), and the CLI prints it."""
     import annette_torch.fit.adapt as A
     from annette_torch.fit.adapt import CHECKS, family
-    from annette_torch.fit.calibrate import _validation_hashes, calibration_networks, modelled_types
+    from annette_torch.fit.calibrate import _validation_hashes, adaptation_networks, modelled_types
 
     fake = _fake_machine(1.5, 0.002, 0.1)
-    res = adapt(ORT_CPU, networks=10, measure=fake, save=False)
-    fams = [family(n) for n in calibration_networks(10, exclude_hashes=_validation_hashes(),
+    res = adapt(ORT_CPU, networks=14, measure=fake, save=False)
+    fams = [family(n) for n in adaptation_networks(14, exclude_hashes=_validation_hashes(),
                                                     cover=modelled_types(at.load_platform(ORT_CPU)))]
     assert res.check == CHECKS[1] and res.family_mape is not None
     assert list(res.family_mape) == list(dict.fromkeys(fams)) and len(res.family_mape) >= 2
@@ -241,7 +241,7 @@ def test_adapt_says_what_each_family_can_expect(tmp_path, monkeypatch, capsys):
     expected = res.expected()
     assert expected["convolutional"] == pytest.approx(
         sum(counts[g] * res.family_mape[g] for g in conv) / sum(counts[g] for g in conv))
-    assert expected["attention"] == pytest.approx(res.family_mape["attention"])  # (ten networks hold attention)
+    assert expected["attention"] == pytest.approx(res.family_mape["attention"])  # (14 networks hold attention)
     monkeypatch.setattr(A, "_measure_here", lambda runtime, progress: lambda nets: (fake(nets),
                                                                                     np.full(len(nets), 0.01)))
     monkeypatch.setattr(A, "_sweeper", lambda runtime, progress: lambda raw, nets: {})  # (no micro-kernels)
@@ -255,18 +255,18 @@ def test_adapt_says_what_each_family_can_expect(tmp_path, monkeypatch, capsys):
 @pytest.mark.parametrize("name", ["ort-cpu.json", "openvino-cpu.json",
                                   "machines/ort-cpu/intel-r-xeon-r-processor-2c.json",
                                   "machines/openvino-cpu/intel-r-xeon-r-processor-2c.json"])
-def test_ten_adaptation_networks_exercise_every_type_the_file_models_and_no_validation_network(name):
-    """For each shipped CPU file, the 10 networks adapt measures by default span the families and hold every layer
+def test_the_adaptation_networks_exercise_every_type_the_file_models_and_no_validation_network(name):
+    """For each shipped CPU file, the 14 networks adapt measures by default span the families and hold every layer
     type the file has a model of (but those only the mapping produces), and none has the weighted layers of a
     validation network (nor is one of the accuracy benchmark's NAS-Bench-101 cells)."""
     from annette_torch.fit.adapt import DEFAULT_NETWORKS, family
-    from annette_torch.fit.calibrate import _validation_hashes, calibration_networks, modelled_types
+    from annette_torch.fit.calibrate import _validation_hashes, adaptation_networks, modelled_types
     from annette_torch.validate import validation_networks
     from annette_torch.validate.networks import WEIGHTED_TYPES, layer_signature
 
     plat = at.load_platform(platform_dir() / name)
-    nets = calibration_networks(DEFAULT_NETWORKS, exclude_hashes=_validation_hashes(), cover=modelled_types(plat))
-    assert DEFAULT_NETWORKS == len(nets) == 10
+    nets = adaptation_networks(DEFAULT_NETWORKS, exclude_hashes=_validation_hashes(), cover=modelled_types(plat))
+    assert DEFAULT_NETWORKS == len(nets) == 14
     assert modelled_types(plat) <= {t for n in nets for t in n.type_labels()}
     assert {"ConvTranspose", "LeakyRelu", "Softplus", "AvgPool", "Resize", "HardSigmoid"} <= modelled_types(plat)
     assert {family(n) for n in nets} == {"plain", "mobile", "grouped", "attention"}
@@ -275,6 +275,69 @@ def test_ten_adaptation_networks_exercise_every_type_the_file_models_and_no_vali
     assert not {layer_signature(n, WEIGHTED_TYPES) for n in nets} & validation
     cells = {n.name.removeprefix("calib-nb101-") for n in nets if n.name.startswith("calib-nb101-")}
     assert cells and not cells & {h[:8] for h in _validation_hashes()}
+
+
+def test_the_adaptation_networks_end_with_the_largest_cells_and_classic_networks():
+    """From 3 networks on, a third (at most `SPAN`) of what adapt measures are large networks: the full calibration
+    set's NB101 cells of most operations and `LARGE_CLASSIC`, in turn, none twice; the rest are the calibration
+    networks of that smaller count, and below 3 nothing changes."""
+    import annette_torch.fit.calibrate as C
+    from annette_torch.fit.calibrate import _validation_hashes, adaptation_networks, calibration_networks
+
+    ex = _validation_hashes()
+    full = calibration_networks(C.PLANS["full"].networks, exclude_hashes=ex)
+    cells = sorted((n for n in full if n.name.startswith("calib-nb101-")), key=lambda n: -float(np.sum(n.ops)))
+    for n in (1, 2, 3, 10, 14, 20):
+        k = C.large_count(n)
+        assert k == min(C.SPAN, n // 3)
+        nets = adaptation_networks(n, exclude_hashes=ex)
+        names = [x.name for x in nets]
+        assert len(nets) == n and len(set(names)) == n
+        assert names[: n - k] == [x.name for x in calibration_networks(n - k, exclude_hashes=ex)]
+        large = nets[n - k:]
+        left = [[c.name for c in cells if c.name not in names[: n - k]], ["calib-classic-" + c for c in C.LARGE_CLASSIC
+                                                                  if "calib-classic-" + c not in names[: n - k]]]
+        turns = [x for pair in zip(*left) for x in pair]  # (a cell, a classic network, ...; then what is left)
+        turns += left[0][len(left[1]):] + left[1][len(left[0]):]
+        assert [x.name for x in large] == turns[:k]
+        if k:  # (the large ones: more operations than any network of the rest)
+            assert min(float(np.sum(x.ops)) for x in large) > np.median([float(np.sum(x.ops)) for x in nets[: n - k]])
+
+
+def test_attention_layers_get_a_factor_of_their_own_where_left_out_families_say_so():
+    """On a machine where convolutional networks run 1.3x the file's terms and the attention family's tokens
+    layers half as fast again, one factor is set by both and right for neither; with a factor of its own for the
+    tokens group (`_fit`'s ``group``), the convolutional networks left out get the level of the others, and the
+    adapted file carries it as the group's kind scales. Without time in the group nothing changes."""
+    from annette_torch.fit.adapt import CHECKS, _fit
+    from annette_torch.fit.calibrate import overhead_entry
+    from annette_torch.models.calibration import TYPE_GROUPS
+
+    rng = np.random.default_rng(3)
+    terms, groups = [], []
+    for fam, n in (("plain", 4), ("mobile", 4), ("attention", 4)):
+        for _ in range(n):
+            layers = float(rng.uniform(2, 40))
+            tokens = 0.3 * layers if fam == "attention" else 0.0
+            terms.append({"layers": layers, "executed_layers": 10 * layers, "constant": 1.0, "tokens": tokens})
+            groups.append(fam)
+    prior = {"layers": 1.0, "executed_layers": 0.001, "constant": 0.05}
+    y = np.array([1.3 * (t["layers"] + 0.001 * t["executed_layers"] + 0.05) + 1.3 * 1.5 * t["tokens"]
+                  for t in terms])
+    names = [f"n{i}" for i in range(len(y))]
+    one, err_one, fitted, check, _ = _fit(terms, y, ("layers",), names, True, prior, groups, fresh=False)
+    assert fitted == ("scale",) and check == CHECKS[1]
+    cal, err, fitted, check, errors = _fit(terms, y, ("layers",), names, True, prior, groups, fresh=False,
+                                           group="tokens")
+    assert fitted == ("scale", "tokens") and check == CHECKS[1] and err < err_one
+    conv = np.array(groups) != "attention"  # (the attention family left out has no group time to fit: one factor)
+    assert errors is not None and np.all(errors[conv] < 1e-3) and np.all(_fit(
+        terms, y, ("layers",), names, True, prior, groups, fresh=False)[4][conv] > 0.01)
+    assert cal.coef["layers"] == pytest.approx(1.3, rel=1e-3)
+    ks = overhead_entry(cal, "t")["kind_scales"]
+    assert set(ks) == set(TYPE_GROUPS["tokens"]) and ks["MatMul"] == pytest.approx(2.5, rel=1e-2)
+    plain = [t | {"tokens": 0.0} for t in terms]
+    assert _fit(plain, y, ("layers",), names, True, prior, groups, fresh=False, group="tokens")[2] == ("scale",)
 
 
 def test_families_come_from_the_layer_types():
@@ -323,15 +386,18 @@ def test_micro_kernel_scales_are_kept_where_they_predict_left_out_networks_bette
     from annette_torch.fit.adapt import CHECKS
     speed = {"Conv": 1.7, "MatMul": 0.9, "FullyConnected": 1.1}
     measure = _kind_machine(speed)
-    plain = adapt(ORT_CPU, networks=10, measure=measure, save=False, sweep=False)
-    res = adapt(ORT_CPU, networks=10, measure=measure, out=tmp_path / "k.json", sweep=lambda raw, nets: dict(speed))
+    plain = adapt(ORT_CPU, networks=14, measure=measure, save=False, sweep=False)
+    swept: list[int] = []  # (the sweep is planned on the calibration networks, not the large ones)
+    res = adapt(ORT_CPU, networks=14, measure=measure, out=tmp_path / "k.json",
+                sweep=lambda raw, ests: swept.append(len(ests)) or dict(speed))
+    assert swept == [10]
     assert res.terms[0] == "micro-kernel scales" and res.kind_scales == speed
     assert res.check == CHECKS[1] and res.loo_mape < 0.5 * plain.loo_mape
     assert "per-kind scales from micro-kernels measured here (Conv x1.70" in res.fitted()
     ks = json.loads((tmp_path / "k.json").read_text())["overhead"]["kind_scales"]
     assert {k: ks[k] for k in speed} == pytest.approx(speed)
     assert res.mape_after < 0.05 < plain.mape_after and res.terms == ("micro-kernel scales", "scale")
-    wrong = adapt(ORT_CPU, networks=10, measure=measure, save=False,
+    wrong = adapt(ORT_CPU, networks=14, measure=measure, save=False,
                   sweep=lambda raw, nets: {"Conv": 0.6, "MatMul": 3.0})
     assert wrong.terms[0] != "micro-kernel scales" and wrong.kind_scales is None
 
@@ -354,6 +420,19 @@ def test_the_sweep_plan_follows_the_networks_time():
     assert set(both["FullyConnected"]) == {VECTOR_SUITE, KIND_SUITES["FullyConnected"]}
     assert sum(t.weight for t in both["FullyConnected"].values()) == pytest.approx(1.0)
     assert all(len(p) <= MAX_KINDS and set(p) <= set(KIND_SUITES) for p in (cnn, vit, both))
+
+
+def test_classifiers_streamed_from_memory_are_left_to_the_cold_weights_factor():
+    """With a cache model (``cold``), a classifier with `MIN_COLD_WEIGHT_MB` of weights or more does not weigh the
+    classifier suite of the fully connected factor (the ``cold_weights`` micro-kernels rescale its bandwidth):
+    AlexNet's two 4096-wide layers (151 MB, 67 MB) drop out of it, its 16 MB last one and ViT's head stay."""
+    from annette_torch import zoo
+    from annette_torch.fit.kind_sweep import VECTOR_SUITE, sweep_plan
+    raw = without_overhead(at.load_platform(ORT_CPU))
+    ests = [at.estimate(at.trace(zoo.get(n), (1, 3, 224, 224)), raw) for n in ("alexnet", "vit_ti16")]
+    warm, cold = sweep_plan(ests), sweep_plan(ests, cold=True)
+    assert len(warm["FullyConnected"][VECTOR_SUITE].times) == 4 and len(cold["FullyConnected"][VECTOR_SUITE].times) == 2
+    assert cold["FullyConnected"][VECTOR_SUITE].weight < warm["FullyConnected"][VECTOR_SUITE].weight
 
 
 def test_the_sweep_plans_the_activations_no_network_holds_with_their_own_micro_kernels():

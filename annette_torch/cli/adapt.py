@@ -37,7 +37,7 @@ def add_parser(sub: Any) -> None:
                     "nb201:|nor_conv_3x3~0|+...|:100).")
     a.add_argument("-p", "--platform", required=True, metavar="P", help="platform name or platform .json file")
     a.add_argument("-n", "--networks", type=_networks, default=None, metavar="N",
-                   help="calibration networks to measure here (default 10; never the validation networks)")
+                   help="calibration networks to measure here (default 14, four of them large; never the validation networks)")
     a.add_argument("--latencies", metavar="CSV", help="model,input_shape,latency_ms rows measured on the board "
                                                       "(model: zoo name, file, module:callable or SPACE:ARCH[:CLASSES])")
     a.add_argument("--out", metavar="FILE", help="platform file to write (default: <platform>.json in your "

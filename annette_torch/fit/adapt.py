@@ -41,8 +41,9 @@ __all__ = ["adapt", "AdaptResult", "AdaptError", "read_latencies", "given_latenc
 
 log = logging.getLogger(__name__)
 
-#: calibration networks measured by default: enough for the CPU terms, about a minute on 2 cores
-DEFAULT_NETWORKS = 10
+#: networks measured by default (`calibrate.adaptation_networks`: ten calibration networks and four large ones):
+#: enough for the CPU terms and the level of large CNNs, about 80 s on 2 cores with the micro-kernel sweep
+DEFAULT_NETWORKS = 14
 #: fewest usable latencies a board adaptation takes
 MIN_ROWS = 3
 #: measurement rounds per network (the fastest round's median counts, as in ``annette calibrate``)
@@ -146,11 +147,17 @@ class AdaptResult:
 
     def fitted(self) -> str:
         """What the refit changed, in words."""
+        from ..models.calibration import TYPE_GROUPS
+
         scales = ", ".join(f"{k} x{v:.2f}" for k, v in (self.kind_scales or {}).items())
         if self.terms[:1] == ("micro-kernel scales",):
             rest = self.terms[1:]
-            text = (f"per-kind scales from micro-kernels measured here ({scales}), then "
-                    + ("one factor on the base file's network-level model" if rest == ("scale",) else ", ".join(rest)))
+            level = "one factor on the base file's network-level model"
+            if len(rest) == 2 and rest[0] == "scale" and rest[1] in TYPE_GROUPS:  # (a type group's own factor)
+                level += f" and one on its {rest[1]} layers ({', '.join(TYPE_GROUPS[rest[1]])})"
+            elif rest != ("scale",):
+                level = ", ".join(rest)
+            text = f"per-kind scales from micro-kernels measured here ({scales}), then {level}"
         elif self.kind_scales:
             text = f"one factor and per-kind scales ({scales})"
         elif self.terms == ("scale",):
@@ -357,21 +364,50 @@ def _group_factor(base: Any) -> tuple[str, float] | None:
 
 
 def _fit_scaled(terms: list[dict[str, float]], y: np.ndarray, prior: dict[str, float], names: Sequence[str],
-                cpu: bool, fixed: tuple[str, ...] = ()) -> Any:
+                cpu: bool, fixed: tuple[str, ...] = (), group: str | None = None) -> Any:
     """The base file's network-level model times one factor: the machine or board is uniformly faster or
     slower (the ``fixed`` terms kept as they are). Relative least squares (robust on a CPU, as
-    `fit_cpu_calibration`); exact through one network."""
+    `fit_cpu_calibration`); exact through one network. With ``group`` (one of `TYPE_GROUPS`), that group's
+    layers get a factor of their own beside it, where some network has their time and three networks or more
+    pin the two (`_with_group`)."""
     from ..models.calibration import Calibration
     from .calibrate_network import CPU_LOSS, fit_calibration
 
     scaled = Calibration({t: c for t, c in prior.items() if t not in fixed})
     pred = [{"layers": scaled.predict(t)} for t in terms]
     rest = y - np.array([sum(prior.get(f, 0.0) * t.get(f, 0.0) for f in fixed) for t in terms])
+    if group is not None and len(y) >= 3 and any(t.get(group, 0.0) > 0 for t in terms):
+        both = _with_group(pred, terms, rest, prior, names, fixed, group, cpu)
+        if both is not None:
+            return both
     if len(y) == 1:
         k = float(rest[0] / pred[0]["layers"])
     else:
         k = fit_calibration(pred, rest, ("layers",), loss=CPU_LOSS if cpu else None).coef["layers"]
     return Calibration({t: c if t in fixed else k * c for t, c in prior.items()}, None, tuple(names))
+
+
+def _with_group(pred: list[dict[str, float]], terms: list[dict[str, float]], rest: np.ndarray,
+                prior: dict[str, float], names: Sequence[str], fixed: tuple[str, ...], group: str,
+                cpu: bool) -> Any:
+    """The scaled base model (``pred``: its prediction per network) plus the time of the layer types of ``group``
+    at a coefficient of their own; None where that would run the group's layers below `MIN_DEPTHWISE_SCALE` of
+    the others. Why: on another CPU the attention-era kinds (products of two activations, softmax, layer norm)
+    change speed unlike convolutions; a single factor fitted on networks with and without them is set by both
+    and right for neither (the AMD EPYC openvino-cpu file on the Intel Xeon VM, after its micro-kernel sweep:
+    vision transformers 5-37% high, which took the one factor and every CNN 6% low)."""
+    from ..models.calibration import Calibration
+    from .calibrate_network import CPU_LOSS, MIN_DEPTHWISE_SCALE, fit_calibration
+
+    rows = [{"layers": p["layers"], group: t.get(group, 0.0)} for p, t in zip(pred, terms)]
+    c = fit_calibration(rows, rest, ("layers", group), loss=CPU_LOSS if cpu else None, signed=(group,)).coef
+    k, g = c["layers"], c[group]
+    coef = {t: v if t in fixed else k * v for t, v in prior.items()}
+    base = coef.get("layers", 0.0)
+    coef[group] = coef.get(group, 0.0) + g
+    if base <= 0 or base + coef[group] < MIN_DEPTHWISE_SCALE * base:
+        return None
+    return Calibration(coef, None, tuple(names))
 
 
 def family(net: Network) -> str:
@@ -413,7 +449,8 @@ def _family_groups(groups: Sequence[str] | None, n: int, need: int) -> Sequence[
 
 def _fit(terms: list[dict[str, float]], y: np.ndarray, use: tuple[str, ...], names: Sequence[str],
          cpu: bool, prior: dict[str, float], groups: Sequence[str] | None = None, fresh: bool = True,
-         fixed: tuple[str, ...] = ()) -> tuple[Any, float, tuple[str, ...], str, np.ndarray | None]:
+         fixed: tuple[str, ...] = (), group: str | None = None
+         ) -> tuple[Any, float, tuple[str, ...], str, np.ndarray | None]:
     """The refit: the base model scaled by one factor, or the terms ``use`` fitted afresh. The fresh fit wins
     only when its out-of-sample error is lower by more than its own standard error (the one-standard-error
     rule: more parameters need clear evidence). With the networks' ``groups`` (`family`) the out-of-sample
@@ -422,7 +459,9 @@ def _fit(terms: list[dict[str, float]], y: np.ndarray, use: tuple[str, ...], nam
     the scaled base model. Returns the `Calibration`, its out-of-sample MAPE (nan below 3 networks), what
     was fitted (``("scale",)`` or the terms), which check measured the error (`CHECKS`) and each network's
     out-of-sample error (None below 3 networks). Without ``fresh``: the scaled base model, judged by the check
-    the fresh fit would have had. ``fixed``: terms of the base model the scaling keeps as they are."""
+    the fresh fit would have had, and with ``group`` (one of `TYPE_GROUPS`) the scaled base model with that group's
+    layers at a factor of their own as well, kept where the check's error is lower (``("scale", group)``).
+    ``fixed``: terms of the base model the scaling keeps as they are."""
     from .calibrate_network import CPU_LOSS, CPU_SIGNED_TERMS, SIGNED_TERMS, fit_calibration, fit_cpu_calibration
 
     scaled = _fit_scaled(terms, y, prior, names, cpu, fixed)
@@ -431,6 +470,12 @@ def _fit(terms: list[dict[str, float]], y: np.ndarray, use: tuple[str, ...], nam
         groups = _family_groups(groups, len(y), 1 if few else len(use) + 2)
         errors = _loo(lambda t, m: _fit_scaled(t, m, prior, (), cpu, fixed), terms, y, groups) if len(y) >= 3 else None
         scaled.loo_mape = float(np.mean(errors)) if errors is not None else float("nan")
+        if group is not None and errors is not None and any(t.get(group, 0.0) > 0 for t in terms):
+            err_g = _loo(lambda t, m: _fit_scaled(t, m, prior, (), cpu, fixed, group), terms, y, groups)
+            both = _fit_scaled(terms, y, prior, names, cpu, fixed, group)
+            if np.mean(err_g) < scaled.loo_mape and both.coef.get(group, 0.0) != scaled.coef.get(group, 0.0):
+                both.loo_mape = float(np.mean(err_g))
+                return both, both.loo_mape, ("scale", group), CHECKS[groups is not None], err_g
         return scaled, scaled.loo_mape, ("scale",), CHECKS[groups is not None], errors
     groups = _family_groups(groups, len(y), len(use) + 2)  # (a fit takes two networks more than terms)
     check = CHECKS[groups is not None]
@@ -448,6 +493,14 @@ def _fit(terms: list[dict[str, float]], y: np.ndarray, use: tuple[str, ...], nam
     fresh = refit(terms, y, names)
     fresh.loo_mape = float(np.mean(err_fresh))
     return fresh, fresh.loo_mape, tuple(use), check, err_fresh
+
+
+def _group_term(prior: dict[str, float]) -> str:
+    """The type group (`TYPE_GROUPS`) whose layers may get a factor of their own in a refit: the base file's own
+    where it has one (a file holds one group's factor), else ``tokens`` (the attention-era kinds and transposes)."""
+    from ..models.calibration import TYPE_GROUPS
+
+    return next((g for g in TYPE_GROUPS if prior.get(g)), "tokens")
 
 
 def _with_factors(raw: Platform, factors: dict[str, float]) -> Platform:
@@ -642,7 +695,8 @@ def adapt(platform: PlatformLike, networks: int = DEFAULT_NETWORKS,
 
     Without ``latencies``: measure ``networks`` calibration networks end to end on this machine (a CPU
     runtime platform: ``ort-cpu`` or ``openvino-cpu``; never the accuracy benchmark's validation networks; of
-    the families, those that together hold most of the layer types the file models, `calibrate.covering`) and
+    the families, those that together hold most of the layer types the file models, `calibrate.covering`, and
+    from 3 networks on some large ones, `calibrate.adaptation_networks`) and
     refit the per-network overhead: the base file's network-level model times one factor, or scale,
     per-executed-layer and per-inference cost fitted afresh (fewer terms for fewer networks) where their
     leave-one-out error is lower by more than its standard error (`AdaptResult.terms` is ``("scale",)``
@@ -660,7 +714,8 @@ def adapt(platform: PlatformLike, networks: int = DEFAULT_NETWORKS,
     from ..estimator import estimate
     from ..platform import load_platform
     from ..platform.machine import machine_description, machine_fingerprint
-    from .calibrate import MEASURABLE, _validation_hashes, calibration_networks, modelled_types, overhead_entry
+    from .calibrate import MEASURABLE, _validation_hashes, adaptation_networks, large_count, modelled_types
+    from .calibrate import overhead_entry
     from .calibrate import user_platform_file, without_overhead
 
     t0 = time.perf_counter()
@@ -677,7 +732,7 @@ def adapt(platform: PlatformLike, networks: int = DEFAULT_NETWORKS,
                              "--latencies FILE.csv")
         if int(networks) < 1:
             raise AdaptError(f"adapt: --networks must be >= 1, got {networks}")
-        nets = calibration_networks(int(networks), exclude_hashes=_validation_hashes(), cover=modelled_types(base))
+        nets = adaptation_networks(int(networks), exclude_hashes=_validation_hashes(), cover=modelled_types(base))
         names = [n.name for n in nets]
         if measure is None:
             y, spread = _measure_here(runtime, progress)(nets)
@@ -737,12 +792,16 @@ def adapt(platform: PlatformLike, networks: int = DEFAULT_NETWORKS,
     factors = None  # measured here: per-kind scales from micro-kernels, where they predict left-out networks better
     if cpu and latencies is None and (sweep is True or callable(sweep) or (sweep is None and measure is None)):
         sweeper = sweep if callable(sweep) else _sweeper(base.name, progress)
-        found = sweeper(raw, ests)
+        # micro-kernels like the calibration networks' layers: the large networks (`large_count`) pin the level, and
+        # by their time alone they would pick the kinds and weigh a kind's suites (VGG's classifier took the fully
+        # connected factor of a transformer's token projections from 1.16 to 1.25 on the Intel Xeon VM)
+        found = sweeper(raw, ests[: len(ests) - large_count(len(ests))])
         if found:
             swept = [estimate(n, _with_factors(raw, found)).terms for n in nets]
             # the sweep measured what differs by kind: on top of it only the base file's terms times one
             # factor (terms fitted afresh on ten networks overfit it: a 0.8 ms constant, large CNNs 12-27% low)
-            fit_s = _fit(swept, y_fit, candidates, names, cpu, prior, groups, fresh=False, fixed=fixed)
+            fit_s = _fit(swept, y_fit, candidates, names, cpu, prior, groups, fresh=False, fixed=fixed,
+                         group=_group_term(prior))
             if fit_s[1] < loo and fit_s[3] == check:
                 (cal, loo, use, check, errors), factors = fit_s, found
     kinds = None

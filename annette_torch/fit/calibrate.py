@@ -134,24 +134,16 @@ def calibration_networks(n: int, seed: int = CALIBRATION_SEED, exclude_hashes: s
     dominate, and their errors set the per-layer term (ort-cpu on an Intel Xeon: -6 us per layer, so small
     NB101 cells came out 15-18% low and large ones 10% high; calibration LOO 9.9% with them, 3.2% without).
     """
-    from ..search.spaces import mbv2, nb101
+    from ..search.spaces import mbv2
     from .calibration_classic import CLASSIC_CALIBRATION
     from .calibration_classic import PREFIX as CLASSIC
     from .calibration_modern import PREFIX as MODERN
     from .calibration_modern import MODERN_CALIBRATION, calibration_networks_of
 
     rng = np.random.default_rng(seed)
-    out = []
-    n_modern = n // 3
-    n_classic = min(n // 5, len(CLASSIC_CALIBRATION))
+    n_modern, n_classic, n_cells = _family_counts(n)
     n -= n_modern + n_classic
-    n_cells = n - n // 2
-    specs = [s for s in nb101.sample(n_cells * 2, rng)
-             if not exclude_hashes or nb101.spec_hash(s.matrix, s.ops) not in exclude_hashes]
-    for s in specs[:n_cells]:
-        net = nb101.build_network(s.matrix, s.ops)
-        net.name = f"calib-nb101-{nb101.spec_hash(s.matrix, s.ops)[:8]}"
-        out.append(net)
+    out = _cells(n_cells, rng, exclude_hashes)
     for i in range(n // 2):
         choices = [str(rng.choice(b.ops)) for b in mbv2.BLOCKS]
         res = int(rng.choice([128, 160, 192, 224]))
@@ -163,6 +155,70 @@ def calibration_networks(n: int, seed: int = CALIBRATION_SEED, exclude_hashes: s
                      {t for net in out for t in net.type_labels()}) if cover else \
         {p: names[:k] for (p, names), k in zip(pools.items(), (n_classic, n_modern))}
     return out + calibration_networks_of(picks[CLASSIC] + picks[MODERN])
+
+
+def _family_counts(n: int) -> tuple[int, int, int]:
+    """(transformer-era, classic-family, NB101) networks among `calibration_networks` of ``n``."""
+    from .calibration_classic import CLASSIC_CALIBRATION
+
+    n_modern, n_classic = n // 3, min(n // 5, len(CLASSIC_CALIBRATION))
+    rest = n - n_modern - n_classic
+    return n_modern, n_classic, rest - rest // 2
+
+
+def _cells(n_cells: int, rng: np.random.Generator, exclude_hashes: set[str] | None) -> list:
+    """``n_cells`` NB101 cells drawn with ``rng``, none of ``exclude_hashes``, named ``calib-nb101-<hash>``."""
+    from ..search.spaces import nb101
+
+    specs = [s for s in nb101.sample(n_cells * 2, rng)
+             if not exclude_hashes or nb101.spec_hash(s.matrix, s.ops) not in exclude_hashes]
+    out = []
+    for s in specs[:n_cells]:
+        net = nb101.build_network(s.matrix, s.ops)
+        net.name = f"calib-nb101-{nb101.spec_hash(s.matrix, s.ops)[:8]}"
+        out.append(net)
+    return out
+
+
+#: at most this many of the networks ``annette adapt`` measures are large ones (`adaptation_networks`) ...
+SPAN = 4
+#: ... of them, the classic-family networks (`calibration_classic`) of most operations, largest first
+LARGE_CLASSIC = ("vgg-fc-224", "resnet26-bottleneck-160")
+
+
+def large_count(n: int) -> int:
+    """How many of the ``n`` networks of `adaptation_networks` are large ones (the last): a third, at most `SPAN`."""
+    return min(SPAN, max(int(n), 0) // 3)
+
+
+def adaptation_networks(n: int, seed: int = CALIBRATION_SEED, exclude_hashes: set[str] | None = None,
+                        cover: Collection[str] = ()) -> list:
+    """``n`` networks for ``annette adapt``: `calibration_networks` of all but `large_count` of them, then that
+    many large ones: the NB101 cells of the full calibration set (`PLANS` ``full``) with the most operations
+    and the `LARGE_CLASSIC` networks, a cell and a classic network in turn.
+
+    Why: a small calibration set runs in 2-17 ms per network, and the level fitted on it alone is extrapolated to
+    the 20-200 ms of a ResNet-50 or VGG. The AMD EPYC ``openvino-cpu`` file adapted on the Intel Xeon VM from ten
+    such networks priced large CNNs 9-12% low (classic architectures: MAPE 7.2%, bias -6%).
+    """
+    from .calibration_classic import PREFIX as CLASSIC
+    from .calibration_modern import calibration_networks_of
+
+    k = large_count(n)
+    out = calibration_networks(n - k, seed, exclude_hashes, cover)
+    if not k:
+        return out
+    have = {net.name for net in out}
+    cells = _cells(_family_counts(PLANS["full"].networks)[2], np.random.default_rng(seed), exclude_hashes)
+    cells = sorted((c for c in cells if c.name not in have), key=lambda c: -float(np.sum(c.ops)))
+    classic = [CLASSIC + name for name in LARGE_CLASSIC if CLASSIC + name not in have]
+    large: list = []
+    while len(large) < k and (cells or classic):
+        if cells:
+            large.append(cells.pop(0))
+        if classic and len(large) < k:
+            large += calibration_networks_of([classic.pop(0)])
+    return out + large
 
 
 def covering(pools: dict[str, list[str]], counts: dict[str, int], cover: Collection[str],

@@ -131,12 +131,17 @@ def _select(kind: str) -> Callable[[dict], bool] | None:
     return lambda c: c["act"] == name and c["c"] * c["h"] * c["w"] >= MIN_ACT_ELEMENTS
 
 
-def sweep_plan(estimates: Sequence[Estimate], activations: Sequence[str] = ()) -> dict[str, dict[str, Target]]:
+def sweep_plan(estimates: Sequence[Estimate], activations: Sequence[str] = (),
+               cold: bool = False) -> dict[str, dict[str, Target]]:
     """What to sweep for the networks of ``estimates`` (by a platform without network-level overhead):
     {kind: {suite: `Target`}} for the kinds with suites (`KIND_SUITES`) that carry the most of the
     networks' predicted time, largest first, until `TIME_SHARE` of it (at most `MAX_KINDS`); a fully connected
     layer's suites by the time of token rows and of classifier rows (`TOKEN_ROWS`). Then each kind of
-    ``activations`` (`activation_kinds` of the file) that the networks do not hold."""
+    ``activations`` (`activation_kinds` of the file) that the networks do not hold. With ``cold`` (the file has a
+    cache model, whose streaming bandwidths the ``cold_weights`` micro-kernels rescale), a classifier with
+    `MIN_COLD_WEIGHT_MB` of weights or more is left to them: one kind factor serves every fully connected layer,
+    and VGG's 400 MB head, streamed from memory at ~2.5x the AMD EPYC file's time on the Intel Xeon VM, took the
+    factor of a transformer's token projections from 1.16 to 1.46."""
     share: dict[str, float] = {}
     layers: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}  # suite -> (features, relative times) per net
     for e in estimates:
@@ -146,10 +151,11 @@ def sweep_plan(estimates: Sequence[Estimate], activations: Sequence[str] = ()) -
         ex, t = e.mapped.network, e.mapped_time_ms / total
         labels = np.asarray(ex.type_labels(), dtype=object)
         vector = np.asarray(ex.cols["n"] * ex.cols["h_in"] * ex.cols["w_in"], np.float64) < TOKEN_ROWS
+        streamed = cold & (4.0 * np.asarray(ex.weights, np.float64) >= MIN_COLD_WEIGHT_MB * 2**20)  # (f32 weights)
         feats = features(ex.ops, np.asarray(ex.in_elems, np.float64) + ex.out_elems, ex.weights)
         for kind in KIND_SUITES:
             sel = (labels == kind) & (t > 0)
-            parts = (sel & ~vector, sel & vector) if kind == "FullyConnected" else (sel,)
+            parts = (sel & ~vector, sel & vector & ~streamed) if kind == "FullyConnected" else (sel,)
             for suite, part in zip(_suites(kind), parts):
                 layers.setdefault(suite, []).append((feats[part], t[part]))
     plan: dict[str, dict[str, Target]] = {}
@@ -310,5 +316,6 @@ def measure_factors(raw: Platform, runtime: str, estimates: Sequence[Estimate],
                     progress: Callable[[str], None] | None = None) -> dict[str, float]:
     """`sweep_factors` of the `sweep_plan` of ``estimates`` (the networks estimated by ``raw``), of the
     activations ``raw`` models, and of weights streamed from memory where ``raw`` has a cache model."""
-    return sweep_factors(raw, runtime, sweep_plan(estimates, activation_kinds(raw)), progress=progress,
-                         cold=raw.cache is not None)
+    cold = raw.cache is not None
+    return sweep_factors(raw, runtime, sweep_plan(estimates, activation_kinds(raw), cold), progress=progress,
+                         cold=cold)
