@@ -367,46 +367,33 @@ def _fit_scaled(terms: list[dict[str, float]], y: np.ndarray, prior: dict[str, f
                 cpu: bool, fixed: tuple[str, ...] = (), group: str | None = None) -> Any:
     """The base file's network-level model times one factor: the machine or board is uniformly faster or
     slower (the ``fixed`` terms kept as they are). Relative least squares (robust on a CPU, as
-    `fit_cpu_calibration`); exact through one network. With ``group`` (one of `TYPE_GROUPS`), that group's
-    layers get a factor of their own beside it, where some network has their time and three networks or more
-    pin the two (`_with_group`)."""
-    from ..models.calibration import Calibration
-    from .calibrate_network import CPU_LOSS, fit_calibration
+    `fit_cpu_calibration`); exact through one network.
 
-    scaled = Calibration({t: c for t, c in prior.items() if t not in fixed})
-    pred = [{"layers": scaled.predict(t)} for t in terms]
-    rest = y - np.array([sum(prior.get(f, 0.0) * t.get(f, 0.0) for f in fixed) for t in terms])
-    if group is not None and len(y) >= 3 and any(t.get(group, 0.0) > 0 for t in terms):
-        both = _with_group(pred, terms, rest, prior, names, fixed, group, cpu)
-        if both is not None:
-            return both
-    if len(y) == 1:
-        k = float(rest[0] / pred[0]["layers"])
-    else:
-        k = fit_calibration(pred, rest, ("layers",), loss=CPU_LOSS if cpu else None).coef["layers"]
-    return Calibration({t: c if t in fixed else k * c for t, c in prior.items()}, None, tuple(names))
-
-
-def _with_group(pred: list[dict[str, float]], terms: list[dict[str, float]], rest: np.ndarray,
-                prior: dict[str, float], names: Sequence[str], fixed: tuple[str, ...], group: str,
-                cpu: bool) -> Any:
-    """The scaled base model (``pred``: its prediction per network) plus the time of the layer types of ``group``
-    at a coefficient of their own; None where that would run the group's layers below `MIN_DEPTHWISE_SCALE` of
-    the others. Why: on another CPU the attention-era kinds (products of two activations, softmax, layer norm)
-    change speed unlike convolutions; a single factor fitted on networks with and without them is set by both
-    and right for neither (the AMD EPYC openvino-cpu file on the Intel Xeon VM, after its micro-kernel sweep:
-    vision transformers 5-37% high, which took the one factor and every CNN 6% low)."""
+    With ``group`` (one of `TYPE_GROUPS`), that group's layers get a coefficient of their own beside the factor,
+    where some network has their time and three networks or more pin the two, unless it would run them below
+    `MIN_DEPTHWISE_SCALE` of the others. Why: on another CPU the attention-era kinds (products of two
+    activations, softmax, layer norm) change speed unlike convolutions; one factor fitted on networks with and
+    without them is set by both and right for neither (the AMD EPYC openvino-cpu file on the Intel Xeon VM,
+    after its micro-kernel sweep: vision transformers 5-37% high, which took the one factor and every CNN 6%
+    low)."""
     from ..models.calibration import Calibration
     from .calibrate_network import CPU_LOSS, MIN_DEPTHWISE_SCALE, fit_calibration
 
-    rows = [{"layers": p["layers"], group: t.get(group, 0.0)} for p, t in zip(pred, terms)]
-    c = fit_calibration(rows, rest, ("layers", group), loss=CPU_LOSS if cpu else None, signed=(group,)).coef
-    k, g = c["layers"], c[group]
-    coef = {t: v if t in fixed else k * v for t, v in prior.items()}
-    base = coef.get("layers", 0.0)
-    coef[group] = coef.get(group, 0.0) + g
-    if base <= 0 or base + coef[group] < MIN_DEPTHWISE_SCALE * base:
-        return None
+    scaled = Calibration({t: c for t, c in prior.items() if t not in fixed})
+    rest = y - np.array([sum(prior.get(f, 0.0) * t.get(f, 0.0) for f in fixed) for t in terms])
+    use = ("layers", group) if group is not None and len(y) >= 3 and any(t.get(group, 0.0) > 0 for t in terms) \
+        else ("layers",)
+    rows = [{"layers": scaled.predict(t), **{g: t.get(g, 0.0) for g in use[1:]}} for t in terms]
+    if len(y) == 1:
+        c = {"layers": float(rest[0] / rows[0]["layers"])}
+    else:
+        c = fit_calibration(rows, rest, use, loss=CPU_LOSS if cpu else None, signed=use[1:]).coef
+    coef = {t: v if t in fixed else c["layers"] * v for t, v in prior.items()}
+    for key in use[1:]:  # (the group's own coefficient)
+        g = coef.get(key, 0.0) + c[key]
+        if coef.get("layers", 0.0) <= 0 or coef["layers"] + g < MIN_DEPTHWISE_SCALE * coef["layers"]:
+            return _fit_scaled(terms, y, prior, names, cpu, fixed)  # (its layers at the common factor)
+        coef[key] = g
     return Calibration(coef, None, tuple(names))
 
 

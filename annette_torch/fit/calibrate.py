@@ -141,10 +141,9 @@ def calibration_networks(n: int, seed: int = CALIBRATION_SEED, exclude_hashes: s
     from .calibration_modern import MODERN_CALIBRATION, calibration_networks_of
 
     rng = np.random.default_rng(seed)
-    n_modern, n_classic, n_cells = _family_counts(n)
-    n -= n_modern + n_classic
+    n_modern, n_classic, n_cells, n_mbv2 = _family_counts(n)
     out = _cells(n_cells, rng, exclude_hashes)
-    for i in range(n // 2):
+    for i in range(n_mbv2):
         choices = [str(rng.choice(b.ops)) for b in mbv2.BLOCKS]
         res = int(rng.choice([128, 160, 192, 224]))
         net = mbv2.build_network(choices, resolution=res)
@@ -157,13 +156,13 @@ def calibration_networks(n: int, seed: int = CALIBRATION_SEED, exclude_hashes: s
     return out + calibration_networks_of(picks[CLASSIC] + picks[MODERN])
 
 
-def _family_counts(n: int) -> tuple[int, int, int]:
-    """(transformer-era, classic-family, NB101) networks among `calibration_networks` of ``n``."""
+def _family_counts(n: int) -> tuple[int, int, int, int]:
+    """(transformer-era, classic-family, NB101, MobileNetV2-space) networks among `calibration_networks` of ``n``."""
     from .calibration_classic import CLASSIC_CALIBRATION
 
     n_modern, n_classic = n // 3, min(n // 5, len(CLASSIC_CALIBRATION))
     rest = n - n_modern - n_classic
-    return n_modern, n_classic, rest - rest // 2
+    return n_modern, n_classic, rest - rest // 2, rest // 2
 
 
 def _cells(n_cells: int, rng: np.random.Generator, exclude_hashes: set[str] | None) -> list:

@@ -45,8 +45,8 @@ if TYPE_CHECKING:
 __all__ = ["KIND_SUITES", "VECTOR_SUITE", "ACT_SUITE", "ACT_KINDS", "ACT_CONFIGS", "MIN_ACT_ELEMENTS", "TOKEN_ROWS",
            "CONFIGS", "MAX_KINDS", "TIME_SHARE", "MIN_LAYERS", "BUDGET_S", "POOL", "NEAREST", "Target", "features",
            "sweep_plan", "pick_configs", "sweep_factors", "measure_factors", "activation_kinds", "COLD_KEY",
-           "COLD_SUITE", "COLD_CONFIGS", "MIN_COLD_WEIGHT_MB", "MIN_COLD_FLUSH_MB", "cold_configs", "apply_factors",
-           "scale_cache"]
+           "COLD_SUITE", "COLD_CONFIGS", "MIN_COLD_WEIGHT_MB", "MIN_COLD_FLUSH_MB", "streams_weights", "cold_configs",
+           "apply_factors", "scale_cache"]
 
 log = logging.getLogger(__name__)
 
@@ -151,7 +151,7 @@ def sweep_plan(estimates: Sequence[Estimate], activations: Sequence[str] = (),
         ex, t = e.mapped.network, e.mapped_time_ms / total
         labels = np.asarray(ex.type_labels(), dtype=object)
         vector = np.asarray(ex.cols["n"] * ex.cols["h_in"] * ex.cols["w_in"], np.float64) < TOKEN_ROWS
-        streamed = cold & (4.0 * np.asarray(ex.weights, np.float64) >= MIN_COLD_WEIGHT_MB * 2**20)  # (f32 weights)
+        streamed = cold & streams_weights(ex.weights)
         feats = features(ex.ops, np.asarray(ex.in_elems, np.float64) + ex.out_elems, ex.weights)
         for kind in KIND_SUITES:
             sel = (labels == kind) & (t > 0)
@@ -198,12 +198,18 @@ def pick_configs(suite: Any, target: Target, n: int, options: dict[str, Any] | N
     return [cands[i] for i in order[:n]]
 
 
+def streams_weights(weights: Any) -> Any:
+    """Whether layers of ``weights`` weights (f32) hold `MIN_COLD_WEIGHT_MB` or more: the weights-from-memory
+    regime of the ``cold_weights`` micro-kernels."""
+    return 4.0 * np.asarray(weights, np.float64) >= MIN_COLD_WEIGHT_MB * 2**20
+
+
 def cold_configs(n: int = COLD_CONFIGS) -> list[dict]:
     """``n`` ``cold_weights`` configurations in the DRAM regime (`MIN_COLD_WEIGHT_MB`, `MIN_COLD_FLUSH_MB`)."""
     from ..bench.suites import SUITES
     cands = SUITES[COLD_SUITE].configs(n=POOL, seed=0)
     return [c for c in cands if c["layer"] == "fc" and c["flush"] >= MIN_COLD_FLUSH_MB
-            and 4 * c["c"] * c["f"] >= MIN_COLD_WEIGHT_MB * 2**20][:n]
+            and streams_weights(c["c"] * c["f"])][:n]
 
 
 def apply_factors(d: dict[str, Any], factors: dict[str, float]) -> None:

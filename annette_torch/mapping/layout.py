@@ -176,8 +176,8 @@ def map_kernel_types(net: Network, without_layout: bool = False) -> np.ndarray |
     the copy it was then (LeViT's 46 flattens of token tensors: 1.0 ms, measured 0.14). A BatchNorm over the
     rows of a matrix (`row_batch_norms`) is a ``RowBatchNorm``. None when no layer changes."""
     types = net.types
-    pools = ((types == T.MAX_POOL) | (types == T.AVG_POOL)) if without_layout else np.zeros(len(types), bool)
-    cand = _VIEW[types] | ((types == T.RESIZE) if without_layout else False) | pools
+    pools = np.isin(types, (T.MAX_POOL, T.AVG_POOL)) & without_layout
+    cand = _VIEW[types] | ((types == T.RESIZE) & without_layout) | pools
     hit = np.zeros(len(types), bool)
     if cand.any() and net.edges.size:
         src, dst = net.edges[:, 0], net.edges[:, 1]
