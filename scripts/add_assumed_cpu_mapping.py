@@ -16,9 +16,21 @@ and ``annette adapt`` cannot put it back: its factors scale the layer models a f
 What is copied, per runtime, from the machine file (default: each runtime's file measured on this machine):
 ``mapping.kernel_types``, the layout reorder costs (``mapping.costs.layout``), and the models of the kernel types
 (``BlockedResize``, ``BlockedReshape``) with their reorders at the graph's edges, where the default file has
-none. Each is marked the way ``scripts/add_assumed_cpu_types.py`` marks its models: an ``origin`` beginning with ``assumed:`` that names
-the file and machine it comes from. Nothing the default file has is changed; files are validated and written
-atomically.
+none. Then what belongs to the runtime rather than to the CPU (`toolchain`):
+
+- the fusions the machine file saw in every measured pair (``origin`` "fused in 100% of ..."), and its pattern
+  folds, that the default file lacks: OpenVINO 2026 fuses a Reshape into the FullyConnected before it and the
+  two MatMuls of an attention around their Softmax; without these the AMD EPYC file prices a Swin or SegFormer
+  2-3 ms of Reshape that no CPU runs;
+- the model of a type the machine file measured free (a view: roofline at 1e30) where the default file prices
+  it: the default files were fitted before a blocked layer's reorder had a kernel type of its own, so their
+  Reshape model carries those reorders, which ``BlockedReshape`` prices now;
+- the end-to-end ``overhead.kind_scales`` of the types whose models the default file already took from the same
+  machine (OpenVINO's MatMul and Softmax x0.54): the scale belongs to those models.
+
+Each is marked the way ``scripts/add_assumed_cpu_types.py`` marks its models: an ``origin`` beginning with
+``assumed:`` that names the file and machine it comes from. Nothing else the default file has is changed; files
+are validated and written atomically.
 """
 
 from __future__ import annotations
@@ -79,9 +91,56 @@ def transfer(default: dict[str, Any], source: dict[str, Any], where: str) -> lis
             model["origin"] = f"assumed: not measured on this file's machine; from {where}: {model.get('origin', '')}"
             default["layers"][key] = model
             added.append(key)
+    added += toolchain(default, source, where)
     if added:
         default["description"] = (f"{default.get('description', '')}; "
                                   f"{', '.join(added)} assumed (from {where})").lstrip("; ")
+    return added
+
+
+#: a roofline this fast is a view: the layer costs nothing
+FREE = 1e29
+
+
+def _is_free(model: dict[str, Any]) -> bool:
+    return model.get("model") == "roofline" and min(model.get("op_s", 0), model.get("bandwidth", 0)) >= FREE
+
+
+def toolchain(default: dict[str, Any], source: dict[str, Any], where: str) -> list[str]:
+    """Copy into ``default`` what ``source`` measured of the runtime rather than the CPU: its always-fused pairs
+    and folds, the models of the types it runs as views, and the kind scales of the models ``default`` took from
+    ``source``'s machine (see the module's docstring); returns what was added."""
+    added: list[str] = []
+    mapping, src_mapping = default["mapping"], source.get("mapping") or {}
+    have = {r["name"] for r in mapping.get("rules", [])}
+    for rule in src_mapping.get("rules", []):
+        if rule["name"] not in have and str(rule.get("origin", "")).startswith("fused in 100%"):
+            rule = copy.deepcopy(rule)
+            rule["origin"] = f"assumed: {rule['origin']} on the machine of {where}"
+            mapping.setdefault("rules", []).append(rule)
+            added.append(f"{rule['name']} fusion")
+    folds = [f for f in src_mapping.get("folds", []) if f not in mapping.get("folds", [])]
+    if folds:
+        mapping["folds"] = list(mapping.get("folds", [])) + folds
+        added.append(f"{', '.join(folds)} fold{'s' if len(folds) > 1 else ''}")
+    for key, model in source["layers"].items():
+        mine = default["layers"].get(key)
+        if _is_free(model) and mine is not None and not _is_free(mine):
+            default["layers"][key] = {**copy.deepcopy(model), "origin": f"assumed: a view, free on every CPU; "
+                                      f"from {where}: {model.get('origin', '')}"}
+            added.append(f"free {key}")
+    cpu = (source.get("fingerprint") or {}).get("cpu")
+    src_scales = (source.get("overhead") or {}).get("kind_scales") or {}
+    overhead = default.setdefault("overhead", {})
+    scales = dict(overhead.get("kind_scales") or {})
+    took = [k for k in src_scales if k not in scales and cpu
+            and str(default["layers"].get(k, {}).get("origin", "")).startswith("assumed:")
+            and f"measured on {cpu}" in default["layers"][k]["origin"]]
+    if took:
+        overhead["kind_scales"] = {**scales, **{k: src_scales[k] for k in took}}
+        overhead["origin"] = (f"{overhead.get('origin', '')}; kind_scales of {', '.join(took)} assumed: the "
+                              f"end-to-end scale of their models, from {where}").lstrip("; ")
+        added.append(f"{', '.join(took)} kind scales")
     return added
 
 

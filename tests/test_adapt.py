@@ -44,15 +44,14 @@ def test_adapt_recovers_a_known_scale_and_per_layer_cost(tmp_path):
 @pytest.mark.parametrize("n", [1, 3, 5])
 def test_a_uniformly_slower_machine_scales_the_shipped_terms(n):
     shipped = at.load_platform(ORT_CPU)
-    scale, per_layer, per_run, _ = shipped.overhead
-    res = adapt(ORT_CPU, networks=n, save=False, measure=_fake_machine(1.7 * scale, 1.7 * per_layer, 1.7 * per_run))
+    # every layer 1.7x the shipped file's time, its kind scales (the tokens layers') included
+    res = adapt(ORT_CPU, networks=n, save=False,
+                measure=lambda nets: np.array([1.7 * at.estimate(x, shipped).latency_ms for x in nets]))
     assert res.terms == ("scale",) and len(res.names) == n
-    # (the platform clamps a layer's time at 0 under a negative per-layer cost: not exactly linear, most of all
-    # for a vision transformer's many small token-tensor layers, one of the calibration networks from n = 3)
-    np.testing.assert_allclose(res.after_ms, res.measured_ms, rtol=1e-2)
+    np.testing.assert_allclose(res.after_ms, res.measured_ms, rtol=5e-3)
     old, new = shipped.meta["overhead"], res.platform.meta["overhead"]
     for k in ("scale", "per_layer_ms", "per_network_ms"):
-        assert new[k] == pytest.approx(1.7 * old[k], rel=1e-6)
+        assert new[k] == pytest.approx(1.7 * old[k], rel=5e-3)  # (a layer clamped at 0: not exactly linear)
 
 
 def test_a_ramped_per_layer_cost_is_scaled_and_kept(tmp_path):
@@ -70,7 +69,7 @@ def test_a_ramped_per_layer_cost_is_scaled_and_kept(tmp_path):
                          for t in (at.estimate(n, raw).terms for n in nets)])
     res = adapt(str(base), networks=3, save=False, measure=measure)
     assert res.terms == ("scale",)
-    np.testing.assert_allclose(res.after_ms, res.measured_ms, rtol=1e-3)
+    np.testing.assert_allclose(res.after_ms, res.measured_ms, rtol=5e-3)
     oh = res.platform.meta["overhead"]
     assert oh["per_layer_ramp_ms"] == RAMP_MS and oh["per_layer_ms"] == pytest.approx(1.6 * -0.01, rel=1e-6)
 
@@ -82,7 +81,7 @@ def test_terms_are_fitted_afresh_where_leave_one_out_prefers_them(n, terms):
     support, because they predict left-out networks better than the scaled shipped terms."""
     res = adapt(ORT_CPU, networks=n, measure=_fake_machine(1.5, 0.0, 0.0), save=False)
     assert res.terms == terms and len(res.names) == n
-    np.testing.assert_allclose(res.after_ms, res.measured_ms, rtol=1e-3)
+    np.testing.assert_allclose(res.after_ms, res.measured_ms, rtol=5e-3)
     assert res.loo_mape < 1e-3
 
 
@@ -366,12 +365,20 @@ def test_adapt_scales_a_type_groups_own_scale_with_the_rest():
     assert not set(TYPE_GROUPS) & set(_prior(Platform.from_dict(d, "t"), cpu=True))
 
 
+def _file_kind_scales() -> dict[str, float]:
+    """The shipped ort-cpu file's per-kind scales (its tokens layers')."""
+    return dict(at.load_platform(ORT_CPU).meta["overhead"].get("kind_scales") or {})
+
+
 def _kind_machine(speed: dict[str, float]):
-    """A machine on which each kind of layer runs ``speed[kind]`` times its raw model (others 1.3x), plus a
+    """A machine on which each kind of layer runs ``speed[kind]`` times its raw model (others 1.3x) in a network
+    as the file's kind scales say (a MatMul of a network runs their factor times its micro-kernel), plus a
     cost per executed layer; and a sweep that measures the kinds' speeds, as micro-kernels would."""
     from annette_torch.fit.adapt import _with_factors
     raw = without_overhead(at.load_platform(ORT_CPU))
-    real = _with_factors(raw, {**{k: 1.3 for k in ("Conv", "FullyConnected", "DepthwiseConv", "MatMul")}, **speed})
+    speed = {**{k: 1.3 for k in ("Conv", "FullyConnected", "DepthwiseConv", "MatMul")}, **speed}
+    ks = _file_kind_scales()
+    real = _with_factors(raw, {k: speed.get(k, 1.0) * ks.get(k, 1.0) for k in {*speed, *ks}})
 
     def measure(nets):
         return np.array([at.estimate(n, real).terms["layers"] + 0.002 * at.estimate(n, real).terms["executed_layers"]
@@ -395,7 +402,8 @@ def test_micro_kernel_scales_are_kept_where_they_predict_left_out_networks_bette
     assert res.check == CHECKS[1] and res.loo_mape < 0.5 * plain.loo_mape
     assert "per-kind scales from micro-kernels measured here (Conv x1.70" in res.fitted()
     ks = json.loads((tmp_path / "k.json").read_text())["overhead"]["kind_scales"]
-    assert {k: ks[k] for k in speed} == pytest.approx(speed)
+    file_ks = _file_kind_scales()  # (the sweep's factors multiply the file's own)
+    assert {k: ks[k] for k in speed} == pytest.approx({k: f * file_ks.get(k, 1.0) for k, f in speed.items()})
     assert res.mape_after < 0.05 < plain.mape_after and res.terms == ("micro-kernel scales", "scale")
     wrong = adapt(ORT_CPU, networks=14, measure=measure, save=False,
                   sweep=lambda raw, nets: {"Conv": 0.6, "MatMul": 3.0})

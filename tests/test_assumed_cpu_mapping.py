@@ -1,6 +1,7 @@
 """scripts/add_assumed_cpu_mapping.py: a default CPU file gets a machine file's layout model (kernel types,
-reorder costs, the kernel types' layer models) marked assumed, and nothing it has changes; the shipped default
-files carry it and price an encoder-decoder's reorders."""
+reorder costs, the kernel types' layer models) and what the machine file measured of the runtime (always-fused
+pairs, folds, views, the kind scales of models taken from it), marked assumed, and nothing else it has changes; the
+shipped default files carry it, price an encoder-decoder's reorders and no transformer's Reshape."""
 
 from __future__ import annotations
 
@@ -52,8 +53,8 @@ def test_transfer_adds_the_layout_model_marked_assumed_and_keeps_the_rest(platfo
         # the reorder a runtime inserts where such a layer's output leaves the graph comes with it
         out = source["mapping"]["costs"].get("inserted_output", {})
         assert d["mapping"]["costs"]["inserted_output"].get(key) == out.get(key)
-    # nothing the default had changes, and types outside the kernel typing keep falling back
-    assert all(d["layers"][k] == v for k, v in before["layers"].items())
+    # nothing the default had changes but a view made free, and types outside the kernel typing keep falling back
+    assert all(d["layers"][k] == v for k, v in before["layers"].items() if not mod._is_free(d["layers"][k]))
     assert set(d["layers"]) - set(before["layers"]) <= set(mod.KERNEL_TYPE_MODELS)
     assert "assumed" in d["description"]
     Platform.from_dict(d, platform)  # a valid platform
@@ -95,3 +96,59 @@ def test_the_shipped_default_files_have_all_of_it_and_a_bad_source_is_one_error(
     with pytest.raises(SystemExit) as e:
         mod.main(["--from", str(bad), "--dry-run"])
     assert e.value.code == 2 and "not a platform file of ort-cpu or openvino-cpu" in capsys.readouterr().err
+
+
+def _pre_toolchain() -> tuple[dict, dict]:
+    """The shipped openvino-cpu default as before `toolchain`: no OpenVINO fusions of the machine file, no
+    hardswish fold, a priced Reshape, no kind scales; and the machine file, with a kind scale on a type the
+    default measured on its own machine (Conv), which must not travel."""
+    d = json.loads((ROOT / "platforms" / "openvino-cpu.json").read_text())
+    source = json.loads((ROOT / "platforms" / "machines" / "openvino-cpu" / MACHINE).read_text())
+    ours = {r["name"] for r in source["mapping"]["rules"]}
+    d["mapping"]["rules"] = [r for r in d["mapping"]["rules"] if not (r["name"] in ours and (
+        r["origin"].startswith("assumed: ") or "#" in r["name"]))]  # (and the decision-tree rules they share)
+    d["mapping"]["folds"] = [f for f in d["mapping"]["folds"] if f != "hardswish"]
+    d["layers"]["Reshape"] = {"model": "roofline", "op_s": 1e18, "bandwidth": 2.2e10, "bit_act": 32.0,
+                              "bit_weights": 32.0}
+    d["overhead"].pop("kind_scales", None)
+    source["overhead"]["kind_scales"] = {**source["overhead"]["kind_scales"], "Conv": 2.0}
+    return d, source
+
+
+def test_toolchain_carries_the_runtimes_fusions_views_and_the_scales_of_the_models_it_gave():
+    mod = _script()
+    d, source = _pre_toolchain()
+    before = json.loads(json.dumps(d))
+    added = mod.toolchain(d, source, "the machine file")
+    rules = {r["name"]: r for r in d["mapping"]["rules"]}
+    for name in ("FullyConnected+Reshape", "MatMul+MatMul", "GroupConv+BatchNorm"):
+        assert f"{name} fusion" in added and rules[name]["origin"].startswith("assumed: fused in 100%")
+    # a fusion the machine file learned as a decision tree is the CPU's as much as the runtime's: not carried
+    assert not any("#" in a for a in added) and any("#" in r["name"] for r in source["mapping"]["rules"])
+    assert "hardswish" in d["mapping"]["folds"] and "free Reshape" in added
+    assert mod._is_free(d["layers"]["Reshape"]) and d["layers"]["Reshape"]["origin"].startswith("assumed: a view")
+    # the scales of MatMul and Softmax (models from the machine file's CPU) travel; Conv's (the default's own) not
+    assert d["overhead"]["kind_scales"] == {k: source["overhead"]["kind_scales"][k] for k in ("MatMul", "Softmax")}
+    assert "assumed" in d["overhead"]["origin"]
+    assert all(d["layers"][k] == v for k, v in before["layers"].items() if k != "Reshape")
+    Platform.from_dict(d, "openvino-cpu")
+    assert mod.toolchain(d, source, "the machine file") == []  # once only
+
+
+def _attention_tokens():
+    """A transformer's token projection and the reshape into heads after it (OpenVINO fuses the two)."""
+    b = NetworkBuilder("tokens")
+    x = b.input("x", (1, 196, 192))
+    q = b.add(T.FULLY_CONNECTED, "q", [x], (1, 196, 192), weights=192 * 192)
+    b.add(T.RESHAPE, "heads", [q], (1, 196, 3, 64))
+    return b.build()
+
+
+def test_shipped_openvino_default_prices_no_reshape_and_scales_attention():
+    shipped = Platform.load(at.platform.platform_dir() / "openvino-cpu.json")
+    d, _ = _pre_toolchain()
+    pre = Platform.from_dict(d, "openvino-cpu")
+    rows = {r["name"]: r for r in at.estimate(_attention_tokens(), shipped).table()}
+    assert rows["heads"]["time_ms"] == 0.0
+    assert sum(r["time_ms"] for r in at.estimate(_attention_tokens(), pre).table() if r["name"] == "heads") > 0
+    assert {t for t, _, _ in shipped.kind_scales} == {int(T.MATMUL), int(T.SOFTMAX)}
