@@ -1,6 +1,6 @@
-"""Give the shipped default CPU platform files what a newer machine file of the same runtime has and they lack:
-the layout-aware kernel types, the layout reorder costs and the layer models of the types these need, marked as
-assumed.
+"""Give the shipped default CPU platform files what a newer machine file of the same runtime measured and they
+lack: the layout-aware kernel types with their models and reorder costs, and the runtime's fusions, views and
+attention scales, marked as assumed.
 
 Run from the repository root::
 
@@ -103,6 +103,7 @@ FREE = 1e29
 
 
 def _is_free(model: dict[str, Any]) -> bool:
+    """Whether a layer model prices nothing (a view)."""
     return model.get("model") == "roofline" and min(model.get("op_s", 0), model.get("bandwidth", 0)) >= FREE
 
 
@@ -110,38 +111,55 @@ def toolchain(default: dict[str, Any], source: dict[str, Any], where: str) -> li
     """Copy into ``default`` what ``source`` measured of the runtime rather than the CPU: its always-fused pairs
     and folds, the models of the types it runs as views, and the kind scales of the models ``default`` took from
     ``source``'s machine (see the module's docstring); returns what was added."""
+    return _fusions(default, source, where) + _views(default, source, where) + _kind_scales(default, source, where)
+
+
+def _fusions(default: dict[str, Any], source: dict[str, Any], where: str) -> list[str]:
+    """The pairs ``source`` saw fused every time (not its decision trees, which may follow the CPU) and its
+    folds that ``default`` lacks."""
     added: list[str] = []
     mapping, src_mapping = default["mapping"], source.get("mapping") or {}
     have = {r["name"] for r in mapping.get("rules", [])}
     for rule in src_mapping.get("rules", []):
         if rule["name"] not in have and str(rule.get("origin", "")).startswith("fused in 100%"):
-            rule = copy.deepcopy(rule)
-            rule["origin"] = f"assumed: {rule['origin']} on the machine of {where}"
+            rule = {**copy.deepcopy(rule), "origin": f"assumed: {rule['origin']} on the machine of {where}"}
             mapping.setdefault("rules", []).append(rule)
             added.append(f"{rule['name']} fusion")
     folds = [f for f in src_mapping.get("folds", []) if f not in mapping.get("folds", [])]
     if folds:
         mapping["folds"] = list(mapping.get("folds", [])) + folds
         added.append(f"{', '.join(folds)} fold{'s' if len(folds) > 1 else ''}")
+    return added
+
+
+def _views(default: dict[str, Any], source: dict[str, Any], where: str) -> list[str]:
+    """The models of the types ``source`` measured free, where ``default`` prices them."""
+    added: list[str] = []
     for key, model in source["layers"].items():
         mine = default["layers"].get(key)
         if _is_free(model) and mine is not None and not _is_free(mine):
             default["layers"][key] = {**copy.deepcopy(model), "origin": f"assumed: a view, free on every CPU; "
                                       f"from {where}: {model.get('origin', '')}"}
             added.append(f"free {key}")
+    return added
+
+
+def _kind_scales(default: dict[str, Any], source: dict[str, Any], where: str) -> list[str]:
+    """``source``'s kind scales of the types whose models ``default`` took from ``source``'s CPU (their origin
+    says so) and has no scale for."""
     cpu = (source.get("fingerprint") or {}).get("cpu")
     src_scales = (source.get("overhead") or {}).get("kind_scales") or {}
-    overhead = default.setdefault("overhead", {})
-    scales = dict(overhead.get("kind_scales") or {})
+    scales = dict((default.get("overhead") or {}).get("kind_scales") or {})
     took = [k for k in src_scales if k not in scales and cpu
             and str(default["layers"].get(k, {}).get("origin", "")).startswith("assumed:")
             and f"measured on {cpu}" in default["layers"][k]["origin"]]
-    if took:
-        overhead["kind_scales"] = {**scales, **{k: src_scales[k] for k in took}}
-        overhead["origin"] = (f"{overhead.get('origin', '')}; kind_scales of {', '.join(took)} assumed: the "
-                              f"end-to-end scale of their models, from {where}").lstrip("; ")
-        added.append(f"{', '.join(took)} kind scales")
-    return added
+    if not took or default.get("overhead") is None:
+        return []
+    overhead = default["overhead"]
+    overhead["kind_scales"] = {**scales, **{k: src_scales[k] for k in took}}
+    overhead["origin"] = (f"{overhead.get('origin', '')}; kind_scales of {', '.join(took)} assumed: the "
+                          f"end-to-end scale of their models, from {where}").lstrip("; ")
+    return [f"{', '.join(took)} kind scales"]
 
 
 def main(argv: list[str] | None = None) -> int:
