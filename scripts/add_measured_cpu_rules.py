@@ -71,9 +71,7 @@ def add_rules(d: dict[str, Any], rules: list[dict]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from annette_torch.atomic import write_text
     from annette_torch.platform import Platform
-    from annette_torch.platform.platform import dumps_platform
     from annette_torch.platform.registry import _shipped_path
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -90,10 +88,8 @@ def main(argv: list[str] | None = None) -> int:
         folds = tuple(d["mapping"].get("folds", ()))
         added = add_rules(d, measure_rules(platform, tuple(args.suite or SUITES), args.configs, folds))
         if added and not args.dry_run:
-            Platform.from_dict(d, str(path))  # still a valid platform
-            write_text(path, dumps_platform(d) + "\n")
-        print(f"{path.relative_to(ROOT)}: {'added ' + ', '.join(added) if added else 'has them already'}"
-              + (" (dry run)" if args.dry_run and added else ""))
+            Platform.from_dict(d, str(path)).save(path)  # validated, written atomically
+        print(f"{path.name}: {'added ' + ', '.join(added) if added else 'nothing new'}{' (dry run)' * args.dry_run}")
     return 0
 
 

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Callable, Iterator
 
 import pytest
 
-REF = Path(__file__).resolve().parents[1].parent / "shared" / "annette-reference"
+ROOT = Path(__file__).resolve().parents[1]
+REF = ROOT.parent / "shared" / "annette-reference"
 
 
 @pytest.fixture(scope="session")
@@ -17,16 +18,26 @@ def ref_dir() -> Path:
     return REF
 
 
-@pytest.fixture(scope="session")
-def accuracy_benchmark():
-    """benchmarks/accuracy.py as a module (it is a script, not part of the package)."""
+def load_module(path: Path, name: str) -> Any:
+    """A script (not part of the package) as a module."""
     import importlib.util
 
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "accuracy.py"
-    spec = importlib.util.spec_from_file_location("accuracy_bench", path)
+    spec = importlib.util.spec_from_file_location(name, path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
+
+
+@pytest.fixture(scope="session")
+def accuracy_benchmark():
+    """benchmarks/accuracy.py as a module."""
+    return load_module(ROOT / "benchmarks" / "accuracy.py", "accuracy_bench")
+
+
+@pytest.fixture(scope="session")
+def script() -> Callable[[str], Any]:
+    """``script(name)``: scripts/<name>.py as a module."""
+    return lambda name: load_module(ROOT / "scripts" / f"{name}.py", name)
 
 
 @pytest.fixture(autouse=True)

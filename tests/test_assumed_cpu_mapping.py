@@ -5,7 +5,6 @@ shipped default files carry it, price an encoder-decoder's reorders and no trans
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
@@ -18,13 +17,6 @@ from annette_torch.platform import Platform
 
 ROOT = Path(__file__).resolve().parent.parent
 MACHINE = "intel-r-xeon-r-processor-2c.json"
-
-
-def _script():
-    spec = importlib.util.spec_from_file_location("assumed_mapping", ROOT / "scripts" / "add_assumed_cpu_mapping.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def _bare_default(platform: str) -> dict:
@@ -40,8 +32,8 @@ def _bare_default(platform: str) -> dict:
 
 
 @pytest.mark.parametrize("platform", ["ort-cpu", "openvino-cpu"])
-def test_transfer_adds_the_layout_model_marked_assumed_and_keeps_the_rest(platform):
-    mod = _script()
+def test_transfer_adds_the_layout_model_marked_assumed_and_keeps_the_rest(platform, script):
+    mod = script("add_assumed_cpu_mapping")
     d = _bare_default(platform)
     before = json.loads(json.dumps(d))
     source = json.loads((ROOT / "platforms" / "machines" / platform / MACHINE).read_text())
@@ -85,8 +77,8 @@ def test_shipped_default_files_carry_the_layout_model():
     assert at.estimate(_decoder(), ort).latency_ms > at.estimate(_decoder(), bare).latency_ms
 
 
-def test_the_shipped_default_files_have_all_of_it_and_a_bad_source_is_one_error(tmp_path, capsys):
-    mod = _script()
+def test_the_shipped_default_files_have_all_of_it_and_a_bad_source_is_one_error(tmp_path, capsys, script):
+    mod = script("add_assumed_cpu_mapping")
     sources = [str(ROOT / "platforms" / "machines" / p / MACHINE) for p in ("ort-cpu", "openvino-cpu")]
     assert mod.main(["--from", sources[0], "--from", sources[1], "--dry-run"]) == 0
     out = capsys.readouterr().out
@@ -115,8 +107,8 @@ def _pre_toolchain() -> tuple[dict, dict]:
     return d, source
 
 
-def test_toolchain_carries_the_runtimes_fusions_views_and_the_scales_of_the_models_it_gave():
-    mod = _script()
+def test_toolchain_carries_the_runtimes_fusions_views_and_the_scales_of_the_models_it_gave(script):
+    mod = script("add_assumed_cpu_mapping")
     d, source = _pre_toolchain()
     before = json.loads(json.dumps(d))
     added = mod.toolchain(d, source, "the machine file")

@@ -4,7 +4,6 @@ DenseNet layer's ReLU as fused."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
@@ -18,16 +17,9 @@ ROOT = Path(__file__).resolve().parent.parent
 MACHINE = ROOT / "platforms" / "machines" / "openvino-cpu" / "intel-r-xeon-r-processor-2c.json"
 
 
-def _script():
-    spec = importlib.util.spec_from_file_location("measured_rules", ROOT / "scripts" / "add_measured_cpu_rules.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-def test_openvino_runs_a_densenet_relu_inside_its_batchnorm():
+def test_openvino_runs_a_densenet_relu_inside_its_batchnorm(script):
     pytest.importorskip("openvino")
-    mod = _script()
+    mod = script("add_measured_cpu_rules")
     rules = {r["name"]: r for r in mod.measure_rules("openvino-cpu", ("preact",), 6, ())}
     assert rules["BatchNorm+Relu"]["primary"] == ["BatchNorm"] and rules["BatchNorm+Relu"]["secondary"] == ["Relu"]
     assert rules["BatchNorm+Relu"]["origin"].startswith("fused in 100% of 6 measured pairs (preact suite, measured")
@@ -35,8 +27,8 @@ def test_openvino_runs_a_densenet_relu_inside_its_batchnorm():
     assert "Concat+BatchNorm" not in rules
 
 
-def test_rules_are_added_once_and_the_shipped_files_carry_them():
-    mod = _script()
+def test_rules_are_added_once_and_the_shipped_files_carry_them(script):
+    mod = script("add_measured_cpu_rules")
     d = json.loads(MACHINE.read_text())
     rule = next(r for r in d["mapping"]["rules"] if r["name"] == "BatchNorm+Relu")
     d["mapping"]["rules"] = [r for r in d["mapping"]["rules"] if r["name"] != "BatchNorm+Relu"]

@@ -3,7 +3,6 @@ the shipped CPU files hold fitted models of the attention-era types and load."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
@@ -17,15 +16,8 @@ SHIPPED = [ROOT / "platforms" / f"{p}.json" for p in ("ort-cpu", "openvino-cpu")
     (ROOT / "platforms" / "machines").glob("*/*.json"))
 
 
-def _script():
-    spec = importlib.util.spec_from_file_location("refresh", ROOT / "scripts" / "refresh_cpu_token_types.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-def test_merge_copies_token_types_and_their_rules_only():
-    mod = _script()
+def test_merge_copies_token_types_and_their_rules_only(script):
+    mod = script("refresh_cpu_token_types")
     shipped = json.loads((ROOT / "platforms" / "ort-cpu.json").read_text())
     cal = json.loads(json.dumps(shipped))
     cal["layers"]["MatMul"] = cal["layers"]["Conv"]
@@ -53,10 +45,8 @@ def test_shipped_cpu_files_model_the_attention_era_types_and_round_trip(path):
     assert set(again.layers) == set(plat.layers) and len(again.mapping.rules) == len(plat.mapping.rules)
 
 
-def test_a_quick_calibration_shipped_keeps_the_models_of_the_types_its_plan_does_not_measure():
-    spec = importlib.util.spec_from_file_location("ship", ROOT / "scripts" / "ship_cpu_machine_file.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+def test_a_quick_calibration_shipped_keeps_the_models_of_the_types_its_plan_does_not_measure(script):
+    mod = script("ship_cpu_machine_file")
     previous = json.loads((ROOT / "platforms" / "ort-cpu.json").read_text())
     quick = json.loads(json.dumps(previous))
     for t in ("Tanh", "Softplus"):
