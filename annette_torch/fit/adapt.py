@@ -42,7 +42,7 @@ __all__ = ["adapt", "AdaptResult", "AdaptError", "read_latencies", "given_latenc
 log = logging.getLogger(__name__)
 
 #: networks measured by default (`calibrate.adaptation_networks`: ten calibration networks and four large ones):
-#: enough for the CPU terms and the level of large CNNs, about 80 s on 2 cores with the micro-kernel sweep
+#: enough for the CPU terms and the level of large CNNs, about 90 s on 2 cores with the micro-kernel sweep
 DEFAULT_NETWORKS = 14
 #: fewest usable latencies a board adaptation takes
 MIN_ROWS = 3
