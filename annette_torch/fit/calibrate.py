@@ -30,8 +30,8 @@ __all__ = ["PLANS", "plan_sweeps", "plan_counts", "calibration_networks", "cover
 log = logging.getLogger(__name__)
 
 MEASURABLE = ("ort-cpu", "openvino-cpu")
-MICRO = ("conv", "dwconv", "gconv", "gconv_same", "maxpool", "avgpool", "fc", "add", "eltwise_const", "concat",
-         "slice", "act", "bn", "resize", "convtranspose")
+MICRO = ("conv", "conv_odd", "dwconv", "gconv", "gconv_same", "maxpool", "avgpool", "fc", "add", "eltwise_const",
+         "concat", "slice", "act", "bn", "resize", "convtranspose")
 MULTI = ("conv_bn_relu", "conv_pool", "residual", "concat_branches", "dwsep", "conv_act", "dw_act", "stem",
          "shuffle", "se", "conv_mul", "stride_prop", "head", "gconv_bn_relu", "pw_act", "preact")
 #: attention-era suites on token tensors (`annette_torch.bench.suites.tokens` / ``transformer``): micro-kernels of
@@ -59,7 +59,8 @@ CONTEXT = ("cold_weights",)
 #: reorder (not a layer model's) is the concat's real cost; its convs run alike either way. Not convtranspose:
 #: OpenVINO reorders a deconvolution's input either way, and 500 lead layers would tilt the depthwise model
 LEAD = {"ort-cpu": ("dwconv", "maxpool", "avgpool", "slice"),
-        "openvino-cpu": ("conv", "gconv", "gconv_same", "dwconv", "maxpool", "avgpool", "concat", "slice")}
+        "openvino-cpu": ("conv", "conv_odd", "gconv", "gconv_same", "dwconv", "maxpool", "avgpool", "concat",
+                         "slice")}
 #: multi-layer suites measured with a 1x1 depthwise conv behind the activation (``tail="dw1"``), per platform:
 #: ONNX Runtime fuses a HardSwish into the convolution before it only when another layer reads it (in a network
 #: always; as a benchmark's graph output never: a separate node of 0.013 ms behind a 0.114 ms conv, where the

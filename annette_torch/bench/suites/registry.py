@@ -26,7 +26,7 @@ from .transformer import (CONVNEXT_CHANNELS, CONVNEXT_SPATIAL, MLP_RATIOS, WINDO
                           cost_linear_bn, cost_mlp, cost_window_attention)
 from .tensor import build_concat, build_resize, build_slice, cost_concat, cost_resize, cost_slice
 from .values import (ACT_KINDS, ACTIVATIONS, CHANNELS, FC_INPUTS, FEATURES, GROUP_CHANNELS, GROUPS, KERNELS,
-                     POOL_KERNELS, PW_ACTIVATIONS, SPATIAL, STEM_SPATIAL, STRIDES)
+                     ODD_SPATIAL, POOL_KERNELS, PW_ACTIVATIONS, SPATIAL, STEM_SPATIAL, STRIDES)
 from .weighted import (DECONV, build_conv, build_convtranspose, build_dwconv, build_fc, build_gconv,
                        build_gconv_same, cost_conv, cost_convtranspose, cost_dwconv, cost_fc, cost_gconv,
                        cost_gconv_same, valid_gconv, valid_gconv_same)
@@ -42,6 +42,10 @@ def _suites() -> dict[str, Suite]:
     s = [
         Suite("conv", "2-D convolution (h, w, c, f, kernel, stride)", {**hw, "c": ch, "f": ch, "k": KERNELS,
               "s": STRIDES}, build_conv, cost=cost_conv, optional={"d": 1, "n": 1, "lead": "none"}),
+        Suite("conv_odd", "2-D convolution at the odd map sizes of networks fed 227-416 px, where a CPU kernel's "
+              "width blocks end part-filled (h, w of " + "/".join(map(str, ODD_SPATIAL)) + ", c, f, kernel, stride)",
+              {"h": ODD_SPATIAL, "w": ODD_SPATIAL, "c": ch, "f": ch, "k": KERNELS, "s": STRIDES}, build_conv,
+              cost=cost_conv, optional={"lead": "none"}),
         Suite("dwconv", "depthwise convolution (h, w, c, kernel, stride)", {**hw, "c": ch, "k": KERNELS,
               "s": STRIDES}, build_dwconv, cost=cost_dwconv, optional={"lead": "none"}),
         Suite("gconv", "grouped convolution (h, w, c, f, groups, kernel, stride)",

@@ -3,11 +3,14 @@ strides 1/2, pools 2..10), the widths of common networks, and the activation kin
 
 from __future__ import annotations
 
-__all__ = ["SPATIAL", "CHANNELS", "KERNELS", "STEM_SPATIAL", "STRIDES", "POOL_KERNELS", "FEATURES", "FC_INPUTS",
-           "GROUP_CHANNELS", "GROUPS", "ACTIVATIONS", "ACT_KINDS", "PW_ACTIVATIONS"]
+__all__ = ["SPATIAL", "ODD_SPATIAL", "CHANNELS", "KERNELS", "STEM_SPATIAL", "STRIDES", "POOL_KERNELS", "FEATURES",
+           "FC_INPUTS", "GROUP_CHANNELS", "GROUPS", "ACTIVATIONS", "ACT_KINDS", "PW_ACTIVATIONS"]
 
 # 1 (squeeze-excite blocks) to 224; the sizes of common networks (7, 14, 28, 56, 112) included
 SPATIAL = [1, 2, 4, 7, 8, 12, 14, 16, 24, 28, 32, 48, 56, 64, 96, 112, 128, 192, 224]
+#: odd map sizes of networks fed 227, 299, 300 or 416 px (AlexNet / SqueezeNet 55, 27, 13; Inception 73, 35, 17;
+#: SSD 38, 19): a CPU kernel's width blocks end part-filled there, where SPATIAL's sizes mostly fill them
+ODD_SPATIAL = [13, 17, 19, 27, 35, 38, 55, 73]
 # multiples of 8 (vectorised layouts) and in-between counts (e.g. NAS-Bench-101's channel splits: 25, 43, 51, 102)
 CHANNELS = [3, 8, 13, 16, 24, 25, 32, 43, 48, 51, 64, 85, 96, 102, 128, 171, 192, 205, 256, 384, 512, 768, 1024,
             1536, 2048]
