@@ -491,6 +491,29 @@ def test_weights_streamed_from_memory_rescale_the_cache_model_not_the_kinds():
     assert d == {"cache": None}
 
 
+def test_a_classifiers_factor_starts_from_the_types_scale_and_sets_the_streaming_ratio():
+    """A swept ``FullyConnected vector`` factor multiplies the scale the file gives fully connected layers (the
+    kind replaces it there), and the weight-streaming factor is taken over it: classifiers stream their weights."""
+    from annette_torch.fit.kind_sweep import COLD_KEY, VECTOR_KIND, apply_factors
+    d = without_overhead(at.load_platform(ORT_CPU)).to_dict()
+    before = dict(d["cache"]["stream_bandwidth"])
+    d["overhead"] = {"scale": 1.0, "per_layer_ms": 0.0, "per_network_ms": 0.0, "kind_scales": {"FullyConnected": 0.5}}
+    apply_factors(d, {"FullyConnected": 1.2, VECTOR_KIND: 2.0, COLD_KEY: 3.0})
+    assert d["overhead"]["kind_scales"] == pytest.approx({"FullyConnected": 0.6, VECTOR_KIND: 1.0})
+    assert d["cache"]["stream_bandwidth"] == pytest.approx({k: v / 1.5 for k, v in before.items()})
+
+
+def test_the_sweep_gives_a_classifier_and_a_transformer_their_own_fully_connected_factor():
+    """A real sweep (ONNX Runtime) of both fully connected suites: one factor per suite, the classifier's under
+    its own kind, each about one on any CPU (the shipped file's models: within 4x)."""
+    pytest.importorskip("onnxruntime")
+    from annette_torch.fit.kind_sweep import VECTOR_KIND, VECTOR_SUITE, Target, sweep_factors
+    raw = without_overhead(at.load_platform("ort-cpu"))
+    none = Target(0.5, np.zeros((0, 2)), np.zeros(0))
+    f = sweep_factors(raw, "ort-cpu", {"FullyConnected": {"linear": none, VECTOR_SUITE: none}}, configs=6)
+    assert set(f) == {"FullyConnected", VECTOR_KIND} and all(0.25 < v < 4.0 for v in f.values())
+
+
 def test_the_sweep_measures_micro_kernels_like_the_networks_layers():
     """Of the suite's configurations, those nearest to the layers carrying the time: a vision transformer's
     token projections pick linear layers of its size, not the suite's spread."""

@@ -52,7 +52,26 @@ def test_kind_scales_multiply_the_layers_of_their_kind_and_a_kernel_wins_over_it
     assert np.allclose(t0[other], t1[other])
 
 
+def test_a_classifiers_fully_connected_layer_takes_the_vector_kind_and_a_transformers_rows_the_types():
+    """``FullyConnected vector`` scales the layers of fewer than 8 rows (a classifier's matrix-vector product)
+    and wins over the type's scale there; a token projection (16 rows) keeps the type's."""
+    from annette_torch.bench.suites import SUITES
+    from annette_torch.ir import NetworkBuilder
+    b = NetworkBuilder("classifier")
+    b.linear("head", b.global_pool("pool", b.input("x", (1, 512, 4, 4))), 1000)
+    per_layer = at.load_platform("ort-cpu").overhead[1]
+    plain, scaled = _with("ort-cpu", 1.0, {}), _with("ort-cpu", 1.0, {"FullyConnected": 3.0,
+                                                                       "FullyConnected vector": 2.0})
+    for net, f in ((SUITES["linear"].build({"l": 16, "e": 256, "f": 1024}), 3.0), (b.build(), 2.0)):
+        t0, t1 = (at.estimate(net, p) for p in (plain, scaled))
+        fc = t0.mapped.network.types == int(LayerType.FULLY_CONNECTED)
+        assert fc.sum() == 1 and t0.mapped_time_ms[fc][0] > 0.01
+        assert np.allclose(t1.mapped_time_ms[fc], (t0.mapped_time_ms[fc] - per_layer) * f + per_layer)
+        assert np.allclose(t1.mapped_time_ms[~fc], t0.mapped_time_ms[~fc])
+
+
 @pytest.mark.parametrize("kinds, needle", [
+    ({"Conv vector": 2.0}, "only a fully connected layer has a vector kind"),
     ({"Conv 3": 2.0}, "written like 3x3"),
     ({"Blorp": 2.0}, "not a layer type"),
     ({"Conv 3x3": -1.0}, "Conv 3x3"),

@@ -5,7 +5,9 @@ convolutions and pooling run ~1.4-1.6x its models, a transformer's projections ~
 activations ~1.0-1.1x. One factor on the whole file cannot serve a CNN and a transformer at once, and ten
 end-to-end latencies cannot pin down a factor per kind. A few micro-kernels of the kinds that carry the
 adaptation networks' time can, chosen like those networks' layers (`pick_configs`): each kind's factor is the
-median of measured over modelled time of its layers (`sweep_factors`).
+median of measured over modelled time of its layers (`sweep_factors`). A fully connected layer gets two: a
+classifier's matrix-vector product (`VECTOR_KIND`, memory-bound) and a transformer's rows run at ratios of their
+own (the Intel Xeon VM against the AMD EPYC openvino-cpu file: ~1.7x and ~1.2x).
 
 Activations the file models and the adaptation networks do not hold are swept too (`ACT_CONFIGS` each): an
 element-wise kernel's speed ratio between two CPUs is its own (ONNX Runtime on the Intel Xeon against the AMD
@@ -38,6 +40,7 @@ import numpy as np
 from ..bench.suites.layers import ACT_TYPES
 from ..ir import LayerType
 from ..platform import Platform
+from ..platform.platform import VECTOR, VECTOR_ROWS, vector_rows
 
 if TYPE_CHECKING:
     from ..estimator import Estimate
@@ -46,7 +49,7 @@ __all__ = ["KIND_SUITES", "VECTOR_SUITE", "ACT_SUITE", "ACT_KINDS", "ACT_CONFIGS
            "CONFIGS", "MAX_KINDS", "TIME_SHARE", "MIN_LAYERS", "BUDGET_S", "POOL", "NEAREST", "Target", "features",
            "sweep_plan", "pick_configs", "sweep_factors", "measure_factors", "activation_kinds", "COLD_KEY",
            "COLD_SUITE", "COLD_CONFIGS", "MIN_COLD_WEIGHT_MB", "MIN_COLD_FLUSH_MB", "streams_weights", "cold_configs",
-           "apply_factors", "scale_cache"]
+           "apply_factors", "scale_cache", "VECTOR_KIND"]
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +80,9 @@ COLD_CONFIGS = 4
 MIN_COLD_WEIGHT_MB = 64
 MIN_COLD_FLUSH_MB = 96
 #: fully connected layers with fewer rows (batch x tokens) than this are a classifier's
-TOKEN_ROWS = 8
+TOKEN_ROWS = VECTOR_ROWS
+#: the kind a classifier's fully connected layers get their own factor under (`Platform` kind scales)
+VECTOR_KIND = f"FullyConnected {VECTOR}"
 #: configurations measured per kind (per suite of a kind)
 CONFIGS = 12
 #: at most this many kinds are swept: those that carry the most of the networks' predicted time ...
@@ -150,7 +155,7 @@ def sweep_plan(estimates: Sequence[Estimate], activations: Sequence[str] = (),
             share[kind] = share.get(kind, 0.0) + ms / total
         ex, t = e.mapped.network, e.mapped_time_ms / total
         labels = np.asarray(ex.type_labels(), dtype=object)
-        vector = np.asarray(ex.cols["n"] * ex.cols["h_in"] * ex.cols["w_in"], np.float64) < TOKEN_ROWS
+        vector = vector_rows(ex.cols)
         streamed = cold & streams_weights(ex.weights)
         feats = features(ex.ops, np.asarray(ex.in_elems, np.float64) + ex.out_elems, ex.weights)
         for kind in KIND_SUITES:
@@ -217,20 +222,22 @@ def apply_factors(d: dict[str, Any], factors: dict[str, float]) -> None:
     the kind scale the overhead holds already (a type group's own), the weight-streaming one into the cache
     model (`scale_cache`)."""
     ks = dict(d["overhead"].get("kind_scales") or {})
-    d["overhead"]["kind_scales"] = {**ks, **{k: f * ks.get(k, 1.0) for k, f in factors.items() if k != COLD_KEY}}
+    # (a kernel or vector kind replaces its type's scale: it starts from it)
+    d["overhead"]["kind_scales"] = {**ks, **{k: f * ks.get(k, ks.get(k.split(" ")[0], 1.0))
+                                             for k, f in factors.items() if k != COLD_KEY}}
     scale_cache(d, factors)
 
 
 def scale_cache(d: dict[str, Any], factors: dict[str, float]) -> None:
     """In the platform dict ``d``, divide the cache model's streaming bandwidths by the weight-streaming factor
-    of ``factors`` (`COLD_KEY`) over the fully connected kind's (a per-kind scale multiplies a layer's time
-    with its streaming floor: the product is the measured factor)."""
+    of ``factors`` (`COLD_KEY`) over the classifier's fully connected kind's (`VECTOR_KIND`, else the type's: a
+    per-kind scale multiplies a layer's time with its streaming floor, the product is the measured factor)."""
     cold = factors.get(COLD_KEY)
     cache = d.get("cache")
     if not cold or not isinstance(cache, dict):
         return
     cache = d["cache"] = dict(cache)  # (a platform's to_dict shares its meta's objects)
-    ratio = cold / factors.get("FullyConnected", 1.0)
+    ratio = cold / factors.get(VECTOR_KIND, factors.get("FullyConnected", 1.0))
     for key in ("stream_bandwidth", "dram_bandwidth"):
         if isinstance(cache.get(key), dict):
             cache[key] = {t: bw / ratio for t, bw in cache[key].items()}
@@ -305,7 +312,9 @@ def sweep_factors(raw: Platform, runtime: str, plan: dict[str, dict[str, Target]
                 else:
                     log.info("adapt: %d measured %s layers in suite %s, too few for a factor", int(ok.sum()), kind,
                              suite)
-            if medians:
+            if kind == "FullyConnected" and len(medians) == 2:  # a classifier's and a transformer's, each its own
+                factors[kind], factors[VECTOR_KIND] = medians[KIND_SUITES[kind]], medians[VECTOR_SUITE]
+            elif medians:
                 w = sum(suites[k].weight for k in medians)
                 factors[kind] = sum(suites[k].weight * m for k, m in medians.items()) / w
         left = budget_s - (time.perf_counter() - t0)

@@ -23,7 +23,8 @@ from ..models.calibration import Calibration
 from .machine import mismatch
 from .tables import ModelTables
 
-__all__ = ["Platform", "SCHEMA", "SCHEMA_VERSION", "LAYER_KEYS", "dumps_platform"]
+__all__ = ["Platform", "SCHEMA", "SCHEMA_VERSION", "LAYER_KEYS", "dumps_platform", "VECTOR", "VECTOR_ROWS",
+           "vector_rows"]
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +58,8 @@ class Platform:
         self.mapping = mapping or MappingModel()
         self.meta = dict(meta or {})
         self.overhead = _read_overhead(self.meta.get("overhead"), name)
-        #: per layer kind: (type, kernel (kh, kw) or None, factor on the overhead's scale) (`_read_kind_scales`)
+        #: per layer kind: (type, kernel (kh, kw), `VECTOR` or None, factor on the overhead's scale)
+        #: (`_read_kind_scales`)
         self.kind_scales = _read_kind_scales(self.meta.get("overhead"), name)
         #: layer time (ms) below which the overhead's per-layer cost is paid in proportion (0: every layer in full)
         self.per_layer_ramp_ms = _read_ramp(self.meta.get("overhead"), name)
@@ -253,11 +255,25 @@ def _read_ramp(d: Any, name: str) -> float:
     return check_number(d, "per_layer_ramp_ms", f"platform {name!r}: overhead", positive=True)
 
 
-def _read_kind_scales(d: Any, name: str) -> tuple[tuple[int, tuple[int, int] | None, float], ...]:
-    """Optional ``overhead.kind_scales``: {kind: factor}, a kind being a layer type (``"AvgPool"``) or a type
-    with its kernel (``"Conv 3x3"``, which wins over the type alone). An executed layer of that kind runs
-    ``factor`` times the overhead's scale: a runtime's relative speed per layer kind (``annette adapt`` fits
-    them where a device's runtime differs from the file's)."""
+#: a fully connected layer with fewer rows (batch x tokens) than this is a classifier's, a matrix-vector product
+#: (kind ``"FullyConnected vector"`` of ``overhead.kind_scales``)
+VECTOR_ROWS = 8
+VECTOR = "vector"
+
+
+def vector_rows(cols: Mapping[str, Any]) -> np.ndarray:
+    """Per layer of a network's columns: whether it has fewer than `VECTOR_ROWS` rows (batch x height x width of
+    its input), as a classifier's fully connected layer."""
+    return np.asarray(cols["n"] * cols["h_in"] * cols["w_in"], np.float64) < VECTOR_ROWS
+
+
+def _read_kind_scales(d: Any, name: str) -> tuple[tuple[int, tuple[int, int] | str | None, float], ...]:
+    """Optional ``overhead.kind_scales``: {kind: factor}, a kind being a layer type (``"AvgPool"``), a type
+    with its kernel (``"Conv 3x3"``) or a fully connected layer of fewer than `VECTOR_ROWS` rows
+    (``"FullyConnected vector"``: a classifier's matrix-vector product, memory-bound where a transformer's rows
+    are compute-bound); either wins over the type alone. An executed layer of that kind runs ``factor`` times
+    the overhead's scale: a runtime's relative speed per layer kind (``annette adapt`` fits them where a
+    device's runtime differs from the file's)."""
     if not isinstance(d, Mapping) or d.get("kind_scales") is None:
         return ()
     where = f"platform {name!r}: overhead.kind_scales"
@@ -267,16 +283,19 @@ def _read_kind_scales(d: Any, name: str) -> tuple[tuple[int, tuple[int, int] | N
     out = []
     for kind, _ in ks.items():
         label, _, kernel = str(kind).partition(" ")
+        k: tuple[int, ...] | str | None
         try:
             t = int(LayerType.from_label(label))
-            k = tuple(int(x) for x in kernel.split("x")) if kernel else None
+            k = VECTOR if kernel == VECTOR else tuple(int(x) for x in kernel.split("x")) if kernel else None
         except (ValueError, KeyError):
-            raise PlatformError(f"{where}: {kind!r} is not a layer type, or a type and kernel like 'Conv 3x3'") \
-                from None
-        if k is not None and len(k) != 2:
+            raise PlatformError(f"{where}: {kind!r} is not a layer type, a type and kernel like 'Conv 3x3', or "
+                                "'FullyConnected vector'") from None
+        if k == VECTOR and t != LayerType.FULLY_CONNECTED:
+            raise PlatformError(f"{where}: {kind!r}: only a fully connected layer has a vector kind")
+        if isinstance(k, tuple) and len(k) != 2:
             raise PlatformError(f"{where}: {kind!r}: the kernel is written like 3x3")
         out.append((t, k, check_number(ks, kind, where, positive=True)))
-    return tuple(sorted(out, key=lambda e: e[1] is not None))  # kernel-specific entries last: they win
+    return tuple(sorted(out, key=lambda e: e[1] is not None))  # (kernel or vector) specific entries last: they win
 
 
 def _read_slow_ns(d: Any, name: str) -> np.ndarray | None:

@@ -20,6 +20,7 @@ from ..models.base import layer_bytes
 from ..models.calibration import ramp_share
 from ..models.roofline import roofline_ms
 from ..platform import Platform
+from ..platform.platform import VECTOR, vector_rows
 from ..platform.tables import ModelTables
 from .original import original_layer_models
 from .state import RUNS_MS, Run
@@ -124,12 +125,14 @@ def runtime_overhead(r: Run) -> None:
     types = r.executed.types
     is_input = types == _INPUT
     scales = np.where(types == _DEPTHWISE, dw_scale, scale)
-    if r.platform.kind_scales:  # per layer kind, a factor on the scale (kernel-specific entries last)
+    if r.platform.kind_scales:  # per layer kind, a factor on the scale (kernel or vector entries last)
         factor = np.ones(len(types))
         cols = r.executed.cols
         for t, k, f in r.platform.kind_scales:
             m = types == t
-            if k is not None:
+            if k == VECTOR:
+                m &= vector_rows(cols)
+            elif k is not None:
                 m &= (cols["kh"] == k[0]) & (cols["kw"] == k[1])
             factor[m] = f
         scales = scales * factor
