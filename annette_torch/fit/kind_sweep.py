@@ -7,7 +7,7 @@ end-to-end latencies cannot pin down a factor per kind. A few micro-kernels of t
 adaptation networks' time can, chosen like those networks' layers (`pick_configs`): each kind's factor is the
 median of measured over modelled time of its layers (`sweep_factors`). A fully connected layer gets two: a
 classifier's matrix-vector product (`VECTOR_KIND`, memory-bound) and a transformer's rows run at ratios of their
-own (the Intel Xeon VM against the AMD EPYC openvino-cpu file: ~1.7x and ~1.2x).
+own (the Intel Xeon VM against the AMD EPYC openvino-cpu file: ~1.8-2.1x and ~1.1x).
 
 Activations the file models and the adaptation networks do not hold are swept too (`ACT_CONFIGS` each): an
 element-wise kernel's speed ratio between two CPUs is its own (ONNX Runtime on the Intel Xeon against the AMD
@@ -144,9 +144,9 @@ def sweep_plan(estimates: Sequence[Estimate], activations: Sequence[str] = (),
     layer's suites by the time of token rows and of classifier rows (`TOKEN_ROWS`). Then each kind of
     ``activations`` (`activation_kinds` of the file) that the networks do not hold. With ``cold`` (the file has a
     cache model, whose streaming bandwidths the ``cold_weights`` micro-kernels rescale), a classifier with
-    `MIN_COLD_WEIGHT_MB` of weights or more is left to them: one kind factor serves every fully connected layer,
-    and VGG's 400 MB head, streamed from memory at ~2.5x the AMD EPYC file's time on the Intel Xeon VM, took the
-    factor of a transformer's token projections from 1.16 to 1.46."""
+    `MIN_COLD_WEIGHT_MB` of weights or more is left to them: VGG's 400 MB head, streamed from memory at ~2.5x the
+    AMD EPYC file's time on the Intel Xeon VM, would set the factor of every classifier (it took the single fully
+    connected factor of an earlier sweep from 1.16 to 1.46)."""
     share: dict[str, float] = {}
     layers: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}  # suite -> (features, relative times) per net
     for e in estimates:
