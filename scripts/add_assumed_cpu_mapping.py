@@ -45,21 +45,13 @@ from typing import Any
 from annette_torch.atomic import write_text
 from annette_torch.platform import Platform
 from annette_torch.platform.platform import dumps_platform
+from annette_torch.platform.registry import shipped_machine_file
 
 ROOT = Path(__file__).resolve().parent.parent
 PLATFORMS = ("ort-cpu", "openvino-cpu")
 #: the layer types the kernel typing gives a layer (`annette_torch.mapping.layout.map_kernel_types`): their models
 #: come with it (the others a default file lacks keep falling back to the kernel they run, see `Platform.layers`)
 KERNEL_TYPE_MODELS = ("BlockedResize", "BlockedReshape", "RowBatchNorm")
-
-
-def _machine_file(platform: str) -> Path | None:
-    """The machine file of ``platform`` measured on this machine (the one its name loads here), if one is
-    shipped."""
-    from annette_torch.platform.registry import _shipped_path
-
-    path = Path(_shipped_path(platform))
-    return None if path == ROOT / "platforms" / f"{platform}.json" else path
 
 
 def transfer(default: dict[str, Any], source: dict[str, Any], where: str) -> list[str]:
@@ -178,7 +170,8 @@ def main(argv: list[str] | None = None) -> int:
             ap.error(f"--from {p}: not a platform file of {' or '.join(PLATFORMS)}")
         given[d["name"]] = (Path(p).resolve(), d)
     for platform in PLATFORMS:
-        src = given[platform][0] if platform in given else _machine_file(platform)
+        mine = shipped_machine_file(platform)
+        src = given[platform][0] if platform in given else Path(mine) if mine else None
         if src is None:
             print(f"{platform}: no machine file of this machine; give --from", file=sys.stderr)
             continue

@@ -72,7 +72,7 @@ def add_rules(d: dict[str, Any], rules: list[dict]) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     from annette_torch.platform import Platform
-    from annette_torch.platform.registry import _shipped_path
+    from annette_torch.platform.registry import shipped_machine_file
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--configs", type=int, default=50, help="configurations per suite (default 50, as the quick plan)")
@@ -80,10 +80,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dry-run", action="store_true", help="print what would be added, write nothing")
     args = ap.parse_args(argv)
     for platform in PLATFORMS:
-        path = Path(_shipped_path(platform))
-        if path == ROOT / "platforms" / f"{platform}.json":
+        mine = shipped_machine_file(platform)
+        if mine is None:
             print(f"{platform}: no machine file of this machine (run annette calibrate)", file=sys.stderr)
             continue
+        path = Path(mine)
         d = json.loads(path.read_text(encoding="utf-8"))
         folds = tuple(d["mapping"].get("folds", ()))
         added = add_rules(d, measure_rules(platform, tuple(args.suite or SUITES), args.configs, folds))

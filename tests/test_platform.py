@@ -246,6 +246,7 @@ def test_shipped_machine_files_picked_by_this_cpu(tmp_path, monkeypatch, capsys)
     monkeypatch.setattr(machine, "machine_fingerprint", lambda threads=None: dict(here, threads=threads))
     registry.refresh_platforms()
     assert P.shipped_machines("meas") == [slug] and P.shipped_machines("nope") == []
+    assert registry.shipped_machine_file("meas") == str(tmp_path / "machines" / "meas" / f"{slug}.json")
     p = load_platform("meas")
     assert p.meta["fingerprint"]["cpu"] == "Intel(R) Xeon(R) CPU B" and p.check_machine() is None
     assert list_platforms() == {"meas": "measured on CPU B"}
@@ -256,7 +257,7 @@ def test_shipped_machine_files_picked_by_this_cpu(tmp_path, monkeypatch, capsys)
 
     here.update(cpu="CPU A")  # a machine with no file of its own gets the default, which warns when it differs
     registry.refresh_platforms()
-    assert load_platform("meas").meta["fingerprint"]["cpu"] == "CPU A"
+    assert load_platform("meas").meta["fingerprint"]["cpu"] == "CPU A" and registry.shipped_machine_file("meas") is None
     here.update(cpu="CPU C", cores=4)
     p = load_platform("meas")
     assert p.meta["fingerprint"]["cpu"] == "CPU A" and "measured on another machine (CPU A" in p.check_machine()

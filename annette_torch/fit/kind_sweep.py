@@ -40,12 +40,12 @@ import numpy as np
 from ..bench.suites.layers import ACT_TYPES
 from ..ir import LayerType
 from ..platform import Platform
-from ..platform.platform import VECTOR, VECTOR_ROWS, vector_rows
+from ..platform.platform import VECTOR, vector_rows
 
 if TYPE_CHECKING:
     from ..estimator import Estimate
 
-__all__ = ["KIND_SUITES", "VECTOR_SUITE", "ACT_SUITE", "ACT_KINDS", "ACT_CONFIGS", "MIN_ACT_ELEMENTS", "TOKEN_ROWS",
+__all__ = ["KIND_SUITES", "VECTOR_SUITE", "ACT_SUITE", "ACT_KINDS", "ACT_CONFIGS", "MIN_ACT_ELEMENTS",
            "CONFIGS", "MAX_KINDS", "TIME_SHARE", "MIN_LAYERS", "BUDGET_S", "POOL", "NEAREST", "Target", "features",
            "sweep_plan", "pick_configs", "sweep_factors", "measure_factors", "activation_kinds", "COLD_KEY",
            "COLD_SUITE", "COLD_CONFIGS", "MIN_COLD_WEIGHT_MB", "MIN_COLD_FLUSH_MB", "streams_weights", "cold_configs",
@@ -79,8 +79,6 @@ COLD_SUITE = "cold_weights"
 COLD_CONFIGS = 4
 MIN_COLD_WEIGHT_MB = 64
 MIN_COLD_FLUSH_MB = 96
-#: fully connected layers with fewer rows (batch x tokens) than this are a classifier's
-TOKEN_ROWS = VECTOR_ROWS
 #: the kind a classifier's fully connected layers get their own factor under (`Platform` kind scales)
 VECTOR_KIND = f"FullyConnected {VECTOR}"
 #: configurations measured per kind (per suite of a kind)
@@ -141,7 +139,7 @@ def sweep_plan(estimates: Sequence[Estimate], activations: Sequence[str] = (),
     """What to sweep for the networks of ``estimates`` (by a platform without network-level overhead):
     {kind: {suite: `Target`}} for the kinds with suites (`KIND_SUITES`) that carry the most of the
     networks' predicted time, largest first, until `TIME_SHARE` of it (at most `MAX_KINDS`); a fully connected
-    layer's suites by the time of token rows and of classifier rows (`TOKEN_ROWS`). Then each kind of
+    layer's suites by the time of token rows and of classifier rows (`platform.VECTOR_ROWS`). Then each kind of
     ``activations`` (`activation_kinds` of the file) that the networks do not hold. With ``cold`` (the file has a
     cache model, whose streaming bandwidths the ``cold_weights`` micro-kernels rescale), a classifier with
     `MIN_COLD_WEIGHT_MB` of weights or more is left to them: VGG's 400 MB head, streamed from memory at ~2.5x the

@@ -27,7 +27,7 @@ from . import machine
 from .platform import Platform
 
 __all__ = ["platform_dir", "user_platform_dir", "list_platforms", "platform_files", "PlatformFile", "shipped_machines",
-           "load_platform", "resolve_platform", "refresh_platforms", "ALIASES", "alias_of"]
+           "shipped_machine_file", "load_platform", "resolve_platform", "refresh_platforms", "ALIASES", "alias_of"]
 
 
 def platform_dir() -> Path:
@@ -196,6 +196,13 @@ def shipped_machines(name: str) -> list[str]:
     """Machine slugs for which a measured file of shipped platform ``name`` exists besides its default."""
     folder = platform_dir() / "machines" / name
     return sorted(p.stem for p in folder.glob("*.json")) if folder.is_dir() else []
+
+
+def shipped_machine_file(name: str) -> str | None:
+    """The shipped file of platform ``name`` measured on this machine (the one the name loads here, besides the
+    default file), if there is one."""
+    path = _shipped_path(name)
+    return None if path == str(platform_dir() / f"{name}.json") else path
 
 
 def _shipped_path(name: str) -> str:
