@@ -93,6 +93,7 @@ class LayerType(enum.IntEnum):
     CHANNEL_SHUFFLE = 43  # a view, transpose and view back of a feature map run as one kernel (mapping pass)
     PLAIN_MAX_POOL = 44  # a max pool of a plain-layout tensor, no feature map (mapping pass, no layout costs)
     PLAIN_AVG_POOL = 45  # an average pool of a plain-layout tensor (as PLAIN_MAX_POOL)
+    ELEMENTWISE = 46  # other element-wise math: exp, log, sqrt, pow, erf, neg, abs, where, comparisons, ELU, ...
 
     @property
     def label(self) -> str:
@@ -153,6 +154,7 @@ _LABELS: dict[LayerType, str] = {
     LayerType.CHANNEL_SHUFFLE: "ChannelShuffle",
     LayerType.PLAIN_MAX_POOL: "PlainMaxPool",
     LayerType.PLAIN_AVG_POOL: "PlainAvgPool",
+    LayerType.ELEMENTWISE: "Elementwise",
 }
 _BY_KEY: dict[str, LayerType] = {v.lower(): k for k, v in _LABELS.items()}
 _BY_KEY.update({"swish": LayerType.SILU, "upsample": LayerType.RESIZE, "gemm": LayerType.FULLY_CONNECTED,
@@ -186,6 +188,8 @@ TYPE_FALLBACKS.update({
     T.CLIP: ("Clip", "Relu6", "Relu"),
     T.SUB: ("Sub", "Add"),
     T.DIV: ("Div", "Mul"),
+    # no suite sweeps them: a transcendental activation's kernel is the nearest in cost per element
+    T.ELEMENTWISE: ("Elementwise", "Sigmoid", "Relu"),
 })
 TYPE_FALLBACKS = {t: keys + ("Base",) for t, keys in TYPE_FALLBACKS.items()}
 
@@ -193,7 +197,7 @@ CONV_TYPES = (T.CONV, T.DEPTHWISE_CONV, T.GROUP_CONV, T.CONV_POOL)
 POOL_TYPES = (T.MAX_POOL, T.AVG_POOL, T.GLOBAL_POOL)
 #: Types whose cost is one operation per output element (activations and element-wise math).
 ELEMENTWISE_TYPES = (T.RELU, T.RELU6, T.LEAKY_RELU, T.SIGMOID, T.SILU, T.HARDSWISH, T.HARDSIGMOID, T.GELU,
-                     T.TANH, T.SOFTPLUS, T.CLIP, T.SOFTMAX, T.LRN)
+                     T.TANH, T.SOFTPLUS, T.CLIP, T.SOFTMAX, T.LRN, T.ELEMENTWISE)
 #: Types combining several inputs element by element: (inputs - 1) operations per output element.
 MERGE_TYPES = (T.ADD, T.MUL, T.SUB, T.DIV)
 #: Pure data movement: no arithmetic.

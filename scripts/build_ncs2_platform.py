@@ -53,7 +53,10 @@ NCS2_SUPPORT = {
         "and 2022.1 releases; the stick was measured with the 2019 plugin): Convolution (ordinary, dilated, "
         "grouped), Deconvolution, FullyConnected, Gemm, Pooling (AVG, MAX), BatchNormalization, Activation "
         "(ReLU, ReLU6, Leaky ReLU, Sigmoid, TanH, Clamp), Softplus, Eltwise (Sum, Sub, Mul, Div), Concat, "
-        "Permute, Interp / Resample, Pad, Crop / StridedSlice, SoftMax, LRN, ReduceMean, MVN: Supported; "
+        "Permute, Interp / Resample, Pad, Crop / StridedSlice, SoftMax, LRN, ReduceMean, MVN, and the "
+        "element-wise math of the IR's Elementwise layers (Exp, Log, Erf, Power (pow, sqrt), Abs, Floor, Ceil, "
+        "Sign, Activation-ELU, Select (where), Eltwise comparisons, Max / Min): Supported (Neg, Reciprocal, Sin, "
+        "Cos and Selu are Not Supported, but an Elementwise layer does not tell them apart: it stays on the stick); "
         "HardSigmoid: Not Supported (runs on the host). 2D layers only (3D convolutions and pools are Not "
         "Supported; the IR holds 2D layers). SiLU, HardSwish and GELU are not rows of the table: the Model "
         "Optimizer writes them with supported layers (Sigmoid and Eltwise-Mul; Clamp and Eltwise; Erf) and "
@@ -67,7 +70,7 @@ NCS2_SUPPORT = {
         "Conv", "DepthwiseConv", "GroupConv", "ConvTranspose", "FullyConnected", "MatMul", "MaxPool", "AvgPool",
         "GlobalPool", "BatchNorm", "Relu", "Relu6", "LeakyRelu", "Sigmoid", "Tanh", "Clip", "Softplus", "SiLU",
         "HardSwish", "GELU", "Add", "Sub", "Mul", "Div", "Concat", "Transpose", "Resize", "Pad", "Slice",
-        "Softmax", "LRN", "ReduceMean", "LayerNorm")},
+        "Softmax", "LRN", "ReduceMean", "LayerNorm", "Elementwise")},
     "host": {
         "device": f"assumed host: {_HOST}",
         "layers": {"Base": {"model": "roofline", "op_s": 2.0e10, "bandwidth": 1.0e10, "bit_act": 32, "bit_weights": 32,

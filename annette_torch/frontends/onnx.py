@@ -23,9 +23,11 @@ Decisions worth knowing:
   in H; element counts are exact).
 * ``Clip`` is ``Relu6`` only when its bounds are exactly 0 and 6 (attributes before opset 11, constant
   inputs from opset 11); otherwise ``Clip``.
-* ``ReduceMean``/``ReduceMax`` over all spatial axes are ``GlobalPool``; other ``ReduceMean`` are
-  ``ReduceMean``. ``Squeeze``/``Unsqueeze`` are ``Reshape``; ``Split`` is ``Slice`` (its layer's output
-  shape is the first output's); ``PRelu`` is ``LeakyRelu``; ``LogSoftmax`` is ``Softmax``; ``Sum`` is ``Add``.
+* ``ReduceMean``/``ReduceMax`` over all spatial axes are ``GlobalPool``; any other reduction (sum, L2 norm,
+  max over tokens, arg max, ...) is ``ReduceMean``. ``Squeeze``/``Unsqueeze`` are ``Reshape``; ``Split`` is
+  ``Slice`` (its layer's output shape is the first output's); ``PRelu`` is ``LeakyRelu``; ``LogSoftmax`` is
+  ``Softmax``; ``Sum`` is ``Add``; ``Expand``/``Tile`` of an activation are ``Concat`` (a copy); other
+  element-wise math (``Exp``, ``Sqrt``, ``Pow``, ``Erf``, ``Where``, comparisons, ``Elu``...) is ``Elementwise``.
 * Spatial attributes of 1-D and 3-D operators are folded like shapes (see `ir.to_nchw`): a 1-D kernel
   ``k`` is ``(k, 1)``; a 3-D kernel ``(kd, kh, kw)`` is ``(kd * kh, kw)`` so that operation counts stay exact.
 * Any other op is an ``Unknown`` layer keeping its output shape, with attribute ``op``; every layer carries
@@ -82,11 +84,22 @@ _SIMPLE: dict[str, LayerType] = {
     "Transpose": T.TRANSPOSE, "Resize": T.RESIZE, "Upsample": T.RESIZE, "Pad": T.PAD, "Slice": T.SLICE,
     "Split": T.SLICE, "Dropout": T.DROPOUT, "LRN": T.LRN, "BatchNormalization": T.BATCH_NORM,
     "LayerNormalization": T.LAYER_NORM, "GroupNormalization": T.LAYER_NORM, "InstanceNormalization": T.LAYER_NORM,
+    "RMSNormalization": T.LAYER_NORM,
+    "DepthToSpace": T.TRANSPOSE, "SpaceToDepth": T.TRANSPOSE,  # (pixel shuffles: a reshape-transpose-reshape copy)
+    # a broadcast or tiling of an activation writes its output like a concatenation of copies
+    "Expand": T.CONCAT, "Tile": T.CONCAT,
+    **{op: T.ELEMENTWISE for op in ("Exp", "Log", "Sqrt", "Pow", "Erf", "Neg", "Abs", "Reciprocal", "Sin", "Cos",
+                                    "Sign", "Floor", "Ceil", "Round", "Elu", "Selu", "Celu", "ThresholdedRelu",
+                                    "Where", "CumSum", "Max", "Min", "Mod", "Equal", "Greater", "Less",
+                                    "GreaterOrEqual", "LessOrEqual", "Not", "And", "Or", "Xor")},
 }
+#: reductions over some axes (``ReduceMean`` / ``ReduceMax`` over all spatial axes are a ``GlobalPool``)
+_REDUCE = frozenset({"ReduceMean", "ReduceMax", "ReduceMin", "ReduceSum", "ReduceSumSquare", "ReduceL1", "ReduceL2",
+                     "ReduceLogSumExp", "ReduceProd", "ArgMax", "ArgMin"})
 #: Ops with their own conversion below.
 _SPECIAL = frozenset({"Conv", "ConvTranspose", "Gemm", "MatMul", "MaxPool", "AveragePool", "GlobalAveragePool",
-                      "GlobalMaxPool", "ReduceMean", "ReduceMax", "Clip", "Einsum", "Gather"})
-_SUPPORTED = frozenset(_SIMPLE) | _SPECIAL | {"Identity", "Constant"}
+                      "GlobalMaxPool", "Clip", "Einsum", "Gather"}) | _REDUCE
+_SUPPORTED = frozenset(_SIMPLE) | _SPECIAL | {"Identity", "Cast", "Constant"}
 #: Ops whose empty output (a zero dimension) is dropped: a slice of nothing, read by a concat or a reshape.
 _EMPTY_OK = frozenset({"Slice", "Split", "Gather", "Reshape", "Transpose", "Concat"})
 #: Ops whose outputs are constants whatever their inputs (shapes are static once the input shape is).
@@ -180,7 +193,7 @@ def from_onnx(model: str | os.PathLike | onnx.ModelProto, input_shape: Sequence[
             if i not in producer:
                 raise ModelLoadError(f"ONNX node {lname!r} ({op}) reads tensor {i!r}, which no earlier node, graph "
                                      f"input or initializer defines (graph not topologically sorted?)")
-        if op == "Identity":
+        if op in ("Identity", "Cast"):  # (a cast of values is no layer, as the fx front end reads .to / .float)
             if outs:
                 producer[outs[0]] = producer[acts[0]]
                 slow.follow(node, acts)
@@ -937,7 +950,9 @@ def _convert(node, consts, values, shapes, in_shape, out_shape):
     if op in ("GlobalAveragePool", "GlobalMaxPool"):
         _, _, h, wd = to_nchw(x)
         return T.GLOBAL_POOL, dict(kernel=(h, wd), pool="avg" if op == "GlobalAveragePool" else "max")
-    if op in ("ReduceMean", "ReduceMax"):
+    if op in _REDUCE:
+        if op in ("ArgMax", "ArgMin"):
+            return T.REDUCE_MEAN, {}
         axes = a.get("axes")
         if axes is not None and (not isinstance(axes, list) or not all(isinstance(i, int) for i in axes)):
             raise _BadAttr(f"attribute axes={axes!r}: expected a list of integers")
@@ -946,10 +961,11 @@ def _convert(node, consts, values, shapes, in_shape, out_shape):
             axes = None if v is None else [int(i) for i in v.reshape(-1)]
         r = len(x)
         spatial = list(range(2, r))
-        if axes is not None and r >= 3 and sorted({int(i) % r for i in axes}) == spatial:
+        if op in ("ReduceMean", "ReduceMax") and axes is not None and r >= 3 \
+                and sorted({int(i) % r for i in axes}) == spatial:
             _, _, h, wd = to_nchw(x)
             return T.GLOBAL_POOL, dict(kernel=(h, wd), pool="avg" if op == "ReduceMean" else "max")
-        return (T.REDUCE_MEAN if op == "ReduceMean" else T.UNKNOWN), {}
+        return T.REDUCE_MEAN, {}  # (any reduction: it reads every element once)
     if op in ("Gemm", "MatMul"):
         _operands(node, 2)
         _int_attr(a, "transA", 0, 0)

@@ -27,8 +27,9 @@ log = logging.getLogger(__package__)
 
 #: Calls whose tensors hold more elements than this are not exported (the export runs the call on zeros).
 MAX_ELEMS = 1 << 26
-#: (target, argument structure) -> the call's network and its output shapes (None: it cannot be exported)
-_CACHE: dict[Any, tuple[Network, list[tuple[int, ...]]] | None] = {}
+#: (target, argument structure) -> the call's network, its output shapes and their dtypes (None: float32) (None:
+#: it cannot be exported)
+_CACHE: dict[Any, tuple[Network, list[tuple[int, ...]], list[Any]] | None] = {}
 
 
 class _Call(nn.Module):
@@ -42,12 +43,14 @@ class _Call(nn.Module):
         for i, shape in enumerate(consts):
             self.register_buffer(f"c{i}", torch.zeros(shape))
         self.outputs: list[tuple[int, ...]] = []
+        self.dtypes: list[Any] = []  # (a comparison's bool output must stay bool for the call reading it)
 
     def forward(self, *xs: torch.Tensor) -> Any:
         args, kwargs = _fill(self.template, xs, self)
         res = getattr(args[0], self.method)(*args[1:], **kwargs) if self.method else self.fn(*args, **kwargs)
-        self.outputs = [tuple(t.shape) for t in (res if isinstance(res, (tuple, list)) else (res,))
-                        if isinstance(t, torch.Tensor)]
+        tensors = [t for t in (res if isinstance(res, (tuple, list)) else (res,)) if isinstance(t, torch.Tensor)]
+        self.outputs = [tuple(t.shape) for t in tensors]
+        self.dtypes = [None if t.dtype == torch.float32 else t.dtype for t in tensors]
         return res
 
 
@@ -85,7 +88,7 @@ def _key(node: Node, fn: Any, args: Any, kwargs: dict) -> Any:
     """What the exported layers depend on: the call's target and its arguments, tensors by shape."""
     def walk(x: Any) -> Any:
         if type(x) is _TV:
-            return ("T", x.layer >= 0, tuple(x.shape))
+            return ("T", x.layer >= 0, tuple(x.shape), x.dtype)
         if isinstance(x, (tuple, list)):
             return tuple(walk(v) for v in x)
         if isinstance(x, dict):
@@ -114,11 +117,11 @@ def recover(walker: Any, node: Node, fn: Any, args: tuple, kwargs: dict, partial
             _CACHE[key] = hit
     if hit is None:
         return None
-    net, outputs = hit
+    net, outputs, dtypes = hit
     if len(outputs) != 1 or (not partial and LayerType.UNKNOWN in net.types):
         return None
     layer = _splice(walker, net, [v.layer for v in ins])
-    return None if layer is None else _TV(layer, outputs[0])
+    return None if layer is None else _TV(layer, outputs[0], dtypes[0])
 
 
 def _tvs(a: Any) -> list[_TV]:
@@ -132,7 +135,7 @@ def _tvs(a: Any) -> list[_TV]:
 
 
 def _export(node: Node, fn: Any, args: tuple, kwargs: dict, ins: list[_TV]
-            ) -> tuple[Network, list[tuple[int, ...]]] | None:
+            ) -> tuple[Network, list[tuple[int, ...]], list[Any]] | None:
     """Export the call on zeros and read it (None when either fails)."""
     import onnx
 
@@ -145,7 +148,8 @@ def _export(node: Node, fn: Any, args: tuple, kwargs: dict, ins: list[_TV]
     try:
         with torch.no_grad(), warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            torch.onnx.export(call, tuple(torch.zeros(v.shape) for v in ins), buf, dynamo=False, opset_version=17)
+            torch.onnx.export(call, tuple(torch.zeros(v.shape, dtype=v.dtype or torch.float32) for v in ins), buf,
+                              dynamo=False, opset_version=17)
         quiet.setLevel(logging.ERROR)
         net = from_onnx(onnx.load_from_string(buf.getvalue()), name=node.name)
     except Exception as e:  # noqa: BLE001 - the call stays one Unknown layer
@@ -153,7 +157,7 @@ def _export(node: Node, fn: Any, args: tuple, kwargs: dict, ins: list[_TV]
         return None
     finally:
         quiet.setLevel(level)
-    return net, call.outputs
+    return net, call.outputs, call.dtypes
 
 
 def _splice(walker: Any, net: Network, inputs: list[int]) -> int | None:

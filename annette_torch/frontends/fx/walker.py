@@ -34,7 +34,9 @@ def _load(a: Any, env: dict) -> Any:
         return {k: _load(v, env) for k, v in a.items()}
     if t is slice:
         return slice(_load(a.start, env), _load(a.stop, env), _load(a.step, env))
-    if isinstance(a, (tuple, list)):  # fx's immutable_list, torch.Size
+    if isinstance(a, list):  # fx's immutable_list: a list to the callee (torchvision's Swin copies one)
+        return [_load(x, env) for x in a]
+    if isinstance(a, tuple):  # torch.Size, named tuples
         return tuple(_load(x, env) for x in a)
     if isinstance(a, dict):  # fx's immutable_dict
         return {k: _load(v, env) for k, v in a.items()}

@@ -88,7 +88,7 @@ _UNARY_FUNCTIONS = {
     T.SILU: (F.silu,), T.HARDSWISH: (F.hardswish,), T.HARDSIGMOID: (F.hardsigmoid,), T.GELU: (F.gelu,),
     T.TANH: (F.tanh, torch.tanh), T.SOFTMAX: (F.softmax, torch.softmax, F.log_softmax, torch.log_softmax),
     T.SOFTPLUS: (F.softplus,), T.LRN: (F.local_response_norm,),
-    T.BATCH_NORM: (F.batch_norm,), T.LAYER_NORM: (F.layer_norm,),
+    T.BATCH_NORM: (F.batch_norm,), T.LAYER_NORM: (F.layer_norm, F.rms_norm),
 }
 _UNARY_METHODS = {
     T.RELU: ("relu", "relu_"), T.SIGMOID: ("sigmoid", "sigmoid_"), T.TANH: ("tanh", "tanh_"),
@@ -107,7 +107,7 @@ _reg(_METHODS, ("clamp", "clamp_", "clip", "clip_"), _clamp)
 _reg(_MODULES, (nn.LeakyReLU,), _leaky_module, T.LEAKY_RELU)
 _reg(_FUNCTIONS, (F.leaky_relu, F.leaky_relu_), _leaky_function, T.LEAKY_RELU)
 _reg(_MODULES, (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d), _bn_module, T.BATCH_NORM)
-_reg(_MODULES, (nn.LayerNorm,), _layer_norm_module, T.LAYER_NORM)
+_reg(_MODULES, (nn.LayerNorm, nn.RMSNorm), _layer_norm_module, T.LAYER_NORM)
 # group and instance norms: per-sample statistics like a LayerNorm (what it costs), over channel groups
 _reg(_MODULES, (nn.GroupNorm, nn.InstanceNorm1d, nn.InstanceNorm2d, nn.InstanceNorm3d), _same(T.LAYER_NORM),
      T.LAYER_NORM)

@@ -1,4 +1,6 @@
-"""fx rules for element-wise arithmetic: add, mul, sub and div between tensors (broadcast) or with scalars."""
+"""fx rules for element-wise arithmetic: add, mul, sub and div between tensors (broadcast) or with scalars;
+the other element-wise math (exp, log, sqrt, pow, erf, neg, abs, ELU, ...), comparisons, ``where`` and
+``masked_fill`` as one ``Elementwise`` layer each, as the ONNX front end reads their exports."""
 
 from __future__ import annotations
 
@@ -6,9 +8,11 @@ import operator
 from typing import Callable
 
 import torch
+import torch.nn as nn
+import torch.nn.functional as F
 
 from ....ir import LayerType
-from ..registry import _FUNCTIONS, _METHODS, _reg
+from ..registry import _FUNCTIONS, _METHODS, _MODULES, _reg
 from ..values import T, _arg, _broadcast, _NoRule, _TV
 from ..walker import _Walker
 
@@ -25,6 +29,26 @@ def _binary(t: LayerType) -> Callable:
     return rule
 
 
+def _elementwise(dtype: torch.dtype | None = None) -> Callable:
+    """An ``Elementwise`` layer reading every tensor argument, of their broadcast shape (``dtype``: its values'
+    type where not float, e.g. a comparison's bool that a ``where`` reads)."""
+    def rule(w: _Walker, fn, args, kwargs):
+        tvs = [v for v in (*args, *kwargs.values()) if type(v) is _TV]
+        if not tvs or (fn in (torch.where, "where") and len(args) + len(kwargs) == 1):
+            raise _NoRule("no tensor operand, or where(condition): the indices")
+        out = w.emit(T.ELEMENTWISE, tvs, _broadcast([v.shape for v in tvs]))
+        out.dtype = dtype
+        return out
+    return rule
+
+
+def _module_elementwise(w: _Walker, m, args, kwargs):
+    x = args[0] if args else kwargs.get("input")
+    if type(x) is not _TV:
+        raise _NoRule("first argument is not a tensor")
+    return w.emit(T.ELEMENTWISE, (x,), x.shape)
+
+
 # ------------------------------------------------------------------------------------------------------
 # registration
 
@@ -38,3 +62,21 @@ _BINARY = {
 for _t, (_fns, _meths) in _BINARY.items():
     _reg(_FUNCTIONS, _fns, _binary(_t), _t)
     _reg(_METHODS, _meths, _binary(_t))
+
+_UNARY_FUNCTIONS = (torch.exp, torch.exp2, torch.expm1, torch.log, torch.log2, torch.log10, torch.log1p, torch.sqrt,
+                    torch.rsqrt, torch.abs, torch.neg, torch.negative, torch.reciprocal, torch.erf, torch.erfc,
+                    torch.sin, torch.cos, torch.sign, torch.floor, torch.ceil, torch.round, torch.square, torch.pow,
+                    torch.maximum, torch.minimum, torch.where, torch.cumsum, torch.masked_fill, operator.pow,
+                    operator.neg, operator.abs, F.elu, F.selu, F.celu, F.logsigmoid, F.threshold)
+_UNARY_METHODS = ("exp", "exp_", "log", "log_", "log1p", "sqrt", "sqrt_", "rsqrt", "abs", "abs_", "neg", "neg_",
+                  "reciprocal", "erf", "sin", "cos", "sign", "floor", "ceil", "round", "square", "pow", "pow_",
+                  "maximum", "minimum", "where", "cumsum", "masked_fill", "masked_fill_")
+_COMPARE_FUNCTIONS = (operator.gt, operator.lt, operator.ge, operator.le, operator.eq, operator.ne, torch.gt,
+                      torch.lt, torch.ge, torch.le, torch.eq, torch.ne, torch.logical_not, torch.logical_and,
+                      torch.logical_or, torch.isnan, operator.invert, operator.and_, operator.or_)
+_COMPARE_METHODS = ("gt", "lt", "ge", "le", "eq", "ne", "logical_not", "logical_and", "logical_or", "isnan")
+_reg(_FUNCTIONS, _UNARY_FUNCTIONS, _elementwise(), T.ELEMENTWISE)
+_reg(_METHODS, _UNARY_METHODS, _elementwise())
+_reg(_FUNCTIONS, _COMPARE_FUNCTIONS, _elementwise(torch.bool), T.ELEMENTWISE)
+_reg(_METHODS, _COMPARE_METHODS, _elementwise(torch.bool))
+_reg(_MODULES, (nn.ELU, nn.SELU, nn.CELU, nn.LogSigmoid, nn.Threshold), _module_elementwise, T.ELEMENTWISE)

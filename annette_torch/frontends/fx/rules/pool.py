@@ -12,7 +12,7 @@ import torch.nn.functional as F
 
 from ....ir import LayerType
 from ..registry import _FUNCTIONS, _METHODS, _MODULES, _reg
-from ..values import T, _arg, _dim, _fold2, _NoRule, _prod, _ShapeError, _tup, _TV, _x
+from ..values import T, _arg, _broadcast, _dim, _fold2, _NoRule, _prod, _ShapeError, _tup, _TV, _x
 from ..walker import _Walker
 
 
@@ -109,10 +109,41 @@ def _reduce(kind: str) -> Callable:
         if r >= 3 and dims == set(range(2, r)):
             kern = (s[2], 1) if r == 3 else (_prod(s[2:-1]), s[-1])
             return w.emit(T.GLOBAL_POOL, (x,), out, kernel=kern, pool=kind)
-        if kind != "avg":
-            raise _NoRule("a max over non-spatial dimensions")
-        return w.emit(T.REDUCE_MEAN, (x,), out)
+        return w.emit(T.REDUCE_MEAN, (x,), out)  # (a max over tokens or channels too, as ONNX ReduceMax is read)
     return rule
+
+
+def _reduction(w: _Walker, fn, args, kwargs):
+    """Any other reduction (sum, norm, variance, max / min with their indices, ...): one ``ReduceMean`` layer of
+    the result's shape (found on the meta device), as the ONNX front end reads ReduceSum, ReduceL2, ArgMax."""
+    x = _x(args, kwargs)
+    other = _arg(args, kwargs, 1, "other")
+    if type(other) is _TV:  # torch.max(a, b): element by element
+        return w.emit(T.ELEMENTWISE, (x, other), _broadcast([x.shape, other.shape]))
+
+    def meta(v: Any) -> Any:
+        if type(v) is _TV:
+            return torch.empty(v.shape, dtype=v.dtype or torch.float32, device="meta")
+        if isinstance(v, (tuple, list)):
+            return type(v)(meta(u) for u in v) if type(v) in (tuple, list) else tuple(meta(u) for u in v)
+        return v
+    margs, mkwargs = meta(args), {k: meta(v) for k, v in kwargs.items()}
+    try:
+        res = getattr(margs[0], fn)(*margs[1:], **mkwargs) if isinstance(fn, str) else fn(*margs, **mkwargs)
+    except Exception as e:  # noqa: BLE001 - torch's own argument check: the walker reports the shapes
+        raise _ShapeError(str(e).splitlines()[0]) from None
+    outs = list(res) if isinstance(res, tuple) else [res]
+    if not outs or not all(isinstance(o, torch.Tensor) for o in outs):
+        raise _NoRule("not a tensor result")
+    d, r = _arg(args, kwargs, 1, "dim"), len(x.shape)
+    if fn in ("max", torch.max) and d is not None and r >= 3 and {_dim(v, r) for v in _tup(d, 1)} == set(range(2, r)):
+        y = _reduce("max")(w, fn, args, kwargs)  # (over the spatial axes: a global max pooling, as ONNX is read)
+    else:
+        y = w.emit(T.REDUCE_MEAN, (x,), tuple(outs[0].shape))
+    if len(outs) == 1:
+        return y
+    vals = [y] + [_TV(y.layer, tuple(o.shape), None if o.dtype == torch.float32 else o.dtype) for o in outs[1:]]
+    return type(res)(vals) if hasattr(res, "_fields") else tuple(vals)  # (values, indices) of max / min
 
 
 def _resize_core(w: _Walker, x: _TV, size: Any, scale: Any, mode: str | None) -> _TV:
@@ -187,6 +218,10 @@ _reg(_FUNCTIONS, (torch.mean,), _reduce("avg"), T.REDUCE_MEAN)
 _reg(_METHODS, ("mean",), _reduce("avg"))
 _reg(_FUNCTIONS, (torch.amax,), _reduce("max"))
 _reg(_METHODS, ("amax",), _reduce("max"))
+_REDUCTIONS = ("sum", "nansum", "prod", "amin", "logsumexp", "norm", "var", "std", "argmax", "argmin", "max", "min",
+               "all", "any")
+_reg(_FUNCTIONS, tuple(getattr(torch, n) for n in _REDUCTIONS), _reduction, T.REDUCE_MEAN)
+_reg(_METHODS, _REDUCTIONS, _reduction)
 _reg(_MODULES, (nn.Upsample,), _upsample_module, T.RESIZE)
 _reg(_FUNCTIONS, (F.interpolate, F.upsample), _interpolate, T.RESIZE)
 _PAD_MODES: dict[type, str] = {

@@ -104,6 +104,33 @@ def _view_as(w: _Walker, fn, args, kwargs):
     return w.emit(T.RESHAPE, (x,), _resolve_shape(x, other.shape))
 
 
+def _expand(w: _Walker, fn, args, kwargs):
+    """``expand`` / ``expand_as``: the broadcast tensor written out, as ONNX's Expand is read (a copy, ``Concat``)."""
+    x = _x(args, kwargs)
+    if fn == "expand_as":
+        out = tuple(_arg(args, kwargs, 1, "other").shape)
+    else:
+        sizes = [int(v) for v in _shape_args(args, kwargs, "size")]
+        lead = len(sizes) - len(x.shape)
+        if lead < 0:
+            raise _ShapeError(f"expand to {sizes}: fewer dimensions than the tensor's {list(x.shape)}")
+        out = tuple(x.shape[i - lead] if v == -1 and i >= lead else v for i, v in enumerate(sizes))
+        if any(v < 0 for v in out) or any(d != 1 and d != out[lead + i] for i, d in enumerate(x.shape)):
+            raise _ShapeError(f"cannot expand {list(x.shape)} to {sizes}")
+    return w.emit(T.CONCAT, (x,), out)
+
+
+def _repeat(w: _Walker, fn, args, kwargs):
+    """``repeat`` / ``tile``: copies of the tensor side by side (``Concat``)."""
+    x = _x(args, kwargs)
+    reps = [int(v) for v in _shape_args(args, kwargs, "repeats" if fn == "repeat" else "dims")]
+    if fn == "repeat" and len(reps) < len(x.shape):
+        raise _ShapeError(f"repeat {reps}: fewer repeats than the tensor's dimensions {list(x.shape)}")
+    reps = [1] * (len(x.shape) - len(reps)) + reps
+    shape = (1,) * (len(reps) - len(x.shape)) + tuple(x.shape)
+    return w.emit(T.CONCAT, (x,), tuple(a * b for a, b in zip(shape, reps)))
+
+
 def _unflatten_module(w: _Walker, m, args, kwargs):
     x = _x(args, kwargs)
     d = _dim(m.dim, len(x.shape))
@@ -294,6 +321,9 @@ _reg(_MODULES, (nn.Unflatten,), _unflatten_module, T.RESHAPE)
 _reg(_FUNCTIONS, (torch.reshape,), _reshape, T.RESHAPE)
 _reg(_METHODS, ("view", "reshape"), _reshape)
 _reg(_METHODS, ("view_as", "reshape_as"), _view_as)
+_reg(_METHODS, ("expand", "expand_as"), _expand)
+_reg(_FUNCTIONS, (torch.tile,), lambda w, fn, a, k: _repeat(w, "tile", a, k), T.CONCAT)
+_reg(_METHODS, ("repeat", "tile"), _repeat)
 _reg(_FUNCTIONS, (torch.squeeze,), _squeeze, T.RESHAPE)
 _reg(_METHODS, ("squeeze",), _squeeze)
 _reg(_FUNCTIONS, (torch.unsqueeze,), _unsqueeze, T.RESHAPE)
