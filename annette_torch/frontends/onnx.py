@@ -89,13 +89,14 @@ _SIMPLE: dict[str, LayerType] = {
     # a broadcast or tiling of an activation writes its output like a concatenation of copies
     "Expand": T.CONCAT, "Tile": T.CONCAT,
     **{op: T.ELEMENTWISE for op in ("Exp", "Log", "Sqrt", "Pow", "Erf", "Neg", "Abs", "Reciprocal", "Sin", "Cos",
+                                    "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh",
                                     "Sign", "Floor", "Ceil", "Round", "Elu", "Selu", "Celu", "ThresholdedRelu",
                                     "Where", "CumSum", "Max", "Min", "Mod", "Equal", "Greater", "Less",
                                     "GreaterOrEqual", "LessOrEqual", "Not", "And", "Or", "Xor")},
 }
 #: reductions over some axes (``ReduceMean`` / ``ReduceMax`` over all spatial axes are a ``GlobalPool``)
 _REDUCE = frozenset({"ReduceMean", "ReduceMax", "ReduceMin", "ReduceSum", "ReduceSumSquare", "ReduceL1", "ReduceL2",
-                     "ReduceLogSumExp", "ReduceProd", "ArgMax", "ArgMin"})
+                     "ReduceLogSumExp", "ReduceProd", "ArgMax", "ArgMin", "TopK"})
 #: Ops with their own conversion below.
 _SPECIAL = frozenset({"Conv", "ConvTranspose", "Gemm", "MatMul", "MaxPool", "AveragePool", "GlobalAveragePool",
                       "GlobalMaxPool", "Clip", "Einsum", "Gather"}) | _REDUCE
@@ -951,7 +952,7 @@ def _convert(node, consts, values, shapes, in_shape, out_shape):
         _, _, h, wd = to_nchw(x)
         return T.GLOBAL_POOL, dict(kernel=(h, wd), pool="avg" if op == "GlobalAveragePool" else "max")
     if op in _REDUCE:
-        if op in ("ArgMax", "ArgMin"):
+        if op in ("ArgMax", "ArgMin", "TopK"):  # (TopK: the k largest along an axis, as a reduction to k)
             return T.REDUCE_MEAN, {}
         axes = a.get("axes")
         if axes is not None and (not isinstance(axes, list) or not all(isinstance(i, int) for i in axes)):

@@ -65,11 +65,13 @@ for _t, (_fns, _meths) in _BINARY.items():
 
 _UNARY_FUNCTIONS = (torch.exp, torch.exp2, torch.expm1, torch.log, torch.log2, torch.log10, torch.log1p, torch.sqrt,
                     torch.rsqrt, torch.abs, torch.neg, torch.negative, torch.reciprocal, torch.erf, torch.erfc,
-                    torch.sin, torch.cos, torch.sign, torch.floor, torch.ceil, torch.round, torch.square, torch.pow,
+                    torch.sin, torch.cos, torch.tan, torch.asin, torch.acos, torch.atan, torch.sinh, torch.cosh,
+                    torch.sign, torch.floor, torch.ceil, torch.round, torch.pow,
                     torch.maximum, torch.minimum, torch.where, torch.cumsum, torch.masked_fill, operator.pow,
                     operator.neg, operator.abs, F.elu, F.selu, F.celu, F.logsigmoid, F.threshold)
 _UNARY_METHODS = ("exp", "exp_", "log", "log_", "log1p", "sqrt", "sqrt_", "rsqrt", "abs", "abs_", "neg", "neg_",
-                  "reciprocal", "erf", "sin", "cos", "sign", "floor", "ceil", "round", "square", "pow", "pow_",
+                  "reciprocal", "erf", "sin", "cos", "tan", "asin", "acos", "atan", "sign", "floor", "ceil", "round",
+                  "pow", "pow_",
                   "maximum", "minimum", "where", "cumsum", "masked_fill", "masked_fill_")
 _COMPARE_FUNCTIONS = (operator.gt, operator.lt, operator.ge, operator.le, operator.eq, operator.ne, torch.gt,
                       torch.lt, torch.ge, torch.le, torch.eq, torch.ne, torch.logical_not, torch.logical_and,
@@ -80,3 +82,5 @@ _reg(_METHODS, _UNARY_METHODS, _elementwise())
 _reg(_FUNCTIONS, _COMPARE_FUNCTIONS, _elementwise(torch.bool), T.ELEMENTWISE)
 _reg(_METHODS, _COMPARE_METHODS, _elementwise(torch.bool))
 _reg(_MODULES, (nn.ELU, nn.SELU, nn.CELU, nn.LogSigmoid, nn.Threshold), _module_elementwise, T.ELEMENTWISE)
+_reg(_FUNCTIONS, (torch.square,), lambda w, fn, a, k: _binary(T.MUL)(w, fn, (a[0], a[0]), k), T.MUL)  # (exported x*x)
+_reg(_METHODS, ("square",), lambda w, fn, a, k: _binary(T.MUL)(w, fn, (a[0], a[0]), k))

@@ -219,7 +219,7 @@ _reg(_METHODS, ("mean",), _reduce("avg"))
 _reg(_FUNCTIONS, (torch.amax,), _reduce("max"))
 _reg(_METHODS, ("amax",), _reduce("max"))
 _REDUCTIONS = ("sum", "nansum", "prod", "amin", "logsumexp", "norm", "var", "std", "argmax", "argmin", "max", "min",
-               "all", "any")
+               "all", "any", "topk", "kthvalue", "median")
 _reg(_FUNCTIONS, tuple(getattr(torch, n) for n in _REDUCTIONS), _reduction, T.REDUCE_MEAN)
 _reg(_METHODS, _REDUCTIONS, _reduction)
 _reg(_MODULES, (nn.Upsample,), _upsample_module, T.RESIZE)
