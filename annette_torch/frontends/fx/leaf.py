@@ -21,7 +21,7 @@ import torch.nn as nn
 from torch.fx import Node
 
 from ...ir import INT_COLUMNS, LayerType, Network
-from .values import _first_line, _TV
+from .values import _first_line, _quiet_stdout, _TV
 
 log = logging.getLogger(__package__)
 
@@ -146,7 +146,7 @@ def _export(node: Node, fn: Any, args: tuple, kwargs: dict, ins: list[_TV]
     quiet = logging.getLogger("annette_torch.frontends.onnx")  # (the caller reports what stays Unknown)
     level = quiet.level
     try:
-        with torch.no_grad(), warnings.catch_warnings():
+        with torch.no_grad(), warnings.catch_warnings(), _quiet_stdout():
             warnings.simplefilter("ignore")
             torch.onnx.export(call, tuple(torch.zeros(v.shape, dtype=v.dtype or torch.float32) for v in ins), buf,
                               dynamo=False, opset_version=17)

@@ -15,7 +15,7 @@ import torch.nn as nn
 
 from ...errors import ModelLoadError
 from ...ir import Network
-from .values import _first_line, _prod
+from .values import _first_line, _prod, _quiet_stdout
 
 log = logging.getLogger(__package__)  # one logger for the whole fx front end
 
@@ -147,7 +147,7 @@ def _export(module: nn.Module, export_shapes: list[tuple[int, ...]], names: list
 
     buf = io.BytesIO()
     args = tuple(torch.zeros(s) for s in export_shapes)
-    with torch.no_grad(), warnings.catch_warnings(record=True) as caught:
+    with torch.no_grad(), warnings.catch_warnings(record=True) as caught, _quiet_stdout():
         warnings.simplefilter("always")
         torch.onnx.export(module, args, buf, dynamo=False, opset_version=17, input_names=names,
                           dynamic_axes=axes)

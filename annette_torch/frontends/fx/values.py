@@ -3,7 +3,10 @@ raises to steer the walker, and the argument and shape helpers the rules share."
 
 from __future__ import annotations
 
-from typing import Any
+import contextlib
+import os
+import sys
+from typing import Any, Iterator
 
 import torch
 
@@ -102,3 +105,27 @@ def _broadcast(shapes: list[tuple[int, ...]]) -> tuple[int, ...]:
 def _first_line(e: BaseException) -> str:
     s = str(e).strip().splitlines()
     return s[0] if s else type(e).__name__
+
+
+@contextlib.contextmanager
+def _quiet_stdout() -> Iterator[None]:
+    """Standard output silenced at the file descriptor while torch exports: on a failed export its C++ logger
+    prints the whole TorchScript graph to stdout (its ONNX log is always on), where it would corrupt the
+    user's output (``annette estimate --json``) with lines that say nothing the caller does not report."""
+    if sys.stdout is not None:
+        sys.stdout.flush()  # (what Python wrote so far goes out first)
+    fd = 1  # (the C++ stream writes to the process's descriptor, whatever sys.stdout is)
+    try:
+        saved = os.dup(fd)
+    except OSError:  # (no standard output: nothing to protect)
+        yield
+        return
+    try:
+        with open(os.devnull, "w") as null:
+            os.dup2(null.fileno(), fd)
+            try:
+                yield
+            finally:
+                os.dup2(saved, fd)
+    finally:
+        os.close(saved)
