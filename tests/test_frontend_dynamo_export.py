@@ -1,0 +1,33 @@
+"""The ONNX front end reads what the pinned torch's own exporter writes by default (``torch.onnx.export(...,
+dynamo=True)``: torch.export, other op patterns than the TorchScript exporter, opset 18) for architectures of the
+2020s: no ``Unknown`` layer, and the same latency as the torch.fx trace of the module within 3%."""
+
+from __future__ import annotations
+
+import logging
+import warnings
+
+import pytest
+import torch
+
+import annette_torch as at
+from annette_torch import zoo_modern
+
+pytestmark = pytest.mark.slow  # (an export takes 2-10 s)
+
+#: modern zoo networks at small inputs (token grids and partitions shrunk, as in test_zoo_modern)
+CASES = {"vit_ti16": {"img_size": 64}, "swin_t": {}, "convnext_t": {}, "maxvit_t": {"partition": 2}}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_the_default_exporter_reads_without_unknown_layers_and_as_traced(name):
+    model = zoo_modern.MODERN[name](**CASES[name]).eval()
+    shape = (1, 3, 64, 64)
+    logging.getLogger("torch.onnx").setLevel(logging.ERROR)  # (its notes on torchvision ops it cannot find)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        proto = torch.onnx.export(model, (torch.randn(*shape),), dynamo=True, opset_version=18).model_proto
+    exported, traced = at.from_onnx(proto), at.trace(model, shape)
+    assert exported.unknown_ops() == []
+    assert at.estimate(exported, "ort-cpu").latency_ms == pytest.approx(at.estimate(traced, "ort-cpu").latency_ms,
+                                                                          rel=0.03)
