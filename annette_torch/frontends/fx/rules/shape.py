@@ -165,6 +165,20 @@ def _transpose(w: _Walker, fn, args, kwargs):
     return w.emit(T.TRANSPOSE, (x,), tuple(s), slow=transpose_slow(x.shape, perm))
 
 
+def _channel_shuffle(w: _Walker, fn, args, kwargs):
+    """``nn.ChannelShuffle`` / ``F.channel_shuffle``: the view, transpose and view back ShuffleNet writes by hand
+    (and the mapping pass runs as one ``ChannelShuffle`` where the runtime does)."""
+    x = _x(args, kwargs)
+    g = int(fn.groups if isinstance(fn, nn.ChannelShuffle) else _arg(args, kwargs, 1, "groups"))
+    if len(x.shape) < 2 or g < 1 or x.shape[1] % g:
+        raise _ShapeError(f"channel_shuffle: {g} groups do not divide the channels of {list(x.shape)}")
+    n, c, rest = x.shape[0], x.shape[1], tuple(x.shape[2:])
+    v = w.emit(T.RESHAPE, (x,), (n, g, c // g) + rest)
+    perm = [0, 2, 1] + list(range(3, 3 + len(rest)))
+    v = w.emit(T.TRANSPOSE, (v,), (n, c // g, g) + rest, slow=transpose_slow(v.shape, perm))
+    return w.emit(T.RESHAPE, (v,), x.shape)
+
+
 def _t(w: _Walker, fn, args, kwargs):
     x = _x(args, kwargs)
     return w.emit(T.TRANSPOSE, (x,), x.shape[::-1], slow=transpose_slow(x.shape, range(len(x.shape))[::-1]))
@@ -331,6 +345,8 @@ _reg(_METHODS, ("unsqueeze",), _unsqueeze)
 _reg(_FUNCTIONS, (torch.transpose, torch.swapaxes), _transpose, T.TRANSPOSE)
 _reg(_METHODS, ("transpose", "swapaxes"), _transpose)
 _reg(_FUNCTIONS, (torch.t,), _t, T.TRANSPOSE)
+_reg(_MODULES, (nn.ChannelShuffle,), _channel_shuffle, T.TRANSPOSE)
+_reg(_FUNCTIONS, (F.channel_shuffle, F.native_channel_shuffle), _channel_shuffle, T.TRANSPOSE)
 _reg(_METHODS, ("t",), _t)
 _reg(_FUNCTIONS, (torch.permute,), _permute, T.TRANSPOSE)
 _reg(_METHODS, ("permute",), _permute)
