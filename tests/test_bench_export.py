@@ -512,3 +512,29 @@ def test_five_d_tensor_into_a_layer_that_needs_4d_fails_clearly():
     b.same(T.RELU, "relu", y)
     with pytest.raises(ExportError, match="'relu'.*more than 4 dimensions"):
         to_onnx(b.build())
+
+
+def test_a_broadcast_or_repeat_read_as_a_copy_exports_as_its_tiles():
+    """The front ends read expand / repeat as a one-input Concat to a larger output: both back ends write the
+    copies (ONNX Tile, torch repeat), so what is measured does the work the IR prices."""
+    import torch
+    import torch.nn as nn
+
+    class Broadcasts(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv = nn.Conv2d(3, 8, 3)
+
+        def forward(self, x):
+            y = self.conv(x)
+            return y.mean(1, keepdim=True).expand_as(y) * y + y.repeat(1, 1, 2, 1)[:, :, :14]
+
+    net = annette_torch.trace(Broadcasts().eval(), (1, 3, 16, 16))
+    assert net.type_labels().count("Concat") == 2
+    model = to_onnx(net)
+    assert [n.op_type for n in model.graph.node].count("Tile") == 2
+    assert [tuple(o.shape) for o in session(model).run(None, feeds(model))] == [(1, 8, 14, 14)]
+    shapes = inferred_shapes(model)
+    tiles = [n.output[0] for n in model.graph.node if n.op_type == "Tile"]
+    assert sorted(shapes[t] for t in tiles) == [(1, 8, 14, 14), (1, 8, 28, 14)]
+    assert tuple(to_module(net)(torch.zeros(1, 3, 16, 16)).shape) == (1, 8, 14, 14)

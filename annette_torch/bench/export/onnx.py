@@ -49,7 +49,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from ...ir import LayerType, Network
 from .geometry import conv_transpose_attrs, matmul_trans_b, permutation, window_attrs
-from .plan import CONV, MERGE, ExportError, Layer, Plan, where
+from .plan import CONV, MERGE, ExportError, Layer, Plan, tile_repeats, where
 from .weights import check_size, layer_params
 
 __all__ = ["to_onnx", "node_layers"]
@@ -332,7 +332,14 @@ def _merge(ex: _OnnxExporter, layer: Layer, x: str) -> None:
 
 
 def _concat(ex: _OnnxExporter, layer: Layer, x: str) -> None:
-    ex.node("Concat", ex.same_rank(layer.i), axis=1)
+    """A concatenation along the channels; of one input to a larger output, its copies side by side (a broadcast
+    or tiling: ``Tile``)."""
+    reps = tile_repeats(layer)
+    if reps is not None:
+        ex.node("Tile", [x, ex.const("repeats", np.array(reps, np.int64))])
+    else:
+        ex.node("Concat", ex.same_rank(layer.i), axis=1)
+
 
 
 def _reshape(ex: _OnnxExporter, layer: Layer, x: str) -> None:

@@ -17,7 +17,7 @@ from typing import Any
 from ...errors import AnnetteError
 from ...ir import LayerType, Network
 
-__all__ = ["ExportError", "EXPORTABLE", "CONV", "NEEDS_4D", "MERGE", "Plan", "Layer", "where"]
+__all__ = ["ExportError", "EXPORTABLE", "CONV", "NEEDS_4D", "MERGE", "Plan", "Layer", "where", "tile_repeats"]
 
 T = LayerType
 
@@ -174,3 +174,13 @@ class Plan:
         """Layer ``i`` (not an ``Input``) with its constant tensors ``params``, as a builder reads it."""
         return Layer(i, LayerType(int(self.net.types[i])), self.parents[i], self.source_shape(i), self.shape(i),
                      params)
+
+
+def tile_repeats(layer: Layer) -> tuple[int, ...] | None:
+    """The repeats per axis of a one-input ``Concat`` whose output is its input tiled (an expand, repeat or tile
+    the front ends read as a copy); None for an ordinary concatenation."""
+    if len(layer.parents) != 1 or len(layer.src) != len(layer.dst) or tuple(layer.src) == tuple(layer.dst):
+        return None
+    if any(s <= 0 or d % s for s, d in zip(layer.src, layer.dst)):
+        return None
+    return tuple(d // s for s, d in zip(layer.src, layer.dst))

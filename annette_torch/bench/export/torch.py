@@ -15,7 +15,7 @@ import numpy as np
 
 from ...ir import LayerType, Network
 from .geometry import conv_transpose_attrs, matmul_trans_b, permutation, window_attrs
-from .plan import CONV, MERGE, ExportError, Layer, Plan, where
+from .plan import CONV, MERGE, ExportError, Layer, Plan, tile_repeats, where
 from .weights import check_size, layer_params
 
 __all__ = ["to_module"]
@@ -305,7 +305,8 @@ def _merge(b: _Builder, layer: Layer) -> Any:
 
 
 def _concat(b: _Builder, layer: Layer) -> Any:
-    return _Cat(b.torch)
+    reps = tile_repeats(layer)
+    return _Cat(b.torch) if reps is None else _Method("repeat", *reps)  # (one input tiled: an expand or repeat)
 
 
 def _flatten(b: _Builder, layer: Layer) -> Any:
