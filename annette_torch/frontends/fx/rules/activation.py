@@ -80,7 +80,7 @@ _UNARY_MODULES = {
     T.RELU: (nn.ReLU,), T.LEAKY_RELU: (nn.PReLU,), T.SIGMOID: (nn.Sigmoid,),
     T.SILU: (nn.SiLU,), T.HARDSWISH: (nn.Hardswish,), T.HARDSIGMOID: (nn.Hardsigmoid,), T.GELU: (nn.GELU,),
     T.TANH: (nn.Tanh,), T.SOFTMAX: (nn.Softmax, nn.Softmax2d, nn.LogSoftmax), T.SOFTPLUS: (nn.Softplus,),
-    T.LRN: (nn.LocalResponseNorm,),
+    T.LRN: (nn.LocalResponseNorm,), T.ELEMENTWISE: (nn.ELU, nn.SELU, nn.CELU, nn.LogSigmoid, nn.Threshold),
 }
 _UNARY_FUNCTIONS = {
     T.RELU: (F.relu, F.relu_, torch.relu, torch.relu_), T.RELU6: (F.relu6,),

@@ -8,11 +8,10 @@ import operator
 from typing import Callable
 
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
 
 from ....ir import LayerType
-from ..registry import _FUNCTIONS, _METHODS, _MODULES, _reg
+from ..registry import _FUNCTIONS, _METHODS, _reg
 from ..values import T, _arg, _broadcast, _NoRule, _TV
 from ..walker import _Walker
 
@@ -42,11 +41,9 @@ def _elementwise(dtype: torch.dtype | None = None) -> Callable:
     return rule
 
 
-def _module_elementwise(w: _Walker, m, args, kwargs):
-    x = args[0] if args else kwargs.get("input")
-    if type(x) is not _TV:
-        raise _NoRule("first argument is not a tensor")
-    return w.emit(T.ELEMENTWISE, (x,), x.shape)
+def _square(w: _Walker, fn, args, kwargs):
+    """``square``: the ``x * x`` it exports to."""
+    return _binary(T.MUL)(w, fn, (args[0], args[0]), kwargs)
 
 
 # ------------------------------------------------------------------------------------------------------
@@ -81,6 +78,5 @@ _reg(_FUNCTIONS, _UNARY_FUNCTIONS, _elementwise(), T.ELEMENTWISE)
 _reg(_METHODS, _UNARY_METHODS, _elementwise())
 _reg(_FUNCTIONS, _COMPARE_FUNCTIONS, _elementwise(torch.bool), T.ELEMENTWISE)
 _reg(_METHODS, _COMPARE_METHODS, _elementwise(torch.bool))
-_reg(_MODULES, (nn.ELU, nn.SELU, nn.CELU, nn.LogSigmoid, nn.Threshold), _module_elementwise, T.ELEMENTWISE)
-_reg(_FUNCTIONS, (torch.square,), lambda w, fn, a, k: _binary(T.MUL)(w, fn, (a[0], a[0]), k), T.MUL)  # (exported x*x)
-_reg(_METHODS, ("square",), lambda w, fn, a, k: _binary(T.MUL)(w, fn, (a[0], a[0]), k))
+_reg(_FUNCTIONS, (torch.square,), _square, T.MUL)
+_reg(_METHODS, ("square",), _square)

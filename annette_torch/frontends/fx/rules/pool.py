@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from ....ir import LayerType
 from ..registry import _FUNCTIONS, _METHODS, _MODULES, _reg
 from ..values import T, _arg, _broadcast, _dim, _fold2, _NoRule, _prod, _ShapeError, _tup, _TV, _x
-from ..walker import _Walker
+from ..walker import _to_meta, _Walker
 
 
 def _pool_out(i: int, k: int, s: int, p: int, d: int, ceil: bool) -> int:
@@ -120,14 +120,7 @@ def _reduction(w: _Walker, fn, args, kwargs):
     other = _arg(args, kwargs, 1, "other")
     if type(other) is _TV:  # torch.max(a, b): element by element
         return w.emit(T.ELEMENTWISE, (x, other), _broadcast([x.shape, other.shape]))
-
-    def meta(v: Any) -> Any:
-        if type(v) is _TV:
-            return torch.empty(v.shape, dtype=v.dtype or torch.float32, device="meta")
-        if isinstance(v, (tuple, list)):
-            return type(v)(meta(u) for u in v) if type(v) in (tuple, list) else tuple(meta(u) for u in v)
-        return v
-    margs, mkwargs = meta(args), {k: meta(v) for k, v in kwargs.items()}
+    margs, mkwargs = _to_meta(args), _to_meta(kwargs)
     try:
         res = getattr(margs[0], fn)(*margs[1:], **mkwargs) if isinstance(fn, str) else fn(*margs, **mkwargs)
     except Exception as e:  # noqa: BLE001 - torch's own argument check: the walker reports the shapes
