@@ -76,7 +76,7 @@ def test_killed_sweep_resumes_without_loss_or_duplicates(tmp_path):
            "import sys; from annette_torch.bench.store import Store; from annette_torch.bench.suites import SUITES;"
            "from annette_torch.bench.sweep import run_sweep;"
            f"st=Store({str(db)!r}); run_sweep(st,'fake','fc',SUITES['fc'].configs(n={n},seed=1),{FAKE!r},"
-           "{'slow':0.05},iterations=3,warmup=0,progress=False)"]
+           "{'slow':0.05},iterations=3,warmup=0,progress=False,lease_s=2)"]  # (short lease: taken over in 2 s)
     env = {**os.environ, "PYTHONPATH": str(HERE)}
     p = subprocess.Popen(cmd, env=env, start_new_session=True)
     deadline = time.time() + 60
