@@ -54,6 +54,18 @@ class HandBlock(SDPABlock):
         return self.proj(F.gelu((a @ v).transpose(1, 2).reshape(b, n, c), approximate="tanh"))
 
 
+class BmmBlock(SDPABlock):
+    """Attention on 3-D (batch x heads, tokens, head dim) tensors with torch.bmm, as older code writes it."""
+
+    def forward(self, x):
+        b, n, c = x.shape
+        h, d = self.heads, c // self.heads
+        q, k, v = self.qkv(x).chunk(3, -1)
+        q, k, v = (t.reshape(b, n, h, d).transpose(1, 2).reshape(b * h, n, d) for t in (q, k, v))
+        a = torch.softmax(torch.bmm(q, k.transpose(1, 2)) * d ** -0.5, dim=-1)
+        return self.proj(torch.bmm(a, v).reshape(b, h, n, d).transpose(1, 2).reshape(b, n, c))
+
+
 class EinsumBlock(nn.Module):
     def forward(self, q, k):
         return torch.einsum("bhld,bhmd->bhlm", q, k).softmax(-1)
@@ -79,6 +91,7 @@ CASES = [
     (MHABlock(batch_first=False, need_weights=True), [(16, 2, 64)]),
     (SDPABlock(), [(2, 16, 64)]),
     (HandBlock(), [(2, 16, 64)]),
+    (BmmBlock(), [(2, 16, 64)]),
     (EinsumBlock(), [(2, 4, 16, 8), (2, 4, 24, 8)]),
     (ShiftBlock(), [(1, 8, 16, 16)]),
 ]
@@ -111,6 +124,12 @@ def test_both_front_ends_read_attention_alike_without_unknown_layers(model, shap
     # the matrix products carry the same work (ONNX adds the bias adds and the scale multiplications apart)
     heavy = [T.FULLY_CONNECTED, T.MATMUL]
     assert fx.ops[np.isin(fx.types, heavy)].sum() == pytest.approx(ox.ops[np.isin(ox.types, heavy)].sum(), rel=1e-12)
+    # ... and the softmax the same columns: its layer models read the row length from W, as the suites' (1, H, L, S)
+    # (an nn.MultiheadAttention's heads were (B * H, L, S) through torch.fx, 4-D through ONNX: 2.4x apart)
+    cols = [[tuple(int(n.cols[c][i]) for c in ("n", "c_out", "h_out", "w_out")) for i in np.flatnonzero(n.types == T.SOFTMAX)]
+            for n in (fx, ox)]
+    assert cols[0] == cols[1]
+    assert all(w > 1 for *_, w in cols[0])
 
 
 def test_multihead_attention_is_its_projections_scores_softmax_and_context():

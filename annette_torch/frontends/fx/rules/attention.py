@@ -87,10 +87,12 @@ def _mha(w: _Walker, m: nn.MultiheadAttention, q: _TV, k: _TV, v: _TV, mask: Any
         q_ = _proj(w, q, E, E, f"{base}.q_proj")
         k_ = _proj(w, k, m.kdim, E, f"{base}.k_proj")
         v_ = _proj(w, v, m.vdim, E, f"{base}.v_proj")
-    # the head split: (L, B, E) -> (B * H, L, hd) for each of q, k and v, a copy each
+    # the head split for each of q, k and v, a copy each: to (B, H, L, hd) for batch_first, else (B * H, L, hd),
+    # as the module's ONNX export has them (so the scores and softmax fold alike in both front ends)
     heads = []
     for t, n, tag in ((q_, L, "q"), (k_, S, "k"), (v_, S, "v")):
-        heads.append(w.emit(T.TRANSPOSE, (t,), (B * H, n, hd), name=f"{base}.{tag}_heads"))
+        split = (B, H, n, hd) if m.batch_first and not unbatched else (B * H, n, hd)
+        heads.append(w.emit(T.TRANSPOSE, (t,), split, name=f"{base}.{tag}_heads"))
     ctx = _attend(w, heads[0], heads[1], heads[2], mask, base)
     merged = w.emit(T.TRANSPOSE, (ctx,), (L, B, E), name=f"{base}.merge_heads")
     out_shape = (L, E) if unbatched else ((B, L, E) if m.batch_first else (L, B, E))
