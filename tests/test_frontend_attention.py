@@ -126,8 +126,8 @@ def test_both_front_ends_read_attention_alike_without_unknown_layers(model, shap
     assert fx.ops[np.isin(fx.types, heavy)].sum() == pytest.approx(ox.ops[np.isin(ox.types, heavy)].sum(), rel=1e-12)
     # ... and the softmax the same columns: its layer models read the row length from W, as the suites' (1, H, L, S)
     # (an nn.MultiheadAttention's heads were (B * H, L, S) through torch.fx, 4-D through ONNX: 2.4x apart)
-    cols = [[tuple(int(n.cols[c][i]) for c in ("n", "c_out", "h_out", "w_out")) for i in np.flatnonzero(n.types == T.SOFTMAX)]
-            for n in (fx, ox)]
+    cols = [[tuple(int(n.cols[c][i]) for c in ("n", "c_out", "h_out", "w_out"))
+             for i in np.flatnonzero(n.types == T.SOFTMAX)] for n in (fx, ox)]
     assert cols[0] == cols[1]
     assert all(w > 1 for *_, w in cols[0])
 
