@@ -12,7 +12,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from annette_torch.bench.export import ExportError, to_module, to_onnx
-from annette_torch.bench.records import INSERTED, NOT_FUSED
+from annette_torch.bench.records import FUSED, INSERTED, NOT_FUSED
 from annette_torch.bench.store import Store
 from annette_torch.bench.suites import SUITES, config_id, list_suites
 from annette_torch.bench.sweep import measure
@@ -304,6 +304,11 @@ def test_round_trip_openvino(tmp_path):
         heads = [r for r in att.values() if r.node_type == "Subgraph" and r.fused == NOT_FUSED]
         assert [r.layer_type for r in heads] in ([], ["MatMul"]), cfg
         assert att["softmax"].fused != NOT_FUSED or att["softmax"].node_type == "Softmax"
+    # timm's written-out attention: the Subgraph lists the scale and softmax but not the scores product, which
+    # ran there too (it was possibly-fused, and the mapping fit never saw a scale fused behind a product)
+    manual = _records(got, "attention", l=64, h=2, d=16, style="manual")
+    assert {manual[k].fused for k in ("scores", "scale", "softmax")} == {FUSED}
+    assert manual["scores"].fused_into == manual["scale"].fused_into == manual["softmax"].fused_into
     cnx = _records(got, "convnext", hw=7, c=48)
     assert cnx["norm"].fused == NOT_FUSED and cnx["norm"].time_ms > 0
     # the BatchNorm over token rows after a Linear is not folded into it: it runs as a node of its own

@@ -42,8 +42,10 @@ Rules, in this order:
      survivors (network inputs are no candidates when a layer is); with several candidates, into the one
      whose node says it absorbed such an op (``extra["fused_ops"]``: ONNX Runtime's NCHWc Conv or
      FusedConv with a residual ``Add`` input). Each listed ``Add`` absorbs one layer, and among several
-     such candidates only one whose output feeds nothing but this layer can have taken it. Otherwise the
-     layer is ``possibly-fused`` with ``fused_into`` = the candidate survivors joined with ``|``.
+     such candidates only one whose output feeds nothing but this layer can have taken it. Else into the
+     candidate whose node ran all its consumers (OpenVINO's attention subgraph, which lists the scale and
+     softmax behind a hand-written scores product but not the product). Otherwise the layer is
+     ``possibly-fused`` with ``fused_into`` = the candidate survivors joined with ``|``.
 5. A survivor lists the layers fused into it in ``absorbed`` and keeps their parameters in ``params``
    (``{"pool": {"kind": "max", "kernel": [2, 2], "stride": [2, 2], "padding": [0, 0], "layer": ...}}``,
    ``{"bn": ...}``, ``{"activation": {"kind": "Relu", ...}}``, ``{"eltwise": {"kind": "Add", ...}}``;
@@ -564,10 +566,15 @@ class GraphMatcher:
         said = [c for c in via if self._budget_left(c, opk)]
         if len(said) > 1:  # only a producer whose output feeds nothing else can take the op in
             said = [c for c in said if any(self.graph.children[p] == [i] for p in via[c])]
+        down = {self.survivor_of.get(c) for c in self.graph.children[i]}  # where its consumers ran
         if len(via) == 1:
             survivor = next(iter(via))
         elif len(said) == 1:
             survivor = said[0]
+        elif len(down) == 1 and (c := next(iter(down))) in via:
+            # every consumer ran in one candidate's node: the layer did too (OpenVINO's attention subgraph lists
+            # the scale and softmax behind a hand-written ``q @ k.transpose(-2, -1)`` but not that product)
+            survivor = c
         else:
             self.candidates[i] = tuple(sorted(via, key=self.graph.rank_of))
             return
