@@ -282,6 +282,22 @@ def test_quick_plan_sweeps_the_attention_era_suites():
     assert all(plan_counts(PLANS["full"])[s] > n for s, n in counts.items())
 
 
+def test_openvino_sweeps_written_out_attention_as_well():
+    """OpenVINO's plan adds the attention suite in timm's written-out style (scale and softmax between the two
+    products, which its attention subgraph takes in); its configurations differ from the sdpa ones. Not ONNX
+    Runtime's."""
+    from annette_torch.bench.suites import SUITES
+    from annette_torch.fit.calibrate import PLANS, plan_counts, plan_sweeps
+
+    plan = PLANS["quick"]
+    styled = [(s, n, o) for s, n, o in plan_sweeps(plan, "openvino-cpu") if o.get("style")]
+    assert styled == [("attention", plan.configs_blocks, {"style": "manual"})]
+    assert "attention[style=manual]" not in plan_counts(plan, "ort-cpu")
+    suite, n = SUITES["attention"], plan.configs_blocks
+    manual = {c["config_id"] for c in suite.configs(n=n, seed=0, options={"style": "manual"})}
+    assert len(manual) == n and not manual & {c["config_id"] for c in suite.configs(n=n, seed=0)}
+
+
 def test_calibration_networks_span_the_transformer_era_families_outside_the_validation_set():
     """A third of the calibration networks are transformer-era architectures, none with the weighted layers of a
     validation network (the accuracy benchmark's ``modern`` kind), and none with Unknown layers."""

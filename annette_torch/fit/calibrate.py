@@ -50,6 +50,11 @@ WINDOWED = {"matmul": {"windows": 64}, "softmax": {"windows": 64}}
 #: per output element on a plain tensor, 0.4 on a blocked one) and that networks feed both ways (SegFormer's
 #: decoder resizes token maps, its head and CNN decoders resize conv outputs)
 BOTH = {"interp": {"lead": "dw1"}}
+#: multi-layer suites swept a second time with an option, per platform: OpenVINO runs timm's written-out attention
+#: (``(q @ k.transpose(-2, -1)) * scale``) as one subgraph with its scale and softmax, which the ``sdpa`` style
+#: never shows the mapping fit (a 4-head attention written so, over 785 tokens, came out 36% high on the Intel Xeon
+#: VM: its scale and softmax priced as layers of their own)
+STYLED = {"openvino-cpu": {"attention": {"style": "manual"}}}
 #: in-context suites (the cache model: weights evicted by a network's other traffic)
 CONTEXT = ("cold_weights",)
 #: micro-kernel suites measured behind a 1x1 depthwise conv (``lead="dw1"``), per platform: the layer runs in
@@ -100,14 +105,15 @@ PLANS = {
 
 def plan_sweeps(plan: Plan, platform: str | None = None) -> list[tuple[str, int, dict[str, Any]]]:
     """(suite, configurations, options) that ``plan`` measures, in the order ``annette calibrate`` sweeps them
-    (the platform's `LEAD` / `TAIL` options come on top, `suite_options`; with ``platform``, its sweeps without
-    the lead last)."""
+    (the platform's `LEAD` / `TAIL` options come on top, `suite_options`; with ``platform``, its `STYLED` sweeps
+    and its sweeps without the lead last)."""
     out = [(s, plan.configs_micro, {}) for s in MICRO] + [(s, plan.configs_multi, {}) for s in MULTI]
     out += [(s, plan.configs_tokens, {}) for s in TOKENS_MICRO]
     out += [(s, plan.configs_tokens, dict(o)) for s, o in WINDOWED.items()]
     # (twice the configurations: behind the lead, only channel counts that fill blocks run blocked)
     out += [(s, 2 * plan.configs_tokens, dict(o)) for s, o in BOTH.items()]
     out += [(s, plan.configs_blocks, {}) for s in TOKENS_MULTI] + [(s, plan.configs_context, {}) for s in CONTEXT]
+    out += [(s, plan.configs_blocks, dict(o)) for s, o in STYLED.get(platform or "", {}).items()]
     # suites of `LEAD` a second time without the lead where the fit keeps both (`generator.PLAIN_SWEEPS`: a pool of
     # a plain tensor, the graph input here and PoolFormer's after a GroupNorm, is a kernel of its own on OpenVINO)
     from .generator import PLAIN_SWEEPS
