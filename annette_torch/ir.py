@@ -694,7 +694,7 @@ class NetworkBuilder:
         for i in inputs:
             if not 0 <= i < len(self._names):
                 raise IRError(f"layer {name!r}: input index {i} does not exist")
-        if type_ == T.SOFTMAX and len(out_shape) == 3:  # (B * H, L, S) scores: folded as (1, B * H, L, S)
+        if type_ == T.SOFTMAX:  # (B * H, L, S) scores: folded as (1, B * H, L, S)
             out_shape, in_shape = _rows_last(out_shape), None if in_shape is None else _rows_last(in_shape)
         on, oc, oh, ow = to_nchw(out_shape)
         if in_shape is not None:

@@ -566,12 +566,12 @@ class GraphMatcher:
         said = [c for c in via if self._budget_left(c, opk)]
         if len(said) > 1:  # only a producer whose output feeds nothing else can take the op in
             said = [c for c in said if any(self.graph.children[p] == [i] for p in via[c])]
-        down = {self.survivor_of.get(c) for c in self.graph.children[i]}  # where its consumers ran
         if len(via) == 1:
             survivor = next(iter(via))
         elif len(said) == 1:
             survivor = said[0]
-        elif len(down) == 1 and (c := next(iter(down))) in via:
+        elif len(down := {self.survivor_of.get(c) for c in self.graph.children[i]}) == 1 and \
+                (c := next(iter(down))) in via:
             # every consumer ran in one candidate's node: the layer did too (OpenVINO's attention subgraph lists
             # the scale and softmax behind a hand-written ``q @ k.transpose(-2, -1)`` but not that product)
             survivor = c

@@ -341,7 +341,6 @@ def _concat(ex: _OnnxExporter, layer: Layer, x: str) -> None:
         ex.node("Concat", ex.same_rank(layer.i), axis=1)
 
 
-
 def _reshape(ex: _OnnxExporter, layer: Layer, x: str) -> None:
     ex.node("Reshape", [x, ex.const("shape", np.array(layer.dst, np.int64))])
 
