@@ -176,6 +176,29 @@ def test_unstable_networks_are_measured_again_until_their_two_fastest_rounds_agr
     assert calls == {"a": 3, "b": 3, "c": 3} and spread[1] == pytest.approx(0.3)
 
 
+def test_each_network_is_exported_once_for_all_its_rounds(monkeypatch):
+    """Measuring here on ONNX Runtime: every round measures the same exported model, exported once per network
+    (a torch export took 8 s a round), and each network gets its fastest round and spread."""
+    import annette_torch.fit.adapt as A
+    import annette_torch.fit.calibration_modern as CM
+    from annette_torch.search.spaces import nb201
+
+    exported = []
+    real = CM.measurable
+    monkeypatch.setattr(CM, "measurable", lambda net: exported.append(net.name) or real(net))
+    nets = [nb201.build_network("|nor_conv_1x1~0|+|skip_connect~0|none~1|+|none~0|none~1|skip_connect~2|"),
+            nb201.build_network("|nor_conv_3x3~0|+|nor_conv_3x3~0|avg_pool_3x3~1|+|skip_connect~0|none~1|"
+                                "nor_conv_3x3~2|")]
+    nets[0].name, nets[1].name = "small", "large"
+    rounds = []
+    real_once = A.measure_until_stable
+    monkeypatch.setattr(A, "measure_until_stable", lambda items, once, **kw: real_once(
+        items, lambda it: rounds.append(it) or once(it), **kw))
+    best, spread = A._measure_here("ort-cpu", False)(nets)
+    assert exported == ["small", "large"] and len(rounds) >= A.ROUNDS * 2
+    assert np.all(best > 0) and np.all(spread >= 0) and best[1] > best[0]
+
+
 def test_a_noisy_measurement_is_reported(tmp_path, monkeypatch, capsys):
     """The CLI says how far each network's two fastest rounds lay apart, and warns when the machine's speed
     moved while measuring."""

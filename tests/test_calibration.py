@@ -352,6 +352,21 @@ def test_calibration_networks_span_the_classic_families_outside_the_validation_s
     assert hasattr(measurable(classic[0]), "graph")
 
 
+@pytest.mark.slow
+def test_stored_layer_types_are_those_of_the_traced_calibration_networks():
+    """calibration_types.json (which networks cover a platform's types, read without tracing all of them) holds
+    every transformer-era and classic-family calibration network's layer types as the front end traces them."""
+    from annette_torch.fit.calibration_modern import _stored_types, all_names, layer_types
+
+    stored = _stored_types()
+    assert sorted(stored) == sorted(all_names()), "calibration_types.json is out of date: run " \
+        "scripts/calibration_types.py"
+    for name in all_names():
+        assert frozenset(stored[name]) == layer_types(name, stored=False), \
+            f"{name}: calibration_types.json is out of date: run scripts/calibration_types.py"
+        assert layer_types(name) == layer_types(name, stored=False)
+
+
 def test_modern_calibration_networks_are_measured_through_their_onnx_export():
     from annette_torch.fit.calibration_modern import PREFIX, measurable, modern_calibration_networks
 

@@ -656,21 +656,46 @@ def _spread(times: Sequence[float]) -> float:
 
 def _measure_here(runtime: str, progress: bool) -> Callable[[Sequence[Network]], tuple[np.ndarray, np.ndarray]]:
     from ..validate import measure_latency
-    from .calibration_modern import measurable
 
     def measure(nets: Sequence[Network]) -> tuple[np.ndarray, np.ndarray]:
+        import tempfile
+
         from tqdm import tqdm
 
-        bar = tqdm(total=ROUNDS * len(nets), desc=f"measuring on {runtime}", unit="net", disable=not progress)
-        with bar:
-            def tick(i: int, ms: float) -> None:
-                if bar.n >= bar.total:  # a further round for the networks that are not yet stable
-                    bar.total += 1
-                bar.update()
-            return measure_until_stable(
-                nets, lambda net: measure_latency(measurable(net), runtime, runs=30, repeats=1, warmup=5).median_ms,
-                tick=tick)
+        with tempfile.TemporaryDirectory(prefix="annette-adapt-") as tmp:
+            # each network exported once, not once per round (the torch exports of the transformer-era and
+            # classic-family networks took 8 s a round); on disk, not in memory (a VGG head is 300 MB)
+            files = _export_once(nets, tmp, progress)
+            bar = tqdm(total=ROUNDS * len(nets), desc=f"measuring on {runtime}", unit="net", disable=not progress)
+            with bar:
+                def tick(i: int, ms: float) -> None:
+                    if bar.n >= bar.total:  # a further round for the networks that are not yet stable
+                        bar.total += 1
+                    bar.update()
+
+                def once(path: str) -> float:
+                    with open(path, "rb") as f:
+                        model = f.read()
+                    return measure_latency(model, runtime, runs=30, repeats=1, warmup=5).median_ms
+                return measure_until_stable(files, once, tick=tick)
     return measure
+
+
+def _export_once(nets: Sequence[Any], folder: str, progress: bool) -> list[str]:
+    """The ONNX file (in ``folder``) of what `measure_latency` measures for each network (`measurable`)."""
+    from tqdm import tqdm
+
+    from ..bench.export import to_onnx
+    from .calibration_modern import measurable
+
+    files = []
+    for i, net in enumerate(tqdm(nets, desc="exporting", unit="net", disable=not progress, leave=False)):
+        m = measurable(net)
+        path = os.path.join(folder, f"{i}.onnx")
+        with open(path, "wb") as f:
+            f.write((m if hasattr(m, "SerializeToString") else to_onnx(m)).SerializeToString())
+        files.append(path)
+    return files
 
 
 def adapt(platform: PlatformLike, networks: int = DEFAULT_NETWORKS,

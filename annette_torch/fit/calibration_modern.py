@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import functools
 import io
+import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable
 
 __all__ = ["MODERN_CALIBRATION", "modern_calibration_networks", "calibration_networks_of", "module_of", "onnx_of",
@@ -107,10 +109,34 @@ def calibration_networks_of(names: tuple[str, ...] | list[str]) -> list:
     return out
 
 
+#: the stored layer types of the calibration networks (`scripts/calibration_types.py` writes it; a test checks it
+#: against their traces): which networks cover a platform's types is known without tracing all 24 (13 s)
+TYPES_FILE = Path(__file__).with_name("calibration_types.json")
+
+
+@functools.lru_cache(maxsize=1)
+def _stored_types() -> dict[str, list[str]]:
+    try:
+        with open(TYPES_FILE, encoding="utf-8") as f:
+            d = json.load(f)
+    except (OSError, ValueError):
+        return {}
+    return d if isinstance(d, dict) else {}
+
+
 @functools.lru_cache(maxsize=None)
-def layer_types(name: str) -> frozenset[str]:
-    """The layer type labels of calibration network ``name`` (traced once per process)."""
+def layer_types(name: str, stored: bool = True) -> frozenset[str]:
+    """The layer type labels of calibration network ``name``: stored (`TYPES_FILE`) or, for one not stored or
+    with ``stored=False``, traced (once per process)."""
+    types = _stored_types().get(name) if stored else None
+    if isinstance(types, list) and all(isinstance(t, str) for t in types):
+        return frozenset(types)
     return frozenset(calibration_networks_of([name])[0].type_labels())
+
+
+def all_names() -> list[str]:
+    """The full names of every calibration network of the transformer-era and classic families."""
+    return [prefix + key for prefix, spec in _registries().items() for key in spec()]
 
 
 def modern_calibration_networks(n: int) -> list:
