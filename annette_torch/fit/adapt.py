@@ -685,15 +685,14 @@ def _export_once(nets: Sequence[Any], folder: str, progress: bool) -> list[str]:
     """The ONNX file (in ``folder``) of what `measure_latency` measures for each network (`measurable`)."""
     from tqdm import tqdm
 
-    from ..bench.export import to_onnx
+    from ..validate.measure import onnx_bytes
     from .calibration_modern import measurable
 
     files = []
     for i, net in enumerate(tqdm(nets, desc="exporting", unit="net", disable=not progress, leave=False)):
-        m = measurable(net)
         path = os.path.join(folder, f"{i}.onnx")
         with open(path, "wb") as f:
-            f.write((m if hasattr(m, "SerializeToString") else to_onnx(m)).SerializeToString())
+            f.write(onnx_bytes(measurable(net)))
         files.append(path)
     return files
 

@@ -76,18 +76,7 @@ def measure_latency(net_or_onnx: Any, platform: str, runs: int = 30, repeats: in
     if int(runs) < 1 or int(repeats) < 1 or int(warmup) < 0:
         raise ValidationError(f"need runs >= 1, repeats >= 1, warmup >= 0 (got {runs}, {repeats}, {warmup})")
     t0 = time.perf_counter()
-    if isinstance(net_or_onnx, ValidationNet):
-        model = net_or_onnx.to_onnx().SerializeToString()
-    elif isinstance(net_or_onnx, Network):
-        from ..bench.export import to_onnx
-        model = to_onnx(net_or_onnx).SerializeToString()
-    elif isinstance(net_or_onnx, (bytes, bytearray)):
-        model = bytes(net_or_onnx)
-    elif hasattr(net_or_onnx, "SerializeToString"):
-        model = net_or_onnx.SerializeToString()
-    else:
-        raise ValidationError(f"cannot measure a {type(net_or_onnx).__name__}: give a Network, a ValidationNet, "
-                              "an onnx.ModelProto or serialized ONNX bytes")
+    model = onnx_bytes(net_or_onnx)
     run = _runner(platform, int(threads)).inference(model)
     del model
     for _ in range(int(warmup)):
@@ -100,6 +89,21 @@ def measure_latency(net_or_onnx: Any, platform: str, runs: int = 30, repeats: in
             run()
             times[r, k] = (clock() - a) * 1e-6
     return Measurement.from_times(times, warmup, time.perf_counter() - t0, _busy())
+
+
+def onnx_bytes(net_or_onnx: Any) -> bytes:
+    """The serialized ONNX model that `measure_latency` measures for ``net_or_onnx`` (the same kinds of input)."""
+    if isinstance(net_or_onnx, ValidationNet):
+        return net_or_onnx.to_onnx().SerializeToString()
+    if isinstance(net_or_onnx, Network):
+        from ..bench.export import to_onnx
+        return to_onnx(net_or_onnx).SerializeToString()
+    if isinstance(net_or_onnx, (bytes, bytearray)):
+        return bytes(net_or_onnx)
+    if hasattr(net_or_onnx, "SerializeToString"):
+        return net_or_onnx.SerializeToString()
+    raise ValidationError(f"cannot measure a {type(net_or_onnx).__name__}: give a Network, a ValidationNet, "
+                          "an onnx.ModelProto or serialized ONNX bytes")
 
 
 def _busy() -> float:
