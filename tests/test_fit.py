@@ -256,6 +256,38 @@ def test_stride_probes_inform_the_mapping_model_only(measured_store):
     assert plat.mapping.strides is None and "strides" not in plat.mapping.to_dict()
 
 
+@pytest.mark.slow
+def test_layer_models_fitted_in_worker_processes_are_the_serial_ones_and_a_memo_keeps_unchanged_types(
+        measured_store, monkeypatch):
+    """The per-type fits run in worker processes give the serial fit's file bit for bit; a fit of the same store
+    with the memo of an earlier one (``annette calibrate`` after its recheck) fits no type again, and a type
+    whose samples changed gets another key."""
+    import dataclasses
+    from annette_torch.fit import generator as G
+
+    def fit(**kw):
+        plat, _ = G.fit_platform(str(measured_store), "fake", cv=2, candidates=("lmt", "gbm"), **kw)
+        return json.dumps(plat.to_dict(), sort_keys=True)
+
+    memo: dict = {}
+    monkeypatch.setenv("ANNETTE_FIT_JOBS", "1")
+    serial = fit(memo=memo)
+    assert len(memo) >= 2
+    monkeypatch.setenv("ANNETTE_FIT_JOBS", "2")
+    monkeypatch.setattr(G, "PARALLEL_ROWS", 0)
+    assert fit() == serial
+
+    def refit(self):
+        raise AssertionError(f"{self.type.label} fitted again")
+    monkeypatch.setattr(G.TypeFit, "run", refit)
+    assert fit(memo=memo) == serial
+    task = G.TypeFit(T.CONV, LayerFeatures.from_network(SUITES["conv"].build(SUITES["conv"].configs(n=1)[0])),
+                     np.array([1.0, 2.0]), "mixed", 32, 2, 0, ("lmt",))
+    assert task.key() == dataclasses.replace(task).key()
+    assert task.key() != dataclasses.replace(task, y=np.array([1.0, 2.5])).key()
+    assert task.key() != dataclasses.replace(task, candidates=("gbm",)).key()
+
+
 def test_fitting_empty_or_tiny_store_says_what_is_missing(tmp_path):
     from annette_torch.fit.generator import fit_platform
     with Store(tmp_path / "e.sqlite"):

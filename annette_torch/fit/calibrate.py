@@ -334,8 +334,10 @@ def run_calibration(platform: str, quick: bool = False, out: str | None = None, 
     t_bench = time.perf_counter() - t0
     progress("fitting mapping and layer models")
 
+    memo: dict = {}  # the fit after the recheck refits only the types whose samples it changed
+
     def fit() -> tuple[Platform, dict[str, Any]]:
-        return fit_platform(db, platform, cv=plan.cv, progress=progress, candidates=plan.candidates)
+        return fit_platform(db, platform, cv=plan.cv, progress=progress, candidates=plan.candidates, memo=memo)
 
     plat, fit_rep = fit()
     if budget_s is None or time.perf_counter() - t0 < budget_s:  # measured in a slow spell? (`fit.recheck`)

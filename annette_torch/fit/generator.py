@@ -18,8 +18,11 @@ top of its own layer models (weights evicted from the caches inside a network, `
 
 from __future__ import annotations
 
+import hashlib
 import logging
+import os
 import time
+from dataclasses import dataclass
 from typing import Any, Callable, Collection, Sequence
 
 import numpy as np
@@ -97,16 +100,15 @@ def _trains(ls: LayerSamples) -> np.ndarray:
 def _per_type(ls: LayerSamples, kind: str, bits: float, cv: int, seed: int,
               progress: Callable[[str], None],
               candidates: Sequence[str] | None = None,
-              only: set[int] | None = None, in_place: bool = False) -> tuple[dict[str, LayerModel], dict[str, Any]]:
+              only: set[int] | None = None, in_place: bool = False,
+              memo: FitMemo | None = None) -> tuple[dict[str, LayerModel], dict[str, Any]]:
     """One layer model of ``kind`` per executed type with enough positive samples, plus ``Base``.
 
     ``only``: fit just these types (the others fall back to ``Base``). ``in_place``: a type that took no time in
     at least `IN_PLACE_RATE` of its (at least `MIN_SAMPLES`) measured layers gets `in_place_model` (OpenVINO runs
     a view of a plain tensor in place; fitted on its few positive samples, its model priced every such view as a
-    copy).
+    copy). The types are fitted in parallel (`fit_types`); ``memo`` reuses a fit of the same samples.
     """
-    from .statistical_fit import fit_mixed, fit_statistical
-
     net, y = ls.network, ls.time_ms
     types = net.types
     models: dict[str, LayerModel] = {}
@@ -120,6 +122,7 @@ def _per_type(ls: LayerSamples, kind: str, bits: float, cv: int, seed: int,
         raise FitDataError("fewer than two measured layers with a positive time")
     models["Base"] = fit_roofline(_subset(net, base_rows), y[base_rows], bits, bits)
     report["Base"] = {"model": "roofline", "n_samples": int(base_rows.size)}
+    tasks: list[TypeFit] = []
     for t in np.unique(types):
         lt = LayerType(int(t))
         if lt == LayerType.INPUT or (only is not None and int(t) not in only):
@@ -136,39 +139,109 @@ def _per_type(ls: LayerSamples, kind: str, bits: float, cv: int, seed: int,
             if rows.size:
                 report[lt.label] = {"model": "Base fallback", "n_samples": int(rows.size)}
             continue
-        X, yy = _subset(net, rows), y[rows]
-        progress(f"{kind}: {lt.label} ({rows.size} layers)")
+        tasks.append(TypeFit(lt, _subset(net, rows), y[rows], kind, bits, cv, seed,
+                             tuple(candidates) if candidates else None))
+    for task, (m, rep) in zip(tasks, fit_types(tasks, progress, memo)):
+        models[task.type.label] = m
+        report[task.type.label] = rep
+    return models, report
+
+
+@dataclass(frozen=True)
+class TypeFit:
+    """One layer type's model fit: its samples (features, times in ms) and how to fit them."""
+
+    type: LayerType
+    X: LayerFeatures
+    y: np.ndarray
+    kind: str
+    bits: float
+    cv: int
+    seed: int
+    candidates: tuple[str, ...] | None
+
+    def key(self) -> str:
+        """A digest of everything the fit depends on: equal keys, equal models (the fits are seeded)."""
+        h = hashlib.sha256(repr((int(self.type), self.kind, self.bits, self.cv, self.seed, self.candidates,
+                                 len(self.y))).encode())
+        for name in LayerFeatures.NAMES + LayerFeatures.TAPS:
+            col = getattr(self.X, name)
+            h.update(name.encode() + (b"-" if col is None else np.ascontiguousarray(col, np.float64).tobytes()))
+        h.update(np.ascontiguousarray(self.y, np.float64).tobytes())
+        return h.hexdigest()
+
+    def run(self) -> tuple[LayerModel, dict[str, Any]]:
+        """Fit this type's model of `kind` (``roofline``, ``refined``, ``statistical`` or ``mixed``)."""
+        from .statistical_fit import fit_mixed, fit_statistical
+
+        lt, X, yy, bits = self.type, self.X, self.y, self.bits
         refined_ok = lt in _REFINED_TYPES
-        if kind == "roofline" or (kind == "refined" and not refined_ok):
-            models[lt.label] = fit_roofline(X, yy, bits, bits)
-            report[lt.label] = {"model": "roofline", "n_samples": int(rows.size)}
-            continue
+        if self.kind == "roofline" or (self.kind == "refined" and not refined_ok):
+            return fit_roofline(X, yy, bits, bits), {"model": "roofline", "n_samples": len(yy)}
         base: Roofline
         if refined_ok:
             base, rrep = fit_refined(X, yy, bits, bits)
         else:
             base, rrep = fit_roofline(X, yy, bits, bits), {}
-        if kind == "refined":
-            models[lt.label] = base
-            report[lt.label] = {"model": "refined_roofline", "n_samples": int(rows.size), **rrep}
-            continue
+        if self.kind == "refined":
+            return base, {"model": "refined_roofline", "n_samples": len(yy), **rrep}
         unroll = getattr(base, "unroll", None) or None
-        kw: dict[str, Any] = {"candidates": tuple(candidates)} if candidates else {}
+        kw: dict[str, Any] = {"candidates": self.candidates} if self.candidates else {}
         # the kernel a runtime picks for a grouped convolution depends on the channels of one group
         kw["grouped"] = lt == LayerType.GROUP_CONV
         # and runtimes skip the kernel taps that read a convolution's padding (dilated convolutions)
         kw["taps"] = lt in CONV_TYPES
-        if kind == "statistical":
-            m, srep = fit_statistical(X, yy, cv=cv, seed=seed, unroll=unroll, **kw)
-        else:
-            m, srep = fit_mixed(X, yy, base, cv=cv, seed=seed, unroll=unroll, **kw)
-        models[lt.label] = m
-        report[lt.label] = srep
-    return models, report
+        if self.kind == "statistical":
+            return fit_statistical(X, yy, cv=self.cv, seed=self.seed, unroll=unroll, **kw)
+        return fit_mixed(X, yy, base, cv=self.cv, seed=self.seed, unroll=unroll, **kw)
+
+
+#: fitted models by `TypeFit.key`: ``annette calibrate`` fits again after re-measuring a few configurations,
+#: and a type whose samples did not change keeps its model instead of being fitted anew
+FitMemo = dict[str, tuple[LayerModel, dict[str, Any]]]
+#: layers from which a type's fit goes to a worker process (below, starting and feeding one costs more)
+PARALLEL_ROWS = 2000
+
+
+def fit_workers() -> int:
+    """Processes the layer-model fits run in: the CPUs this process may use (``ANNETTE_FIT_JOBS`` overrides)."""
+    env = os.environ.get("ANNETTE_FIT_JOBS", "").strip()
+    if env.isdigit() and int(env) > 0:
+        return int(env)
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def fit_types(tasks: Sequence[TypeFit], progress: Callable[[str], None],
+              memo: FitMemo | None = None) -> list[tuple[LayerModel, dict[str, Any]]]:
+    """Run ``tasks`` (results in their order): the memorised ones from ``memo``, the rest in `fit_workers`
+    processes, largest first, when they hold at least `PARALLEL_ROWS` layers together (the fits are independent
+    and CPU-bound: on 2 cores the model fits of a ``calibrate --quick`` store take ~half the time)."""
+    memo = {} if memo is None else memo
+    keys = [t.key() for t in tasks]
+    todo = [i for i, k in enumerate(keys) if k not in memo]
+    for i in sorted(set(range(len(tasks))) - set(todo)):
+        progress(f"{tasks[i].kind}: {tasks[i].type.label} ({len(tasks[i].y)} layers, unchanged: kept)")
+    jobs = min(fit_workers(), len(todo))
+    if jobs > 1 and sum(len(tasks[i].y) for i in todo) >= PARALLEL_ROWS:
+        from joblib import Parallel, delayed
+
+        order = sorted(todo, key=lambda i: -len(tasks[i].y))
+        run = Parallel(n_jobs=jobs, return_as="generator")(delayed(TypeFit.run)(tasks[i]) for i in order)
+        for i, res in zip(order, run):
+            progress(f"{tasks[i].kind}: {tasks[i].type.label} ({len(tasks[i].y)} layers)")
+            memo[keys[i]] = res
+    else:
+        for i in todo:
+            progress(f"{tasks[i].kind}: {tasks[i].type.label} ({len(tasks[i].y)} layers)")
+            memo[keys[i]] = tasks[i].run()
+    return [memo[k] for k in keys]
 
 
 def _mapping_costs(ls: LayerSamples, measured: list, mapping: MappingModel, bits: float, cv: int, seed: int,
-                   progress: Callable[[str], None], candidates: Sequence[str] | None
+                   progress: Callable[[str], None], candidates: Sequence[str] | None, memo: FitMemo | None = None
                    ) -> tuple[MappingModel, LayerSamples, dict[str, Any]]:
     """Add fused-layer work and inserted reorders to ``mapping``; the layer samples net of fused work.
 
@@ -179,7 +252,7 @@ def _mapping_costs(ls: LayerSamples, measured: list, mapping: MappingModel, bits
     fused, frep = {}, {"skipped": "no executing type with groups of two or more fused types"}
     if primaries:
         progress(f"fused-layer costs: first pass on {', '.join(LayerType(p).label for p in sorted(primaries))}")
-        models, _ = _per_type(ls, "mixed", bits, cv, seed, lambda _m: None, candidates, only=primaries)
+        models, _ = _per_type(ls, "mixed", bits, cv, seed, lambda _m: None, candidates, only=primaries, memo=memo)
         fused, frep = fit_fused_costs(ls, Platform("first-pass", models, mapping), primaries)
     ins_in, ins_out, irep = fit_inserted(ls)
     layout, irep["layout_fit"] = fit_layout(ls)
@@ -212,11 +285,13 @@ def _flops_platform(ls: LayerSamples, name: str) -> Platform:
 
 def fit_variants(db: str | Store, platform: str, variants: Sequence[str] = VARIANTS, bits: float = 32,
                  cv: int = 5, seed: int = 0, suites: Sequence[str] | None = None,
-                 progress: Callable[[str], None] | None = None, candidates: Sequence[str] | None = None) -> tuple[dict[str, Platform], dict[str, Any]]:
+                 progress: Callable[[str], None] | None = None, candidates: Sequence[str] | None = None,
+                 memo: FitMemo | None = None) -> tuple[dict[str, Platform], dict[str, Any]]:
     """Fit every requested variant from the measurements of ``platform`` in the store ``db``.
 
     Returns ``({variant: Platform}, report)``; the report holds the learned fusion rules, per-type CV
-    errors and sample counts.
+    errors and sample counts. ``memo`` (a dict kept between calls) reuses the layer models of types whose
+    samples a later fit of the same store finds unchanged.
     """
     progress = progress or (lambda msg: log.info("%s", msg))
     unknown = set(variants) - set(VARIANTS)
@@ -248,7 +323,7 @@ def fit_variants(db: str | Store, platform: str, variants: Sequence[str] = VARIA
                 out[v] = _flops_platform(ls0, f"{platform}-flops")
                 continue
             kind = {"refined": "refined"}.get(v, v)
-            models, rep = _per_type(ls0, kind, bits, cv, seed, progress, candidates)
+            models, rep = _per_type(ls0, kind, bits, cv, seed, progress, candidates, memo=memo)
             report[v] = rep
             out[v] = Platform(f"{platform}-{v}", models, MappingModel(), f"{platform}: {v} layer models, no mapping",
                               {**fp})
@@ -266,8 +341,8 @@ def fit_variants(db: str | Store, platform: str, variants: Sequence[str] = VARIA
         ls1 = layer_samples(measured, mapping)
         report["samples_mapped"] = int((ls1.time_ms > 0).sum())
         mapping, ls1, report["mapping_costs"] = _mapping_costs(ls1, measured, mapping, bits, cv, seed, progress,
-                                                               candidates)
-        models, rep = _per_type(ls1, "mixed", bits, cv, seed, progress, candidates, in_place=True)
+                                                               candidates, memo)
+        models, rep = _per_type(ls1, "mixed", bits, cv, seed, progress, candidates, in_place=True, memo=memo)
         report["mixed+mapping"] = rep
         out["mixed+mapping"] = Platform(platform, models, mapping, f"{platform}: mixed layer models + learned mapping",
                                         {**fp})
