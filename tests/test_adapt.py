@@ -274,16 +274,26 @@ def test_adapt_says_what_each_family_can_expect(tmp_path, monkeypatch, capsys):
     assert "(what other networks can expect: convolutional " in out and ", attention " in out
 
 
+@pytest.fixture(scope="module")
+def validation_signatures():
+    """The weighted-layer signatures of the accuracy benchmark's validation networks (built once per module)."""
+    from annette_torch.validate import validation_networks
+    from annette_torch.validate.networks import WEIGHTED_TYPES, layer_signature
+
+    return {layer_signature(v.network, WEIGHTED_TYPES)
+            for v in validation_networks(("zoo", "reference", "modern"), n_nb101=0, check_export=False)}
+
+
 @pytest.mark.parametrize("name", ["ort-cpu.json", "openvino-cpu.json",
                                   "machines/ort-cpu/intel-r-xeon-r-processor-2c.json",
                                   "machines/openvino-cpu/intel-r-xeon-r-processor-2c.json"])
-def test_the_adaptation_networks_exercise_every_type_the_file_models_and_no_validation_network(name):
+def test_the_adaptation_networks_exercise_every_type_the_file_models_and_no_validation_network(
+        name, validation_signatures):
     """For each shipped CPU file, the 14 networks adapt measures by default span the families and hold every layer
     type the file has a model of (but those only the mapping produces), and none has the weighted layers of a
     validation network (nor is one of the accuracy benchmark's NAS-Bench-101 cells)."""
     from annette_torch.fit.adapt import DEFAULT_NETWORKS, family
     from annette_torch.fit.calibrate import _validation_hashes, adaptation_networks, modelled_types
-    from annette_torch.validate import validation_networks
     from annette_torch.validate.networks import WEIGHTED_TYPES, layer_signature
 
     plat = at.load_platform(platform_dir() / name)
@@ -292,9 +302,7 @@ def test_the_adaptation_networks_exercise_every_type_the_file_models_and_no_vali
     assert modelled_types(plat) <= {t for n in nets for t in n.type_labels()}
     assert {"ConvTranspose", "LeakyRelu", "Softplus", "AvgPool", "Resize", "HardSigmoid"} <= modelled_types(plat)
     assert {family(n) for n in nets} == {"plain", "mobile", "grouped", "attention"}
-    validation = {layer_signature(v.network, WEIGHTED_TYPES)
-                  for v in validation_networks(("zoo", "reference", "modern"), n_nb101=0, check_export=False)}
-    assert not {layer_signature(n, WEIGHTED_TYPES) for n in nets} & validation
+    assert not {layer_signature(n, WEIGHTED_TYPES) for n in nets} & validation_signatures
     cells = {n.name.removeprefix("calib-nb101-") for n in nets if n.name.startswith("calib-nb101-")}
     assert cells and not cells & {h[:8] for h in _validation_hashes()}
 

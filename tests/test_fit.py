@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -209,19 +210,29 @@ def test_a_consumer_left_out_of_a_group_is_a_no_for_its_producer_too():
     assert (mapped.types == T.RESHAPE).any() and not (mapped.types == T.TRANSPOSE).any()
 
 
-@pytest.fixture
-def measured_store(tmp_path, monkeypatch):
-    """A store filled through the real sweep machinery by the synthetic fake runner."""
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]))
-    sys.path.insert(0, str(HERE))
+@pytest.fixture(scope="module")
+def _measured_template(tmp_path_factory):
+    """The sweeps of `measured_store`, run once per module (tests get a copy: some add to the store)."""
     from annette_torch.bench.sweep import run_sweep
+    db = tmp_path_factory.mktemp("measured") / "m.sqlite"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("PYTHONPATH", os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]))
+        mp.syspath_prepend(str(HERE))
+        with Store(db) as st:
+            for suite, n in (("conv", 40), ("fc", 35), ("conv_bn_relu", 10)):
+                run_sweep(st, "fake", suite, SUITES[suite].configs(n=n, seed=0), "fake_runner:FakeRunner", {},
+                          iterations=3, warmup=0, progress=False)
+    return db
+
+
+@pytest.fixture
+def measured_store(_measured_template, tmp_path, monkeypatch):
+    """A store filled through the real sweep machinery by the synthetic fake runner (a copy of one filled once)."""
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]))
+    monkeypatch.syspath_prepend(str(HERE))
     db = tmp_path / "m.sqlite"
-    with Store(db) as st:
-        for suite, n in (("conv", 40), ("fc", 35), ("conv_bn_relu", 10)):
-            run_sweep(st, "fake", suite, SUITES[suite].configs(n=n, seed=0), "fake_runner:FakeRunner", {},
-                      iterations=3, warmup=0, progress=False)
-    yield db
-    sys.path.remove(str(HERE))
+    shutil.copyfile(_measured_template, db)
+    return db
 
 
 @pytest.mark.slow
