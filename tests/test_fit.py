@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -623,3 +624,15 @@ def test_shuffle_fold_is_learned_where_the_shuffle_runs_as_one_node_and_samples_
     cs = np.flatnonzero(ls.network.types == T.CHANNEL_SHUFFLE)
     assert [ls.network.names[i] for i in cs] == ["u0_shuffle_view_back", "u1_shuffle_view_back"]
     assert ls.time_ms[cs] == pytest.approx([0.01, 0.01])
+
+
+@pytest.mark.parametrize("value", ["0", "two", "-1", "1.5"])
+def test_a_bad_fit_jobs_setting_is_one_error_line(value, monkeypatch):
+    """ANNETTE_FIT_JOBS that is no process count is refused with the variable named (not silently ignored)."""
+    from annette_torch.errors import AnnetteError
+    from annette_torch.fit.generator import fit_workers
+    monkeypatch.setenv("ANNETTE_FIT_JOBS", value)
+    with pytest.raises(AnnetteError, match=f"ANNETTE_FIT_JOBS must be .* got '{re.escape(value)}'"):
+        fit_workers()
+    monkeypatch.setenv("ANNETTE_FIT_JOBS", "3")
+    assert fit_workers() == 3

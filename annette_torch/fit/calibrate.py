@@ -302,7 +302,7 @@ def run_calibration(platform: str, quick: bool = False, out: str | None = None, 
     from ..bench.sweep import run_sweep
     from ..bench.hostlock import MachineLock
     from ..bench.runners import get_runner
-    from .generator import PROBE_SUITES, fit_platform
+    from .generator import PROBE_SUITES, fit_platform, fit_workers
     from .recheck import recheck
     from .slow_paths import measure_slow_ns
 
@@ -314,6 +314,7 @@ def run_calibration(platform: str, quick: bool = False, out: str | None = None, 
     db = db or f"annette-calibrate-{platform}.sqlite"
     out = out or user_platform_file(platform)
     check_writable(out)  # before an hour of measuring, not after it
+    fit_workers()  # (a bad ANNETTE_FIT_JOBS, too)
     runner, kw = sweep_runner(platform)
     t0 = time.perf_counter()
     report: dict[str, Any] = {"db": db, "out": out, "plan": "quick" if quick else "full", "suites": {}}

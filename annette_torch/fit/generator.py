@@ -28,6 +28,7 @@ from typing import Any, Callable, Collection, Sequence
 import numpy as np
 
 from ..bench.store import Store
+from ..errors import AnnetteError
 from ..platform.machine import machine_fingerprint
 from ..ir import CONV_TYPES, LayerType, Network
 from ..mapping import MappingModel
@@ -206,7 +207,9 @@ PARALLEL_ROWS = 2000
 def fit_workers() -> int:
     """Processes the layer-model fits run in: the CPUs this process may use (``ANNETTE_FIT_JOBS`` overrides)."""
     env = os.environ.get("ANNETTE_FIT_JOBS", "").strip()
-    if env.isdigit() and int(env) > 0:
+    if env:
+        if not env.isdigit() or int(env) < 1:
+            raise AnnetteError(f"ANNETTE_FIT_JOBS must be a whole number of processes >= 1, got {env!r}")
         return int(env)
     try:
         return max(1, len(os.sched_getaffinity(0)))
