@@ -536,13 +536,14 @@ def test_a_classifiers_factor_starts_from_the_types_scale_and_sets_the_streaming
 
 def test_the_sweep_gives_a_classifier_and_a_transformer_their_own_fully_connected_factor():
     """A real sweep (ONNX Runtime) of both fully connected suites: one factor per suite, the classifier's under
-    its own kind, each about one on any CPU (the shipped file's models: within 4x)."""
+    its own kind, each a CPU's speed against the shipped file's (0.1-10x: CPUs without AVX-512 measured 2-4.5x
+    its models, and a unit error would be 1000x)."""
     pytest.importorskip("onnxruntime")
     from annette_torch.fit.kind_sweep import VECTOR_KIND, VECTOR_SUITE, Target, sweep_factors
     raw = without_overhead(at.load_platform("ort-cpu"))
     none = Target(0.5, np.zeros((0, 2)), np.zeros(0))
     f = sweep_factors(raw, "ort-cpu", {"FullyConnected": {"linear": none, VECTOR_SUITE: none}}, configs=6)
-    assert set(f) == {"FullyConnected", VECTOR_KIND} and all(0.25 < v < 4.0 for v in f.values())
+    assert set(f) == {"FullyConnected", VECTOR_KIND} and all(0.1 < v < 10.0 for v in f.values())
 
 
 def test_the_sweep_measures_micro_kernels_like_the_networks_layers():
@@ -564,13 +565,14 @@ def test_the_sweep_measures_micro_kernels_like_the_networks_layers():
 
 
 def test_the_sweep_measures_a_kinds_factor_on_onnx_runtime():
-    """A real sweep (ONNX Runtime, a few element-wise adds): the factor is measured over modelled time, and it
-    is about one for the machine the file was fitted on (the shipped file's Add model, this CPU: within 4x)."""
+    """A real sweep (ONNX Runtime, a few element-wise adds): the factor is measured over modelled time, a CPU's
+    speed against the shipped file's Add model (0.1-10x: CPUs without AVX-512 measured 2-4.5x, a unit error would
+    be 1000x)."""
     pytest.importorskip("onnxruntime")
     from annette_torch.fit.kind_sweep import Target, sweep_factors
     raw = without_overhead(at.load_platform("ort-cpu"))
     f = sweep_factors(raw, "ort-cpu", {"Add": {"add": Target(1.0, np.zeros((0, 2)), np.zeros(0))}}, configs=6)
-    assert set(f) == {"Add"} and 0.25 < f["Add"] < 4.0
+    assert set(f) == {"Add"} and 0.1 < f["Add"] < 10.0
 
 
 def test_a_failing_sweep_leaves_the_adaptation_without_it(monkeypatch, caplog):

@@ -381,3 +381,29 @@ def test_modern_calibration_networks_are_measured_through_their_onnx_export():
 def calibration_networks_plain():
     from annette_torch.fit.calibrate import calibration_networks
     return calibration_networks(1)[0]
+
+
+def test_calibrate_fits_holding_this_machines_measuring_lock(monkeypatch, tmp_path):
+    """The fit's worker processes take every core, so annette calibrate holds the measuring lock while it fits:
+    another calibration's sweep on this machine waits instead of timing its layers beside them."""
+    from annette_torch.bench.hostlock import MachineLock
+    from annette_torch.fit import generator
+    from annette_torch.fit.calibrate import run_calibration
+    monkeypatch.setenv("ANNETTE_LOCK_DIR", str(tmp_path))
+
+    class Fitted(Exception):
+        pass
+
+    def fit_platform(*a, **kw):
+        other = MachineLock(poll_s=0.05)
+        try:
+            with other.hold(stop=lambda: True) as got:  # (False: held by someone else)
+                pass
+        finally:
+            other.close()
+        raise Fitted(got)
+    monkeypatch.setattr(generator, "fit_platform", fit_platform)
+    with pytest.raises(Fitted) as e:  # (no time for the sweeps: straight to the fit)
+        run_calibration("ort-cpu", quick=True, out=str(tmp_path / "p.json"), db=str(tmp_path / "m.sqlite"),
+                        progress=lambda _m: None, budget_s=1e-9)
+    assert e.value.args == (False,)

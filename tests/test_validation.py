@@ -195,6 +195,27 @@ def test_measure_latency_tiny_network_ort(monkeypatch):
     assert m.busy == pytest.approx(2.25)
 
 
+def test_measure_latency_waits_for_this_machines_measuring_lock(monkeypatch, tmp_path):
+    """A whole-network measurement takes turns with the sweeps and other measurements on this machine (two
+    calibrations at once timed each other's work before); ``lock=False`` is for a caller that holds it."""
+    import threading
+    from annette_torch.bench.hostlock import MachineLock
+    pytest.importorskip("onnxruntime")
+    monkeypatch.setenv("ANNETTE_LOCK_DIR", str(tmp_path))
+    done: list = []
+    other = MachineLock()
+    with other.hold():
+        t = threading.Thread(target=lambda: done.append(V.measure_latency(tiny_net(), "ort-cpu", runs=2, repeats=1,
+                                                                          warmup=0)))
+        t.start()
+        t.join(1.5)
+        assert t.is_alive() and not done  # waiting for the lock another measurement holds
+        assert V.measure_latency(tiny_net(), "ort-cpu", runs=2, repeats=1, warmup=0, lock=False).median_ms > 0
+    t.join(60)
+    other.close()
+    assert done and done[0].median_ms > 0
+
+
 def test_busy_is_the_load_of_other_processes(monkeypatch):
     from annette_torch.validate import measure as M
     monkeypatch.setattr(os, "getloadavg", lambda: (0.4, 0.0, 0.0))

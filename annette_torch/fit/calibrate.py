@@ -336,9 +336,12 @@ def run_calibration(platform: str, quick: bool = False, out: str | None = None, 
     progress("fitting mapping and layer models")
 
     memo: dict = {}  # the fit after the recheck refits only the types whose samples it changed
+    machine = MachineLock()
 
     def fit() -> tuple[Platform, dict[str, Any]]:
-        return fit_platform(db, platform, cv=plan.cv, progress=progress, candidates=plan.candidates, memo=memo)
+        # its worker processes take every core: a sweep of another calibrate here waits rather than time beside them
+        with machine.hold():
+            return fit_platform(db, platform, cv=plan.cv, progress=progress, candidates=plan.candidates, memo=memo)
 
     plat, fit_rep = fit()
     if budget_s is None or time.perf_counter() - t0 < budget_s:  # measured in a slow spell? (`fit.recheck`)
@@ -350,8 +353,9 @@ def run_calibration(platform: str, quick: bool = False, out: str | None = None, 
             plat, fit_rep = fit()
     t_fit = time.perf_counter() - t0 - t_bench
     progress("slow paths: micro-kernel pairs (masked attention, transposes)")
-    with MachineLock().hold():  # one measurement at a time on this machine, as the sweeps
+    with machine.hold():  # one measurement at a time on this machine, as the sweeps
         slow_ns = measure_slow_ns(get_runner(runner, **kw), progress=progress)
+    machine.close()
     plat = Platform.from_dict({**plat.to_dict(), "slow_ns": slow_ns}, plat.source or platform)
     nets = calibration_networks(plan.networks, exclude_hashes=_validation_hashes())
     cal, cal_rep = calibrate_network_level(plat, platform, nets, progress)

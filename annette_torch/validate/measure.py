@@ -63,32 +63,42 @@ def machine_key(platform: str) -> str:
 
 
 def measure_latency(net_or_onnx: Any, platform: str, runs: int = 30, repeats: int = 3, warmup: int = 5,
-                    threads: int = 1) -> Measurement:
+                    threads: int = 1, lock: bool = True) -> Measurement:
     """End-to-end latency (ms) of a `Network`, a `ValidationNet`, an ``onnx.ModelProto`` or ONNX bytes on
     ``platform`` (``"ort-cpu"`` or ``"openvino-cpu"``).
 
     ``warmup`` untimed inferences, then ``repeats`` rounds of ``runs`` timed ones in the same session (the
     benchmark runner's ``inference``, its settings without the profiler): the result is the minimum over
-    rounds of the round's median, with the rounds' spread.
+    rounds of the round's median, with the rounds' spread. With ``lock`` (the default) it holds this machine's
+    measuring lock (`bench.hostlock`) while it compiles and times, as the benchmark sweeps do: two ``annette
+    calibrate`` or ``adapt`` runs on one machine then take turns instead of timing each other's work. A caller
+    that holds the lock already passes False (the lock is not re-entrant).
     """
+    from ..bench.hostlock import MachineLock
+
     if platform not in PLATFORMS:
         raise ValidationError(f"unknown platform {platform!r} for measurement (known: {', '.join(PLATFORMS)})")
     if int(runs) < 1 or int(repeats) < 1 or int(warmup) < 0:
         raise ValidationError(f"need runs >= 1, repeats >= 1, warmup >= 0 (got {runs}, {repeats}, {warmup})")
-    t0 = time.perf_counter()
     model = onnx_bytes(net_or_onnx)
-    run = _runner(platform, int(threads)).inference(model)
-    del model
-    for _ in range(int(warmup)):
-        run()
-    times = np.empty((int(repeats), int(runs)))
-    clock = time.perf_counter_ns
-    for r in range(int(repeats)):
-        for k in range(int(runs)):
-            a = clock()
-            run()
-            times[r, k] = (clock() - a) * 1e-6
-    return Measurement.from_times(times, warmup, time.perf_counter() - t0, _busy())
+    machine = MachineLock(exclusive=lock)
+    try:
+        with machine.hold():
+            t0 = time.perf_counter()
+            run = _runner(platform, int(threads)).inference(model)
+            del model
+            for _ in range(int(warmup)):
+                run()
+            times = np.empty((int(repeats), int(runs)))
+            clock = time.perf_counter_ns
+            for r in range(int(repeats)):
+                for k in range(int(runs)):
+                    a = clock()
+                    run()
+                    times[r, k] = (clock() - a) * 1e-6
+            return Measurement.from_times(times, warmup, time.perf_counter() - t0, _busy())
+    finally:
+        machine.close()
 
 
 def onnx_bytes(net_or_onnx: Any) -> bytes:
