@@ -599,3 +599,16 @@ def test_linear_model_tree_stays_at_the_edge_of_its_fitted_range():
     unclamped = LinearModelTree.from_dict(old, "m", 3)
     assert np.allclose(unclamped.predict(F[:5]), inside)
     assert unclamped.predict(far)[0] > 100
+
+
+def test_a_tree_ensemble_within_one_standard_error_of_the_best_candidate_is_chosen():
+    """A linear-model tree or polynomial wins only by more than its score's standard error over the best tree
+    ensemble (the GBM priced OpenVINO's transposes by size where a tied linear-model tree inverted them);
+    gbm-large keeps its own margin."""
+    from annette_torch.fit.statistical_fit import LARGE_GAIN, _best
+    assert _best({"lmt": 10.0, "gbm": 10.9, "gbm-huber": 10.5}, {"lmt": 1.0}) == "gbm-huber"
+    assert _best({"lmt": 8.0, "gbm": 10.9, "gbm-huber": 10.5}, {"lmt": 1.0}) == "lmt"
+    assert _best({"poly": 10.0, "rf": 10.2}, {"poly": 0.5}) == "rf"
+    assert _best({"lmt": 10.0, "gbm": 10.5}) == "lmt"  # (without standard errors: the lowest score)
+    assert _best({"lmt": 10.0, "gbm": 10.5, "gbm-large": 10.0 * (1 - LARGE_GAIN) - 0.1}, {"lmt": 1.0}) == "gbm-large"
+    assert _best({"lmt": 10.0, "gbm": 10.5, "gbm-large": 9.9}, {"lmt": 1.0}) == "gbm"
