@@ -200,7 +200,7 @@ class TypeFit:
 #: fitted models by `TypeFit.key`: ``annette calibrate`` fits again after re-measuring a few configurations,
 #: and a type whose samples did not change keeps its model instead of being fitted anew
 FitMemo = dict[str, tuple[LayerModel, dict[str, Any]]]
-#: layers from which a type's fit goes to a worker process (below, starting and feeding one costs more)
+#: layers of all the types to fit from which their fits go to worker processes (below, starting them costs more)
 PARALLEL_ROWS = 2000
 
 
