@@ -302,7 +302,7 @@ def run_calibration(platform: str, quick: bool = False, out: str | None = None, 
     from ..bench.sweep import run_sweep
     from ..bench.hostlock import MachineLock
     from ..bench.runners import get_runner
-    from .generator import PROBE_SUITES, fit_platform, fit_workers
+    from .generator import PROBE_SUITES, FitMemo, fit_platform, fit_workers
     from .recheck import recheck
     from .slow_paths import measure_slow_ns
 
@@ -335,7 +335,7 @@ def run_calibration(platform: str, quick: bool = False, out: str | None = None, 
     t_bench = time.perf_counter() - t0
     progress("fitting mapping and layer models")
 
-    memo: dict = {}  # the fit after the recheck refits only the types whose samples it changed
+    memo: FitMemo = {}  # the fit after the recheck refits only the types whose samples it changed
     machine = MachineLock()
 
     def fit() -> tuple[Platform, dict[str, Any]]:

@@ -171,6 +171,10 @@ class TypeFit:
         h.update(np.ascontiguousarray(self.y, np.float64).tobytes())
         return h.hexdigest()
 
+    def what(self) -> str:
+        """``mixed: Conv (1445 layers``: the start of the progress line of this fit."""
+        return f"{self.kind}: {self.type.label} ({len(self.y)} layers"
+
     def run(self) -> tuple[LayerModel, dict[str, Any]]:
         """Fit this type's model of `kind` (``roofline``, ``refined``, ``statistical`` or ``mixed``)."""
         from .statistical_fit import fit_mixed, fit_statistical
@@ -224,9 +228,12 @@ def fit_types(tasks: Sequence[TypeFit], progress: Callable[[str], None],
     and CPU-bound: on 2 cores the model fits of a ``calibrate --quick`` store take ~half the time)."""
     memo = {} if memo is None else memo
     keys = [t.key() for t in tasks]
-    todo = [i for i, k in enumerate(keys) if k not in memo]
-    for i in sorted(set(range(len(tasks))) - set(todo)):
-        progress(f"{tasks[i].kind}: {tasks[i].type.label} ({len(tasks[i].y)} layers, unchanged: kept)")
+    todo = []
+    for i, (task, key) in enumerate(zip(tasks, keys)):
+        if key in memo:
+            progress(f"{task.what()}, unchanged: kept)")
+        else:
+            todo.append(i)
     jobs = min(fit_workers(), len(todo))
     if jobs > 1 and sum(len(tasks[i].y) for i in todo) >= PARALLEL_ROWS:
         from joblib import Parallel, delayed
@@ -234,11 +241,11 @@ def fit_types(tasks: Sequence[TypeFit], progress: Callable[[str], None],
         order = sorted(todo, key=lambda i: -len(tasks[i].y))
         run = Parallel(n_jobs=jobs, return_as="generator")(delayed(TypeFit.run)(tasks[i]) for i in order)
         for i, res in zip(order, run):
-            progress(f"{tasks[i].kind}: {tasks[i].type.label} ({len(tasks[i].y)} layers)")
+            progress(f"{tasks[i].what()})")
             memo[keys[i]] = res
     else:
         for i in todo:
-            progress(f"{tasks[i].kind}: {tasks[i].type.label} ({len(tasks[i].y)} layers)")
+            progress(f"{tasks[i].what()})")
             memo[keys[i]] = tasks[i].run()
     return [memo[k] for k in keys]
 
