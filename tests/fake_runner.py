@@ -38,7 +38,7 @@ class FakeRunner(Runner):
             os._exit(139)
         return model
 
-    def profile(self, prepared, iterations=20, warmup=3):
+    def profile(self, prepared, iterations=20, warmup=3, max_s=None):
         t0 = time.time()
         if self.slow:
             time.sleep(self.slow)

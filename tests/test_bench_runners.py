@@ -156,6 +156,39 @@ def test_ort_profile_twice_and_repeatability():
     assert all(abs(ma[k] - mb[k]) <= max(1.5 * min(ma[k], mb[k]), 0.05) for k in ma), (ma, mb)
 
 
+def test_budgeted_iterations_stay_between_the_floor_and_the_request():
+    from hypothesis import given, strategies as st
+    from annette_torch.bench.runners.base import MIN_ITERATIONS, budgeted_iterations
+
+    assert budgeted_iterations(20, 50.0, None) == 20 and budgeted_iterations(20, None, 0.25) == 20
+    assert budgeted_iterations(20, 50.0, 0.25) == MIN_ITERATIONS  # 0.25 s at 50 ms: five runs, floored to 8
+    assert budgeted_iterations(20, 20.0, 0.25) == 13 and budgeted_iterations(20, 1.0, 0.25) == 20
+
+    @given(st.integers(1, 200), st.floats(1e-4, 1e4), st.floats(1e-3, 10.0))
+    def check(iterations, warm_ms, max_s):
+        n = budgeted_iterations(iterations, warm_ms, max_s)
+        assert min(iterations, MIN_ITERATIONS) <= n <= iterations
+        assert n == iterations or n == MIN_ITERATIONS or (n - 1) * warm_ms < max_s * 1000.0
+    check()
+
+
+@pytest.mark.parametrize("runtime", ["ort-cpu", "openvino"])
+def test_a_time_budget_cuts_the_iterations_of_a_slow_model(runtime):
+    """Warm-up runs longer than the budget leave `MIN_ITERATIONS` timed runs; every node has that many."""
+    from annette_torch.bench.runners.base import MIN_ITERATIONS
+    if runtime == "openvino":
+        pytest.importorskip("openvino")
+    runner = RUNNERS[runtime](threads=1)
+    net = conv_bn_relu_net()
+    prepared = runner.prepare(to_onnx(net))
+    prof = runner.profile(prepared, iterations=20, warmup=2, max_s=1e-6)
+    assert prof.e2e_ms.shape == (MIN_ITERATIONS,)
+    assert all(np.asarray(t).shape == (MIN_ITERATIONS,) for _, _, _, t in prof.nodes.values())
+    _check_complete(net, match(net, runner.parse(prof), runner.name))
+    prof = runner.profile(runner.prepare(to_onnx(net)), iterations=20, warmup=2, max_s=3600.0)
+    assert prof.e2e_ms.shape == (20,)
+
+
 # ---------------------------------------------------------------------------------------------------------
 # OpenVINO
 

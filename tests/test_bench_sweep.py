@@ -105,6 +105,36 @@ def test_budget_stops_early(tmp_path):
     assert res.stopped_by_budget and 1 <= res.measured < 20
 
 
+def test_one_measuring_process_serves_several_sweeps(tmp_path):
+    """A caller's process measures both sweeps (the same worker, still running after them) and stops at the
+    end of its block; a process of another runner is refused."""
+    from annette_torch.bench.sweep import measuring_process
+    with Store(tmp_path / "m.sqlite") as st, measuring_process(FAKE, {"trace": str(tmp_path / "t")}) as proc:
+        a = run_sweep(st, "fake", "fc", _configs(3), FAKE, {"trace": str(tmp_path / "t")}, iterations=2, warmup=0,
+                      progress=False, process=proc)
+        pid = proc.proc.pid
+        b = run_sweep(st, "fake", "add", SUITES["add"].configs(n=2, seed=1), FAKE, {"trace": str(tmp_path / "t")},
+                      iterations=2, warmup=0, progress=False, process=proc, max_s=0.25)
+        assert proc.proc.is_alive() and proc.proc.pid == pid
+        with pytest.raises(AnnetteError, match="measuring process runs"):
+            run_sweep(st, "fake", "fc", _configs(4), FAKE, {}, progress=False, process=proc)
+        worker = proc.proc
+    assert (a.measured, b.measured) == (3, 2) and not worker.is_alive() and proc.proc is None
+    pids = {line.split()[0] for line in (tmp_path / "t").read_text().splitlines()}
+    assert pids == {str(pid)}
+
+
+def test_stored_iterations_are_those_timed(tmp_path):
+    """A budget that cuts a slow configuration's runs is recorded: the store says how many were timed."""
+    from annette_torch.bench.runners.base import MIN_ITERATIONS
+    with Store(tmp_path / "m.sqlite") as st:
+        run_sweep(st, "ort-cpu", "conv", SUITES["conv"].configs(n=2, seed=1), "ort-cpu", {"threads": 1},
+                  iterations=20, warmup=2, progress=False, max_s=1e-6)
+    con = sqlite3.connect(tmp_path / "m.sqlite")
+    assert [r[0] for r in con.execute("SELECT iterations FROM configs")] == [MIN_ITERATIONS] * 2
+    con.close()
+
+
 def test_parse_budget():
     assert parse_budget("10m") == 600 and parse_budget("2h") == 7200 and parse_budget("90s") == 90
     with pytest.raises(AnnetteError):

@@ -23,8 +23,9 @@ import multiprocessing as mp
 import time
 import traceback
 from collections import deque
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -35,7 +36,8 @@ from .hostlock import MachineLock
 from .records import LayerRecord
 from .store import ConfigResult, Store
 
-__all__ = ["measure", "measure_packed", "run_sweep", "SweepResult", "parse_budget", "CLAIM_AHEAD"]
+__all__ = ["measure", "measure_packed", "run_sweep", "SweepResult", "MeasuringProcess", "measuring_process",
+           "parse_budget", "CLAIM_AHEAD"]
 
 log = logging.getLogger(__name__)
 
@@ -70,29 +72,31 @@ def _get_suite(name: str):
         raise AnnetteError(f"unknown suite {name!r} (known: {', '.join(sorted(SUITES))})") from None
 
 
-def _profile_network(net, runner, iterations: int, warmup: int):
+def _profile_network(net, runner, iterations: int, warmup: int, max_s: float | None = None):
     from .export import to_onnx
     from .matcher import match
     prepared = runner.prepare(to_onnx(net))
-    prof = runner.profile(prepared, iterations=iterations, warmup=warmup)
+    cut = {} if max_s is None else {"max_s": max_s}  # (a runner of an older interface takes no budget)
+    prof = runner.profile(prepared, iterations=iterations, warmup=warmup, **cut)
     nodes = runner.parse(prof)
     return match(net, nodes, runner.name), np.asarray(prof.e2e_ms, dtype=np.float64)
 
 
-def measure(suite: str, config: dict[str, Any], runner, iterations: int = 20, warmup: int = 3) -> ConfigResult:
-    """Measure one configuration in this process (exceptions propagate)."""
+def measure(suite: str, config: dict[str, Any], runner, iterations: int = 20, warmup: int = 3,
+            max_s: float | None = None) -> ConfigResult:
+    """Measure one configuration in this process (exceptions propagate); ``max_s``: see `run_sweep`."""
     t0 = time.perf_counter()
     net = _get_suite(suite).build(config)
-    layers, e2e = _profile_network(net, runner, iterations, warmup)
+    layers, e2e = _profile_network(net, runner, iterations, warmup, max_s)
     return ConfigResult(suite, config["config_id"], config, "ok", layers,
                         e2e_median_ms=float(np.median(e2e)) if e2e.size else None,
                         e2e_min_ms=float(e2e.min()) if e2e.size else None,
-                        e2e_std_ms=float(e2e.std()) if e2e.size else None, iterations=iterations,
-                        seconds=time.perf_counter() - t0)
+                        e2e_std_ms=float(e2e.std()) if e2e.size else None,
+                        iterations=int(e2e.size) or iterations, seconds=time.perf_counter() - t0)
 
 
 def measure_packed(suite: str, configs: Sequence[dict[str, Any]], runner, iterations: int = 20,
-                   warmup: int = 3) -> list[ConfigResult]:
+                   warmup: int = 3, max_s: float | None = None) -> list[ConfigResult]:
     """Measure several single-kernel configurations in one compiled model (independent kernels side by side).
 
     Cuts the per-model compile and dispatch overhead; each configuration gets its own layer records
@@ -102,7 +106,7 @@ def measure_packed(suite: str, configs: Sequence[dict[str, Any]], runner, iterat
     t0 = time.perf_counter()
     s = _get_suite(suite)
     net = multi_kernel([s.build(c) for c in configs])
-    layers, _ = _profile_network(net, runner, iterations, warmup)
+    layers, e2e = _profile_network(net, runner, iterations, warmup, max_s)
     per: list[list[LayerRecord]] = [[] for _ in configs]
     for L in layers:
         head, _, rest = L.layer.partition("/")
@@ -113,7 +117,7 @@ def measure_packed(suite: str, configs: Sequence[dict[str, Any]], runner, iterat
         else:  # an inserted node not attributable to one kernel: keep with the first
             per[0].append(L)
     dt = (time.perf_counter() - t0) / len(configs)
-    return [ConfigResult(suite, c["config_id"], c, "ok", ls, iterations=iterations, seconds=dt)
+    return [ConfigResult(suite, c["config_id"], c, "ok", ls, iterations=int(e2e.size) or iterations, seconds=dt)
             for c, ls in zip(configs, per)]
 
 
@@ -137,12 +141,12 @@ def _worker_main(conn, runner_name: str, runner_kwargs: dict[str, Any], mem_limi
             return
         if msg is None:
             return
-        suite, configs, iterations, warmup = msg
+        suite, configs, iterations, warmup, max_s = msg
         try:
             if len(configs) == 1:
-                res = [measure(suite, configs[0], runner, iterations, warmup)]
+                res = [measure(suite, configs[0], runner, iterations, warmup, max_s)]
             else:
-                res = measure_packed(suite, configs, runner, iterations, warmup)
+                res = measure_packed(suite, configs, runner, iterations, warmup, max_s)
             conn.send(("ok", res))
         except MemoryError:
             conn.send(("error", "out of memory"))
@@ -151,8 +155,10 @@ def _worker_main(conn, runner_name: str, runner_kwargs: dict[str, Any], mem_limi
             conn.send(("error", f"{type(e).__name__}: {e}"))
 
 
-class _Worker:
-    """A measuring subprocess that is restarted after a crash or a timeout."""
+class MeasuringProcess:
+    """A measuring subprocess that is restarted after a crash or a timeout. One may serve several `run_sweep`
+    calls of the same runner (``process=``), sparing each suite the start of a fresh one (about a second and
+    a half: the toolchain's import); its owner calls `stop`."""
 
     def __init__(self, runner_name: str, runner_kwargs: dict[str, Any], mem_limit_mb: int | None,
                  start_timeout: float = 120.0) -> None:
@@ -225,6 +231,18 @@ class _Worker:
             return "error", f"worker {why} (exit code {code})"
 
 
+@contextmanager
+def measuring_process(runner: str, runner_kwargs: dict[str, Any] | None = None,
+                      mem_limit_mb: int | None = 8192) -> Iterator[MeasuringProcess]:
+    """One `MeasuringProcess` for the `run_sweep` calls of a block (``process=``), started by the first of
+    them and stopped at its end."""
+    proc = MeasuringProcess(runner, dict(runner_kwargs or {}), mem_limit_mb)
+    try:
+        yield proc
+    finally:
+        proc.stop()
+
+
 @dataclass
 class SweepResult:
     """What a sweep did: counts, time, and whether it was interrupted.
@@ -253,38 +271,48 @@ def run_sweep(store: Store, platform: str, suite: str, configs: Sequence[dict[st
               timeout_s: float = 120.0, budget_s: float | None = None, pack: int = 1, retry_failed: bool = False,
               mem_limit_mb: int | None = 8192, progress: bool = True,
               on_result: Callable[[ConfigResult], None] | None = None, worker: str | None = None,
-              lease_s: float = LEASE_S) -> SweepResult:
+              lease_s: float = LEASE_S, max_s: float | None = None,
+              process: MeasuringProcess | None = None) -> SweepResult:
     """Measure ``configs`` of ``suite`` on ``runner`` into ``store`` (skipping those already stored), sharing
     the work with any other sweep of the same suite on the same store.
 
     ``worker`` names this sweep in ``annette bench status`` (default ``<host>-<pid>``); ``lease_s`` is how
-    long a claim lasts without a heartbeat (renewed every quarter lease while measuring).
+    long a claim lasts without a heartbeat (renewed every quarter lease while measuring). ``max_s``: a
+    configuration whose ``iterations`` would take longer gets fewer (at least `runners.base.MIN_ITERATIONS`),
+    as its warm-up runs show. ``process``: a `MeasuringProcess` of this runner to measure in (kept running).
     """
     if iterations < 1 or warmup < 0:
         raise AnnetteError("iterations must be >= 1 and warmup >= 0")
     if not lease_s > 0:
         raise AnnetteError(f"lease must be a positive number of seconds, got {lease_s}")
+    if max_s is not None and not max_s > 0:
+        raise AnnetteError(f"the time per configuration must be a positive number of seconds, got {max_s}")
     runner_kwargs = dict(runner_kwargs or {})
+    if process is not None and process.args[:2] != (runner, runner_kwargs):
+        raise AnnetteError(f"the measuring process runs {process.args[0]!r} {process.args[1]}, not {runner!r} "
+                           f"{runner_kwargs}")
     add_plan(store, platform, suite, [c["config_id"] for c in configs])
     done = store.done(platform, suite, include_failed=not retry_failed)
     todo = [c for c in configs if c["config_id"] not in done]
     res = SweepResult(skipped=len(configs) - len(todo))
     if not todo:
         return res
-    proc = _Worker(runner, runner_kwargs, mem_limit_mb)
-    proc.start()
+    proc = process or MeasuringProcess(runner, runner_kwargs, mem_limit_mb)
+    stop = proc.stop if process is None else (lambda: None)
+    if proc.proc is None or not proc.proc.is_alive():
+        proc.start()
     name, machine = worker or default_worker(), this_machine()
     try:
         run_id = store.start_run(platform, runner, proc.toolchain,
                                  machine_fingerprint(runner_kwargs.get("threads")), worker=name, machine=machine)
     except BaseException:
-        proc.stop()
+        stop()
         raise
     try:
         sweep = _Sweep(store, platform, suite, todo, proc, res, run_id, name, machine, lease_s, retry_failed,
-                       max(pack, 1), on_result)
+                       max(pack, 1), on_result, stop)
     except BaseException:  # e.g. this machine's measuring lock cannot be opened
-        proc.stop()
+        stop()
         raise
     bar = None
     if progress:
@@ -298,7 +326,7 @@ def run_sweep(store: Store, platform: str, suite: str, configs: Sequence[dict[st
 
     try:
         sweep.run(over, lambda batch, beat, every, meanwhile: _measure_batch(
-            proc, suite, batch, iterations, warmup, timeout_s, beat, every, meanwhile))
+            proc, suite, batch, iterations, warmup, max_s, timeout_s, beat, every, meanwhile))
     except KeyboardInterrupt:
         res.interrupted = True
     finally:
@@ -317,10 +345,11 @@ class _Sweep:
     lock, stores each result while the next configuration compiles, waits for what other workers hold and
     takes over what they abandon; `close` stores what is measured and gives back what is claimed."""
 
-    def __init__(self, store: Store, platform: str, suite: str, todo: Sequence[dict[str, Any]], proc: _Worker,
+    def __init__(self, store: Store, platform: str, suite: str, todo: Sequence[dict[str, Any]], proc: MeasuringProcess,
                  res: SweepResult, run_id: int, name: str, machine: str, lease_s: float, retry_failed: bool,
-                 pack: int, on_result: Callable[[ConfigResult], None] | None) -> None:
+                 pack: int, on_result: Callable[[ConfigResult], None] | None, stop: Callable[[], None]) -> None:
         self.store, self.platform, self.suite, self.proc, self.res = store, platform, suite, proc, res
+        self.stop = stop  # the worker process's, unless the caller keeps it for further sweeps
         self.run_id, self.name, self.machine, self.lease_s = run_id, name, machine, lease_s
         self.retry_failed, self.pack, self.on_result = retry_failed, pack, on_result
         self.bar: Any = None
@@ -428,8 +457,8 @@ class _Sweep:
                         self.platform, self.suite, e)
 
     def close(self) -> None:
-        """Stop the worker process, give back what is claimed but not stored."""
-        self.proc.stop()
+        """Stop the worker process (unless the caller keeps it), give back what is claimed but not stored."""
+        self.stop()
         self.lock.close()
         if self.held:
             try:
@@ -439,18 +468,19 @@ class _Sweep:
                             self.platform, self.suite, e)
 
 
-def _measure_batch(proc: _Worker, suite: str, batch: list[dict[str, Any]], iterations: int, warmup: int,
-                   timeout_s: float, beat: Callable[[], None], every: float,
+def _measure_batch(proc: MeasuringProcess, suite: str, batch: list[dict[str, Any]], iterations: int, warmup: int,
+                   max_s: float | None, timeout_s: float, beat: Callable[[], None], every: float,
                    meanwhile: Callable[[], None] | None = None) -> list[ConfigResult]:
     """Measure one claimed batch in the worker process (``meanwhile`` runs once it has started); a failing
     batch of several is measured one by one to find the configuration that fails."""
-    kind, payload = proc.run((suite, batch, iterations, warmup), timeout_s * len(batch), beat, every, meanwhile)
+    task = (suite, batch, iterations, warmup, max_s)
+    kind, payload = proc.run(task, timeout_s * len(batch), beat, every, meanwhile)
     if kind == "ok":
         return payload
     if len(batch) == 1:
         return [ConfigResult(suite, batch[0]["config_id"], batch[0], "failed", error=payload)]
     results = []
     for c in batch:
-        k1, p1 = proc.run((suite, [c], iterations, warmup), timeout_s, beat, every)
+        k1, p1 = proc.run((suite, [c], iterations, warmup, max_s), timeout_s, beat, every)
         results.append(p1[0] if k1 == "ok" else ConfigResult(suite, c["config_id"], c, "failed", error=p1))
     return results

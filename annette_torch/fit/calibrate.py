@@ -80,7 +80,8 @@ ROUNDS = 3
 
 @dataclass(frozen=True)
 class Plan:
-    """How much to measure: configurations per suite, calibration networks, statistical CV folds."""
+    """How much to measure: configurations per suite, calibration networks, statistical CV folds; ``config_s``:
+    the time one configuration's timed runs may take (slow ones get fewer, `bench.runners.budgeted_iterations`)."""
 
     configs_micro: int
     configs_multi: int
@@ -90,13 +91,14 @@ class Plan:
     networks: int
     cv: int
     candidates: tuple[str, ...]
+    config_s: float | None = None
 
 
 PLANS = {
     # quick: 80 cold_weights configurations, so that some 15 reach the DRAM regime (hundreds of MB of traffic)
     # the cache model's second tier is fitted on; 50 left it to chance (`fit.cache_fit`)
     "quick": Plan(configs_micro=60, configs_multi=50, configs_context=80, configs_tokens=40, configs_blocks=30,
-                  networks=18, cv=3, candidates=("gbm", "gbm-huber", "lmt")),
+                  networks=18, cv=3, candidates=("gbm", "gbm-huber", "lmt"), config_s=0.25),
     "full": Plan(configs_micro=500, configs_multi=400, configs_context=200, configs_tokens=300, configs_blocks=200,
                  networks=45, cv=5,
                  candidates=("gbm", "gbm-huber", "rf", "poly", "lmt")),
@@ -299,7 +301,7 @@ def run_calibration(platform: str, quick: bool = False, out: str | None = None, 
     """Measure, fit and write the platform file; returns a report (paths, errors, timings)."""
     from ..bench.store import Store
     from ..bench.suites import SUITES
-    from ..bench.sweep import run_sweep
+    from ..bench.sweep import measuring_process, run_sweep
     from ..bench.hostlock import MachineLock
     from ..bench.runners import get_runner
     from .generator import PROBE_SUITES, FitMemo, fit_platform, fit_workers
@@ -318,39 +320,40 @@ def run_calibration(platform: str, quick: bool = False, out: str | None = None, 
     runner, kw = sweep_runner(platform)
     t0 = time.perf_counter()
     report: dict[str, Any] = {"db": db, "out": out, "plan": "quick" if quick else "full", "suites": {}}
-    with Store(db) as st:
-        for suite, n, extra in plan_sweeps(plan, platform):
-            left = None if budget_s is None else budget_s - (time.perf_counter() - t0)
-            if left is not None and left <= 0:
-                break
-            progress(f"benchmark suite {suite}{' ' + str(extra) if extra else ''} ({n} configurations)")
-            opts = {**(suite_options(platform, suite) or {}), **extra} or None
-            cfgs = SUITES[suite].configs(n=n, seed=0, options=opts)
-            res = run_sweep(st, platform, suite, cfgs, runner, kw, iterations=20,
-                            warmup=3, budget_s=left, progress=False)
-            key = suite + (str(extra) if extra else "")
-            report["suites"][key] = {"measured": res.measured, "failed": res.failed, "skipped": res.skipped}
-            if res.interrupted:
-                raise KeyboardInterrupt
-    t_bench = time.perf_counter() - t0
-    progress("fitting mapping and layer models")
+    with measuring_process(runner, kw) as process:  # one for all the suites and the recheck
+        with Store(db) as st:
+            for suite, n, extra in plan_sweeps(plan, platform):
+                left = None if budget_s is None else budget_s - (time.perf_counter() - t0)
+                if left is not None and left <= 0:
+                    break
+                progress(f"benchmark suite {suite}{' ' + str(extra) if extra else ''} ({n} configurations)")
+                opts = {**(suite_options(platform, suite) or {}), **extra} or None
+                cfgs = SUITES[suite].configs(n=n, seed=0, options=opts)
+                res = run_sweep(st, platform, suite, cfgs, runner, kw, iterations=20, warmup=3, budget_s=left,
+                                progress=False, max_s=plan.config_s, process=process)
+                key = suite + (str(extra) if extra else "")
+                report["suites"][key] = {"measured": res.measured, "failed": res.failed, "skipped": res.skipped}
+                if res.interrupted:
+                    raise KeyboardInterrupt
+        t_bench = time.perf_counter() - t0
+        progress("fitting mapping and layer models")
 
-    memo: FitMemo = {}  # the fit after the recheck refits only the types whose samples it changed
-    machine = MachineLock()
+        memo: FitMemo = {}  # the fit after the recheck refits only the types whose samples it changed
+        machine = MachineLock()
 
-    def fit() -> tuple[Platform, dict[str, Any]]:
-        # its worker processes take every core: a sweep of another calibrate here waits rather than time beside them
-        with machine.hold():
-            return fit_platform(db, platform, cv=plan.cv, progress=progress, candidates=plan.candidates, memo=memo)
+        def fit() -> tuple[Platform, dict[str, Any]]:
+            # its worker processes take every core: a sweep of another calibrate here waits rather than time beside them
+            with machine.hold():
+                return fit_platform(db, platform, cv=plan.cv, progress=progress, candidates=plan.candidates, memo=memo)
 
-    plat, fit_rep = fit()
-    if budget_s is None or time.perf_counter() - t0 < budget_s:  # measured in a slow spell? (`fit.recheck`)
-        report["recheck"] = rc = recheck(db, platform, plat, runner, kw, skip=CONTEXT + PROBE_SUITES,
-                                         progress=progress)
-        if rc["replaced"]:
-            progress(f"{len(rc['replaced'])} of {rc['checked']} configurations measured again came out faster: "
-                     "fitting again")
-            plat, fit_rep = fit()
+        plat, fit_rep = fit()
+        if budget_s is None or time.perf_counter() - t0 < budget_s:  # measured in a slow spell? (`fit.recheck`)
+            report["recheck"] = rc = recheck(db, platform, plat, runner, kw, skip=CONTEXT + PROBE_SUITES,
+                                             progress=progress, process=process)
+            if rc["replaced"]:
+                progress(f"{len(rc['replaced'])} of {rc['checked']} configurations measured again came out faster: "
+                         "fitting again")
+                plat, fit_rep = fit()
     t_fit = time.perf_counter() - t0 - t_bench
     progress("slow paths: micro-kernel pairs (masked attention, transposes)")
     with machine.hold():  # one measurement at a time on this machine, as the sweeps

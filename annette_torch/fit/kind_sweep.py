@@ -91,6 +91,8 @@ TIME_SHARE = 0.95
 MIN_LAYERS = 5
 #: seconds the sweep may take in all (the rest of `annette adapt` takes about a minute)
 BUDGET_S = 60.0
+#: seconds one configuration's timed runs may take (a slow one gets fewer, as `annette calibrate --quick`)
+CONFIG_S = 0.25
 #: configurations drawn per suite to pick from, and how many nearest each network layer votes for
 POOL = 300
 NEAREST = 3
@@ -243,7 +245,8 @@ def scale_cache(d: dict[str, Any], factors: dict[str, float]) -> None:
                        "layers measured here after hundreds of MB of traffic").lstrip("; ")
 
 
-def _cold_factor(raw: Platform, runtime: str, st: Any, runner: Any, kw: Any, budget_s: float) -> float | None:
+def _cold_factor(raw: Platform, runtime: str, st: Any, runner: Any, kw: Any, budget_s: float,
+                 process: Any = None) -> float | None:
     """Measured over predicted (``raw``, in its cache model's context) time of the fully connected layer of
     `cold_configs`; None when too few ran."""
     from ..bench.sweep import run_sweep
@@ -251,7 +254,7 @@ def _cold_factor(raw: Platform, runtime: str, st: Any, runner: Any, kw: Any, bud
     from .data import load_measured
 
     res = run_sweep(st, runtime, COLD_SUITE, cold_configs(), runner, kw, iterations=10, warmup=2,
-                    budget_s=budget_s, progress=False)
+                    budget_s=budget_s, progress=False, process=process)
     if res.interrupted:
         raise KeyboardInterrupt
     ratios = []
@@ -274,7 +277,7 @@ def sweep_factors(raw: Platform, runtime: str, plan: dict[str, dict[str, Target]
     alone."""
     from ..bench.store import Store
     from ..bench.suites import SUITES
-    from ..bench.sweep import run_sweep
+    from ..bench.sweep import measuring_process, run_sweep
     from ..prediction.passes import model_times
     from .calibrate import suite_options, sweep_runner
     from .data import layer_samples, load_measured
@@ -282,7 +285,8 @@ def sweep_factors(raw: Platform, runtime: str, plan: dict[str, dict[str, Target]
     runner, kw = sweep_runner(runtime)
     t0 = time.perf_counter()
     factors: dict[str, float] = {}
-    with tempfile.TemporaryDirectory(prefix="annette-adapt-") as tmp, Store(os.path.join(tmp, "m.sqlite")) as st:
+    with tempfile.TemporaryDirectory(prefix="annette-adapt-") as tmp, Store(os.path.join(tmp, "m.sqlite")) as st, \
+            measuring_process(runner, kw) as process:  # one for all the suites
         for kind, suites in plan.items():
             t = int(LayerType.from_label(kind))
             medians: dict[str, float] = {}
@@ -295,7 +299,7 @@ def sweep_factors(raw: Platform, runtime: str, plan: dict[str, dict[str, Target]
                 n = ACT_CONFIGS if suite == ACT_SUITE else configs
                 cfgs = pick_configs(SUITES[suite], target, n, suite_options(runtime, suite), select=_select(kind))
                 res = run_sweep(st, runtime, suite, cfgs, runner, kw, iterations=20, warmup=3, budget_s=left,
-                                progress=False)
+                                progress=False, max_s=CONFIG_S, process=process)
                 if res.interrupted:
                     raise KeyboardInterrupt
                 measured = load_measured(st, runtime, suites=[suite])
@@ -319,7 +323,7 @@ def sweep_factors(raw: Platform, runtime: str, plan: dict[str, dict[str, Target]
         if cold and left > 0:
             if progress:
                 progress("micro-kernels of weights streamed from memory: suite cold_weights")
-            f = _cold_factor(raw, runtime, st, runner, kw, left)
+            f = _cold_factor(raw, runtime, st, runner, kw, left, process)
             if f is not None:
                 factors[COLD_KEY] = f
     return factors

@@ -55,10 +55,11 @@ def suspects(measured: list[Measured], plat: Platform, skip: tuple[str, ...] = (
 
 
 def recheck(db: str, platform: str, plat: Platform, runner: str, runner_kwargs: dict[str, Any],
-            skip: tuple[str, ...] = (), progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+            skip: tuple[str, ...] = (), progress: Callable[[str], None] | None = None,
+            process: Any = None) -> dict[str, Any]:
     """Measure the `suspects` of ``plat`` (a `fit_platform` result) in ``db`` again (into a scratch store) and
     replace each stored configuration whose re-measurement is `FASTER`; returns {checked, replaced:
-    [suite/config_id, ...]}."""
+    [suite/config_id, ...]}. ``process``: the `bench.sweep.MeasuringProcess` to measure in."""
     from ..bench.sweep import run_sweep
 
     with Store(db) as st:
@@ -74,7 +75,8 @@ def recheck(db: str, platform: str, plat: Platform, runner: str, runner_kwargs: 
         with tempfile.TemporaryDirectory() as tmp, Store(os.path.join(tmp, "recheck.sqlite")) as scratch:
             for suite in sorted({s for s, _ in stored}):
                 run_sweep(scratch, platform, suite, [m.params for (s, _), m in stored.items() if s == suite],
-                          runner, runner_kwargs, iterations=20, warmup=3, progress=False, on_result=again.append)
+                          runner, runner_kwargs, iterations=20, warmup=3, progress=False, on_result=again.append,
+                          process=process)
         replaced = []
         for r in again:
             old = stored[(r.suite, r.config_id)].e2e_ms

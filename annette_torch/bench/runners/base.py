@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import abc
+import math
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -11,7 +12,18 @@ import onnx
 
 from ..records import NodeRecord
 
-__all__ = ["Runner", "Profile", "RUNNERS", "register_runner"]
+__all__ = ["Runner", "Profile", "RUNNERS", "register_runner", "MIN_ITERATIONS", "budgeted_iterations"]
+
+#: the fewest timed iterations a time budget leaves a configuration (its median still robust to a slow one)
+MIN_ITERATIONS = 8
+
+
+def budgeted_iterations(iterations: int, warm_ms: float | None, max_s: float | None) -> int:
+    """How many of ``iterations`` fit in ``max_s`` seconds at ``warm_ms`` per inference (the fastest warm-up
+    run), never fewer than `MIN_ITERATIONS`: slow configurations need fewer runs for a stable median."""
+    if max_s is None or warm_ms is None or not warm_ms > 0:
+        return iterations
+    return int(min(iterations, max(MIN_ITERATIONS, math.ceil(max_s * 1000.0 / warm_ms))))
 
 
 @dataclass
@@ -46,8 +58,9 @@ class Runner(abc.ABC):
         """Compile / load the model; returns a handle for `profile`."""
 
     @abc.abstractmethod
-    def profile(self, prepared: Any, iterations: int = 20, warmup: int = 3) -> Profile:
-        """Run ``warmup`` + ``iterations`` inferences with per-node profiling on."""
+    def profile(self, prepared: Any, iterations: int = 20, warmup: int = 3, max_s: float | None = None) -> Profile:
+        """Run ``warmup`` + ``iterations`` inferences with per-node profiling on; with ``max_s``, fewer
+        iterations where the warm-up runs show that they would take longer (`budgeted_iterations`)."""
 
     def parse(self, profile: Profile) -> list[NodeRecord]:
         """Per-node medians / min / std in the standard record format."""

@@ -37,7 +37,7 @@ import onnx
 
 from ...errors import AnnetteError
 from ..records import NodeRecord
-from .base import Profile, Runner, register_runner
+from .base import Profile, Runner, budgeted_iterations, register_runner
 
 __all__ = ["OpenVinoRunner"]
 
@@ -187,15 +187,20 @@ class OpenVinoRunner(Runner):
             log.warning("openvino: no runtime graph (%s); matching by node names only", e)
         return OvPrepared(compiled, request, runtime, meta={"inputs": shapes})
 
-    def profile(self, prepared: OvPrepared, iterations: int = 20, warmup: int = 3) -> Profile:
-        """Run ``warmup`` + ``iterations`` inferences; per iteration the performance counters of every node
-        (``real_time``, ms) and the wall time of ``infer()`` as end-to-end time; ``raw`` keeps the last
-        iteration's counters."""
+    def profile(self, prepared: OvPrepared, iterations: int = 20, warmup: int = 3,
+                max_s: float | None = None) -> Profile:
+        """Run ``warmup`` + ``iterations`` inferences (fewer iterations where they would take over ``max_s``);
+        per iteration the performance counters of every node (``real_time``, ms) and the wall time of
+        ``infer()`` as end-to-end time; ``raw`` keeps the last iteration's counters."""
         if iterations < 1 or warmup < 0:
             raise AnnetteError(f"openvino: need iterations >= 1 and warmup >= 0 (got {iterations}, {warmup})")
         req = prepared.request
+        warm = []
         for _ in range(warmup):
+            t0 = time.perf_counter()
             req.infer()
+            warm.append((time.perf_counter() - t0) * 1000.0)
+        iterations = budgeted_iterations(iterations, min(warm, default=None), max_s)
         e2e = np.zeros(iterations)
         nodes: dict[str, list] = {}
         for k in range(iterations):

@@ -30,6 +30,7 @@ import logging
 import os
 import re
 import tempfile
+import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -39,7 +40,7 @@ import onnx
 
 from ...errors import AnnetteError
 from ..records import NodeRecord
-from .base import Profile, Runner, register_runner
+from .base import Profile, Runner, budgeted_iterations, register_runner
 
 __all__ = ["OrtRunner"]
 
@@ -160,8 +161,10 @@ class OrtRunner(Runner):
         return OrtPrepared(sess, feeds, graph, data, prefix,
                            meta={"inputs": {k: list(v.shape) for k, v in feeds.items()}})
 
-    def profile(self, prepared: OrtPrepared, iterations: int = 20, warmup: int = 3) -> Profile:
-        """Run ``warmup`` + ``iterations`` inferences; per-node times of the measured runs (ms).
+    def profile(self, prepared: OrtPrepared, iterations: int = 20, warmup: int = 3,
+                max_s: float | None = None) -> Profile:
+        """Run ``warmup`` + ``iterations`` inferences (fewer iterations where they would take over ``max_s``);
+        per-node times of the measured runs (ms).
 
         ONNX Runtime's profiler stops for good at ``end_profiling()``: profiling the same prepared model
         again loads a fresh session (same options) first.
@@ -171,7 +174,13 @@ class OrtRunner(Runner):
         if prepared.profiled:  # the profiler of a session stops for good at end_profiling(): load it again
             prepared.session, prepared.graph, prepared.profile_prefix = self._session(prepared.model_bytes)
         sess = prepared.session
-        for _ in range(warmup + iterations):
+        warm = []
+        for _ in range(warmup):
+            t0 = time.perf_counter()
+            sess.run(None, prepared.feeds)
+            warm.append((time.perf_counter() - t0) * 1000.0)
+        iterations = budgeted_iterations(iterations, min(warm, default=None), max_s)
+        for _ in range(iterations):
             sess.run(None, prepared.feeds)
         path = sess.end_profiling()
         prepared.profiled = True

@@ -366,8 +366,9 @@ class VitisRunner(Runner):
         log.info("vitis: job folder %s (run host.sh on a Vitis AI host, board.sh on the ZCU102)", job)
         return str(job)
 
-    def profile(self, prepared: Any, iterations: int = 20, warmup: int = 3) -> Profile:
-        """Parse the reports in the job folder; `BoardRequiredError` while there are none.
+    def profile(self, prepared: Any, iterations: int = 20, warmup: int = 3, max_s: float | None = None) -> Profile:
+        """Parse the reports in the job folder; `BoardRequiredError` while there are none (``max_s`` has no
+        effect: the board script times the iterations asked for).
 
         Without reports the requested ``iterations`` / ``warmup`` are written to the job's ``params.env``
         (the board script's defaults) before raising.
