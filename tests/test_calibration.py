@@ -323,6 +323,22 @@ def test_calibration_networks_span_the_transformer_era_families_outside_the_vali
     assert len(MODERN_CALIBRATION) >= 45 // 3
 
 
+def test_a_shifted_window_calibration_network_exports_without_tracer_warnings():
+    """calibrate prints no TracerWarning about the Swin window's shape-dependent shift (exported at the shape
+    it is measured at)."""
+    import warnings
+
+    import torch
+    from annette_torch.fit.calibration_modern import MODERN_CALIBRATION, PREFIX, onnx_of
+
+    name = PREFIX + next(k for k in MODERN_CALIBRATION if k.startswith("swin"))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model = onnx_of(name)
+    assert any(n.op_type == "Softmax" for n in model.graph.node)
+    assert not [w for w in caught if issubclass(w.category, torch.jit.TracerWarning)]
+
+
 def test_calibration_networks_span_the_classic_families_outside_the_validation_set():
     """A fifth of the calibration networks are convolutional families the NAS spaces lack (SE with hard-swish and
     SiLU, grouped, channel shuffle, dense, large fully connected heads), none with the weighted layers of a

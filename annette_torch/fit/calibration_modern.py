@@ -14,7 +14,6 @@ layers), with random weights seeded per network.
 from __future__ import annotations
 
 import functools
-import io
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -148,14 +147,9 @@ def modern_calibration_networks(n: int) -> list:
 
 def onnx_of(name: str) -> Any:
     """The ONNX model measured for calibration network ``name`` (``torch.onnx.export``, opset 17)."""
-    import onnx
-    import torch
+    from ..validate.networks import module_onnx
 
-    module, shape = module_of(name)
-    buf = io.BytesIO()
-    # not under no_grad: there nn.MultiheadAttention takes its fused fast path, which ONNX cannot express
-    torch.onnx.export(module, torch.randn(*shape), buf, dynamo=False, opset_version=17, input_names=["x"])
-    return onnx.load_from_string(buf.getvalue())
+    return module_onnx(*module_of(name))
 
 
 def measurable(net: Any) -> Any:

@@ -8,7 +8,7 @@ import logging
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -94,17 +94,28 @@ def network_fingerprint(net: Network) -> str:
 
 
 def _torch_onnx(zoo_name: str, input_shape: Sequence[int]):
-    import io
-
-    import onnx
     import torch
 
     from .. import zoo
     torch.manual_seed(0)
-    module = zoo.get(zoo_name).eval()
+    return module_onnx(zoo.get(zoo_name).eval(), input_shape)
+
+
+def module_onnx(module: Any, input_shape: Sequence[int]) -> Any:
+    """The ONNX model (``torch.onnx.export``, opset 17, input ``x``) of ``module`` at ``input_shape``, the shape it
+    is measured at: the tracer's warnings about shape-dependent branches (a Swin window's shift) are silenced, as
+    the export is at that shape."""
+    import io
+    import warnings
+
+    import onnx
+    import torch
+
     buf = io.BytesIO()
-    # not under no_grad: there nn.MultiheadAttention takes its fused fast path, which ONNX cannot express
-    torch.onnx.export(module, torch.randn(*input_shape), buf, dynamo=False, opset_version=17, input_names=["x"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", torch.jit.TracerWarning)
+        # not under no_grad: there nn.MultiheadAttention takes its fused fast path, which ONNX cannot express
+        torch.onnx.export(module, torch.randn(*input_shape), buf, dynamo=False, opset_version=17, input_names=["x"])
     return onnx.load_from_string(buf.getvalue())
 
 
