@@ -36,10 +36,11 @@ SMALL = {
     "heads": [{"l": 49, "h": 4, "d": 16, "kind": "split"}, {"l": 64, "h": 2, "d": 32, "kind": "merge"}],
     "interp": [{"hw": 8, "c": 16, "scale": 2, "mode": "bilinear"}, {"hw": 8, "c": 16, "scale": 4, "mode": "nearest"}],
     "dilconv": [{"hw": 16, "c": 16, "f": 32, "d": 6}],
-    "attention": [{"l": 49, "h": 2, "d": 16}, {"l": 64, "h": 2, "d": 16, "style": "manual"}],
+    "attention": [{"l": 49, "h": 2, "d": 16}, {"l": 64, "h": 2, "d": 16, "style": "manual"},
+                  {"l": 49, "h": 2, "d": 16, "style": "qkv"}],
     "mlp": [{"l": 49, "e": 64, "r": 4}],
     "convnext": [{"hw": 7, "c": 48}],
-    "window_attention": [{"nw": 2, "w": 4, "h": 2, "d": 16}],
+    "window_attention": [{"nw": 2, "w": 4, "h": 2, "d": 16}, {"nw": 2, "w": 4, "h": 2, "d": 16, "style": "qkv"}],
     "linear_bn": [{"l": 49, "e": 64, "f": 96}],
 }
 
@@ -154,6 +155,22 @@ class _ManualAttention(_Attention):
         return self.out_proj((a @ v).transpose(1, 2).reshape(B, L, E))
 
 
+class _QkvAttention(nn.Module):
+    """timm's ViT and Swin attention: one fused q / k / v projection, permuted and picked."""
+
+    def __init__(self, e, h):
+        super().__init__()
+        self.h, self.qkv, self.proj = h, nn.Linear(e, 3 * e), nn.Linear(e, e)
+
+    def forward(self, x):
+        B, L, E = x.shape
+        h, d = self.h, E // self.h
+        qkv = self.qkv(x).reshape(B, L, 3, h, d).permute(2, 0, 3, 1, 4)
+        q, k, v = qkv[0], qkv[1], qkv[2]
+        a = ((q @ k.transpose(-2, -1)) * d ** -0.5).softmax(dim=-1)
+        return self.proj((a @ v).transpose(1, 2).reshape(B, L, E))
+
+
 class _Mlp(nn.Module):
     def __init__(self, e, r):
         super().__init__()
@@ -175,9 +192,9 @@ class _ConvNeXt(nn.Module):
 
 
 class _Windows(nn.Module):
-    def __init__(self, nw, w, h, d):
+    def __init__(self, nw, w, h, d, attention=None):
         super().__init__()
-        self.nw, self.w, self.attn = nw, w, _Attention(h * d, h)
+        self.nw, self.w, self.attn = nw, w, (attention or _Attention)(h * d, h)
 
     def forward(self, x):
         nw, w, C = self.nw, self.w, x.shape[-1]
@@ -203,6 +220,9 @@ def _same_ir(got, want):
 @pytest.mark.parametrize("name,config,module,shape", [
     ("attention", {"l": 49, "h": 4, "d": 16}, lambda: _Attention(64, 4), (1, 49, 64)),
     ("attention", {"l": 49, "h": 4, "d": 16, "style": "manual"}, lambda: _ManualAttention(64, 4), (1, 49, 64)),
+    ("attention", {"l": 49, "h": 4, "d": 16, "style": "qkv"}, lambda: _QkvAttention(64, 4), (1, 49, 64)),
+    ("window_attention", {"nw": 2, "w": 7, "h": 2, "d": 16, "style": "qkv"},
+     lambda: _Windows(2, 7, 2, 16, _QkvAttention), (1, 14, 14, 32)),
     ("mlp", {"l": 49, "e": 64, "r": 3}, lambda: _Mlp(64, 3), (1, 49, 64)),
     ("convnext", {"hw": 14, "c": 48}, lambda: _ConvNeXt(48), (1, 48, 14, 14)),
     ("window_attention", {"nw": 2, "w": 7, "h": 2, "d": 16}, lambda: _Windows(2, 7, 2, 16), (1, 14, 14, 32)),
@@ -302,8 +322,14 @@ def test_round_trip_openvino(tmp_path):
     for cfg in SMALL["attention"]:
         att = _records(got, "attention", **cfg)
         heads = [r for r in att.values() if r.node_type == "Subgraph" and r.fused == NOT_FUSED]
-        assert [r.layer_type for r in heads] in ([], ["MatMul"]), cfg
+        if cfg.get("style") != "qkv":
+            assert [r.layer_type for r in heads] in ([], ["MatMul"]), cfg
         assert att["softmax"].fused != NOT_FUSED or att["softmax"].node_type == "Softmax"
+    # timm's fused q / k / v: the picks qkv[i] of the permuted projection run in place (no time of their own)
+    for name, cfg in (("attention", SMALL["attention"][2]), ("window_attention", SMALL["window_attention"][1])):
+        qkv = _records(got, name, **cfg)
+        assert all(qkv[k].fused == FUSED and qkv[k].time_ms == 0 for k in "qkv"), cfg
+        assert qkv["qkv_heads"].fused == NOT_FUSED
     # timm's written-out attention: the Subgraph lists the scale and softmax but not the scores product, which
     # ran there too (it was possibly-fused, and the mapping fit never saw a scale fused behind a product)
     manual = _records(got, "attention", l=64, h=2, d=16, style="manual")

@@ -163,7 +163,9 @@ class _OnnxExporter:
         self.layer_name = net.names[i]
         ps = plan.parents[i]
         x = net.names[ps[0]]
-        if plan.rank[i] == 4 and t not in MERGE and t not in (T.CONCAT, T.RESHAPE, T.MATMUL):
+        # (a pick of a 5-D tensor's leading entry, ``qkv[i]``, reads the full tensor)
+        if plan.rank[i] == 4 and t not in MERGE and t not in (T.CONCAT, T.RESHAPE, T.MATMUL) \
+                and not (t == T.SLICE and plan.rank[ps[0]] > 4):
             x = self.input4d(i, ps[0])
         _NODES[t](self, plan.layer(i, layer_params(net, plan, i, self.seed)), x)
 
@@ -382,6 +384,10 @@ def _pad(ex: _OnnxExporter, layer: Layer, x: str) -> None:
 
 def _slice(ex: _OnnxExporter, layer: Layer, x: str) -> None:
     src, dst = layer.src, layer.dst
+    if tuple(dst) == tuple(src[1:]):  # one entry of the leading axis (``qkv[i]`` of a fused projection): a Gather
+        index = int(ex.net.attr("index", layer.i) or 0)
+        ex.node("Gather", [x, ex.const("index", np.array(index, np.int64))], axis=0)
+        return
     if len(src) != len(dst) or any(o > s for s, o in zip(src, dst)):
         raise ExportError(f"{where(ex.net, layer.i)}: output {list(ex.net.out_shape(layer.i))} is no slice of "
                           f"input {list(ex.net.out_shape(layer.parents[0]))}")

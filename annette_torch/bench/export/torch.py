@@ -90,6 +90,16 @@ class _Slice:
         return xs[0][tuple(slice(0, d) for d in self.dst)]
 
 
+class _Pick:
+    """Entry ``index`` of the first input's leading axis."""
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+
+    def __call__(self, root, xs):
+        return xs[0][self.index]
+
+
 class _Chain:
     """A binary op folded over all inputs, left to right."""
 
@@ -340,6 +350,8 @@ def _pad(b: _Builder, layer: Layer) -> Any:
 
 def _slice(b: _Builder, layer: Layer) -> Any:
     src, dst = layer.src, layer.dst
+    if tuple(dst) == tuple(src[1:]):  # one entry of the leading axis (``qkv[i]``)
+        return _Pick(int(b.net.attr("index", layer.i) or 0))
     if len(src) != len(dst) or any(o > s_ for s_, o in zip(src, dst)):
         raise ExportError(f"{where(b.net, layer.i)}: output {list(b.net.out_shape(layer.i))} is no slice of input "
                           f"{list(b.net.out_shape(layer.parents[0]))}")

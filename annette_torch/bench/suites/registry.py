@@ -155,7 +155,7 @@ def _suites() -> dict[str, Suite]:
               valid=valid_head),
         Suite("attention", "multi-head self-attention over (1, l, h*d) tokens: q/k/v projections, head split, "
               "scores, softmax, context, head merge, output projection (l, heads, head dim d; option style "
-              "sdpa / manual: key transpose and scale as layers)",
+              "sdpa / manual: key transpose and scale as layers / qkv: one fused projection, permuted and picked)",
               {"l": TOKENS, "h": HEADS, "d": HEAD_DIMS}, build_attention, kind="multi", cost=cost_attention,
               optional={"style": "sdpa"}),
         Suite("mlp", "transformer MLP block Linear - GELU - Linear over (1, l, e) tokens, hidden r*e (l, e, r)",
@@ -165,8 +165,9 @@ def _suites() -> dict[str, Suite]:
               kind="multi", cost=cost_convnext),
         Suite("window_attention", "Swin window attention on a channels-last (1, nw*w, nw*w, h*d) map: window "
               "partition (reshape, transpose), attention per window, window reverse (windows per side nw, window "
-              "w, heads, head dim d)", {"nw": [1, 2, 4, 8, 16], "w": WINDOWS, "h": HEADS, "d": [16, 32, 64]},
-              build_window_attention, kind="multi", cost=cost_window_attention),
+              "w, heads, head dim d; option style as attention's)",
+              {"nw": [1, 2, 4, 8, 16], "w": WINDOWS, "h": HEADS, "d": [16, 32, 64]},
+              build_window_attention, kind="multi", cost=cost_window_attention, optional={"style": "sdpa"}),
         Suite("linear_bn", "LeViT's Linear + BatchNorm over (1, l, e) tokens: Linear to f, flatten the tokens to "
               "rows, BatchNorm, view back (l, e, f)", {"l": [16, 49, 64, 196, 256, 784], "e": EMBED, "f": HIDDEN},
               build_linear_bn, kind="multi", cost=cost_linear_bn),

@@ -118,6 +118,10 @@ class TokenGraph:
         s = self.shapes[x]
         return self.layer(T.TRANSPOSE, name, [x], tuple(s[p] for p in perm), perm=tuple(int(p) for p in perm))
 
+    def pick(self, name: str, x: int, index: int) -> int:
+        """Entry ``index`` of ``x``'s leading axis (``qkv[index]``): a ``Slice`` without that axis, as traced."""
+        return self.layer(T.SLICE, name, [x], self.shapes[x][1:], index=int(index))
+
     def split_heads(self, name: str, x: int, h: int) -> int:
         """``(..., L, E) -> (..., H, L, E / H)``: a reshape and a transpose (a copy)."""
         *lead, L, E = self.shapes[x]

@@ -31,9 +31,11 @@ MLP_RATIOS = [2, 3, 4]
 
 
 #: the ``attention`` suite's ``style`` option: ``sdpa`` (`F.scaled_dot_product_attention`, nn.MultiheadAttention:
-#: no separate key transpose or scale layer) or ``manual`` (as timm's ViT writes it: ``(q @ k.transpose(-2, -1))
-#: * scale``, a Transpose and a scalar Mul that ONNX Runtime folds into one FusedMatMul)
-ATTENTION_STYLES = ("sdpa", "manual")
+#: no separate key transpose or scale layer), ``manual`` (``(q @ k.transpose(-2, -1)) * scale``, a Transpose and a
+#: scalar Mul that ONNX Runtime folds into one FusedMatMul) or ``qkv`` (as timm's ViT and Swin write it: one fused
+#: q / k / v projection, viewed as ``(..., L, 3, H, d)``, permuted to ``(3, ..., H, L, d)`` and picked ``qkv[i]``,
+#: then scored as ``manual``: a 5-D transpose and picks along its leading axis, which a runtime may run in place)
+ATTENTION_STYLES = ("sdpa", "manual", "qkv")
 
 
 def _attend(g: TokenGraph, x: int, h: int, prefix: str = "", style: str = "sdpa") -> int:
@@ -45,8 +47,15 @@ def _attend(g: TokenGraph, x: int, h: int, prefix: str = "", style: str = "sdpa"
         raise SuiteError(f"{E} channels do not split into {h} heads")
     if style not in ATTENTION_STYLES:
         raise SuiteError(f"style must be one of {list(ATTENTION_STYLES)}, got {style!r}")
-    q, k, v = (g.split_heads(f"{prefix}{t}", g.linear(f"{prefix}{t}_proj", x, E), h) for t in ("q", "k", "v"))
-    if style == "manual":
+    if style == "qkv":
+        *lead, L, _ = g.shape(x)
+        r = len(lead)
+        qkv = g.reshape(f"{prefix}qkv_view", g.linear(f"{prefix}qkv", x, 3 * E), (*lead, L, 3, h, E // h))
+        qkv = g.transpose(f"{prefix}qkv_heads", qkv, (r + 1, *range(r), r + 2, r, r + 3))
+        q, k, v = (g.pick(f"{prefix}{t}", qkv, i) for i, t in enumerate("qkv"))
+    else:
+        q, k, v = (g.split_heads(f"{prefix}{t}", g.linear(f"{prefix}{t}_proj", x, E), h) for t in ("q", "k", "v"))
+    if style in ("manual", "qkv"):
         r = len(g.shape(k))
         kt = g.transpose(f"{prefix}k_t", k, (*range(r - 2), r - 1, r - 2))
         s = g.scale(f"{prefix}scale", g.matmul(f"{prefix}scores", q, kt, trans_b=False))
@@ -135,7 +144,8 @@ def cost_convnext(c):
 
 def build_window_attention(c: dict) -> Network:
     """Swin's window attention on a channels-last ``(1, nw * w, nw * w, H * d)`` map: partition into ``nw^2``
-    windows of ``w x w`` tokens (reshape, transpose, reshape), attention in every window, window reverse."""
+    windows of ``w x w`` tokens (reshape, transpose, reshape), attention in every window (``style``:
+    `ATTENTION_STYLES`), window reverse."""
     g = TokenGraph("window_attention")
     nw, w, h, d = (int(c[k]) for k in ("nw", "w", "h", "d"))
     C, side = h * d, nw * w
@@ -143,7 +153,7 @@ def build_window_attention(c: dict) -> Network:
     y = g.reshape("partition_view", x, (1, nw, w, nw, w, C))
     y = g.transpose("partition", y, (0, 1, 3, 2, 4, 5))
     y = g.reshape("windows", y, (nw * nw, w * w, C))
-    y = _attend(g, y, h)
+    y = _attend(g, y, h, style=str(c.get("style", "sdpa")))
     y = g.reshape("reverse_view", y, (1, nw, nw, w, w, C))
     y = g.transpose("reverse", y, (0, 1, 3, 2, 4, 5))
     g.reshape("merge", y, (1, side, side, C))
