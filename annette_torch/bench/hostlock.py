@@ -2,8 +2,8 @@
 file lock around each measurement, so two sweeps on one machine never disturb each other's timings (the
 operating system releases the lock of a killed worker). Whole-network measurements
 (`validate.measure_latency`) hold it too, and ``annette calibrate`` while its parallel fit takes every core.
-Workers take turns: one that finishes a measurement while another waits lets the other go first. Boards measured through their own host (a
-hardware module that says it does not use this CPU) measure in parallel.
+Workers take turns: one that finishes a measurement while another waits lets the other go first. Boards
+measured through their own host (a hardware module that says it does not use this CPU) measure in parallel.
 """
 
 from __future__ import annotations

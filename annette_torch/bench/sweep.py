@@ -186,14 +186,18 @@ class MeasuringProcess:
                                "is its toolchain installed?") from None
         self.toolchain, self.uses_host_cpu = payload
 
+    def running(self) -> bool:
+        """Whether the worker process is alive."""
+        return self.proc is not None and self.proc.is_alive()
+
     def kill(self) -> None:
-        if self.proc is not None and self.proc.is_alive():
+        if self.running():
             self.proc.kill()
             self.proc.join(5)
         self.proc = None
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.is_alive():
+        if self.running():
             try:
                 self.conn.send(None)
                 self.proc.join(5)
@@ -205,7 +209,7 @@ class MeasuringProcess:
             every: float = 10.0, meanwhile: Callable[[], None] | None = None) -> tuple[str, Any]:
         """('ok', results) or ('error', message); restarts the worker after a timeout or a crash. Once the
         task is sent, ``meanwhile`` runs; while it waits, ``heartbeat`` is called every ``every`` seconds."""
-        if self.proc is None or not self.proc.is_alive():
+        if not self.running():
             self.start()
         self.conn.send(task)
         deadline = time.monotonic() + timeout
@@ -299,7 +303,7 @@ def run_sweep(store: Store, platform: str, suite: str, configs: Sequence[dict[st
         return res
     proc = process or MeasuringProcess(runner, runner_kwargs, mem_limit_mb)
     stop = proc.stop if process is None else (lambda: None)
-    if proc.proc is None or not proc.proc.is_alive():
+    if not proc.running():  # (a caller's process is started by its first sweep, or again after a crash)
         proc.start()
     name, machine = worker or default_worker(), this_machine()
     try:

@@ -43,6 +43,7 @@ from ..platform import Platform
 from ..platform.platform import VECTOR, vector_rows
 
 if TYPE_CHECKING:
+    from ..bench.sweep import MeasuringProcess
     from ..estimator import Estimate
 
 __all__ = ["KIND_SUITES", "VECTOR_SUITE", "ACT_SUITE", "ACT_KINDS", "ACT_CONFIGS", "MIN_ACT_ELEMENTS",
@@ -246,7 +247,7 @@ def scale_cache(d: dict[str, Any], factors: dict[str, float]) -> None:
 
 
 def _cold_factor(raw: Platform, runtime: str, st: Any, runner: Any, kw: Any, budget_s: float,
-                 process: Any = None) -> float | None:
+                 process: MeasuringProcess | None = None) -> float | None:
     """Measured over predicted (``raw``, in its cache model's context) time of the fully connected layer of
     `cold_configs`; None when too few ran."""
     from ..bench.sweep import run_sweep

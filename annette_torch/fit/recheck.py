@@ -14,11 +14,14 @@ from __future__ import annotations
 
 import os
 import tempfile
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from ..bench.store import ConfigResult, Store
 from ..platform import Platform
 from .data import Measured, load_measured
+
+if TYPE_CHECKING:
+    from ..bench.sweep import MeasuringProcess
 
 __all__ = ["RATIO", "MAX_CONFIGS", "MIN_MS", "FASTER", "suspects", "recheck"]
 
@@ -56,7 +59,7 @@ def suspects(measured: list[Measured], plat: Platform, skip: tuple[str, ...] = (
 
 def recheck(db: str, platform: str, plat: Platform, runner: str, runner_kwargs: dict[str, Any],
             skip: tuple[str, ...] = (), progress: Callable[[str], None] | None = None,
-            process: Any = None) -> dict[str, Any]:
+            process: MeasuringProcess | None = None) -> dict[str, Any]:
     """Measure the `suspects` of ``plat`` (a `fit_platform` result) in ``db`` again (into a scratch store) and
     replace each stored configuration whose re-measurement is `FASTER`; returns {checked, replaced:
     [suite/config_id, ...]}. ``process``: the `bench.sweep.MeasuringProcess` to measure in."""

@@ -148,7 +148,7 @@ class _OnnxExporter:
     def input4d(self, i: int, p: int, role: str = "reshape") -> str:
         """Producer ``p``'s tensor as seen by layer ``i``, reshaped to 4-D when it is 2-D."""
         src = self.net.names[p]
-        if self.plan.rank[p] == 4:
+        if self.plan.rank[p] != 2:  # (a layer reading a 5-D tensor, a pick ``qkv[i]``, reads it as it is)
             return src
         shape = self.net.out_shape(p)
         return self.node("Reshape", [src, self.const(f"{role}_shape", np.array(shape, np.int64))], role)
@@ -163,9 +163,7 @@ class _OnnxExporter:
         self.layer_name = net.names[i]
         ps = plan.parents[i]
         x = net.names[ps[0]]
-        # (a pick of a 5-D tensor's leading entry, ``qkv[i]``, reads the full tensor)
-        if plan.rank[i] == 4 and t not in MERGE and t not in (T.CONCAT, T.RESHAPE, T.MATMUL) \
-                and not (t == T.SLICE and plan.rank[ps[0]] > 4):
+        if plan.rank[i] == 4 and t not in MERGE and t not in (T.CONCAT, T.RESHAPE, T.MATMUL):
             x = self.input4d(i, ps[0])
         _NODES[t](self, plan.layer(i, layer_params(net, plan, i, self.seed)), x)
 

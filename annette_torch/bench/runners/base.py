@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import abc
 import math
+import time
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, Callable, ClassVar
 
 import numpy as np
 import onnx
 
 from ..records import NodeRecord
 
-__all__ = ["Runner", "Profile", "RUNNERS", "register_runner", "MIN_ITERATIONS", "budgeted_iterations"]
+__all__ = ["Runner", "Profile", "RUNNERS", "register_runner", "MIN_ITERATIONS", "budgeted_iterations", "warm_up"]
 
 #: the fewest timed iterations a time budget leaves a configuration (its median still robust to a slow one)
 MIN_ITERATIONS = 8
@@ -24,6 +25,17 @@ def budgeted_iterations(iterations: int, warm_ms: float | None, max_s: float | N
     if max_s is None or warm_ms is None or not warm_ms > 0:
         return iterations
     return int(min(iterations, max(MIN_ITERATIONS, math.ceil(max_s * 1000.0 / warm_ms))))
+
+
+def warm_up(run: Callable[[], Any], warmup: int) -> float | None:
+    """Call ``run`` ``warmup`` times; the fastest call in ms (None without warm-up), for `budgeted_iterations`."""
+    fastest = None
+    for _ in range(warmup):
+        t0 = time.perf_counter()
+        run()
+        ms = (time.perf_counter() - t0) * 1000.0
+        fastest = ms if fastest is None else min(fastest, ms)
+    return fastest
 
 
 @dataclass

@@ -37,7 +37,7 @@ import onnx
 
 from ...errors import AnnetteError
 from ..records import NodeRecord
-from .base import Profile, Runner, budgeted_iterations, register_runner
+from .base import Profile, Runner, budgeted_iterations, register_runner, warm_up
 
 __all__ = ["OpenVinoRunner"]
 
@@ -195,12 +195,7 @@ class OpenVinoRunner(Runner):
         if iterations < 1 or warmup < 0:
             raise AnnetteError(f"openvino: need iterations >= 1 and warmup >= 0 (got {iterations}, {warmup})")
         req = prepared.request
-        warm = []
-        for _ in range(warmup):
-            t0 = time.perf_counter()
-            req.infer()
-            warm.append((time.perf_counter() - t0) * 1000.0)
-        iterations = budgeted_iterations(iterations, min(warm, default=None), max_s)
+        iterations = budgeted_iterations(iterations, warm_up(req.infer, warmup), max_s)
         e2e = np.zeros(iterations)
         nodes: dict[str, list] = {}
         for k in range(iterations):

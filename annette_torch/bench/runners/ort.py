@@ -30,7 +30,6 @@ import logging
 import os
 import re
 import tempfile
-import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -40,7 +39,7 @@ import onnx
 
 from ...errors import AnnetteError
 from ..records import NodeRecord
-from .base import Profile, Runner, budgeted_iterations, register_runner
+from .base import Profile, Runner, budgeted_iterations, register_runner, warm_up
 
 __all__ = ["OrtRunner"]
 
@@ -174,12 +173,7 @@ class OrtRunner(Runner):
         if prepared.profiled:  # the profiler of a session stops for good at end_profiling(): load it again
             prepared.session, prepared.graph, prepared.profile_prefix = self._session(prepared.model_bytes)
         sess = prepared.session
-        warm = []
-        for _ in range(warmup):
-            t0 = time.perf_counter()
-            sess.run(None, prepared.feeds)
-            warm.append((time.perf_counter() - t0) * 1000.0)
-        iterations = budgeted_iterations(iterations, min(warm, default=None), max_s)
+        iterations = budgeted_iterations(iterations, warm_up(lambda: sess.run(None, prepared.feeds), warmup), max_s)
         for _ in range(iterations):
             sess.run(None, prepared.feeds)
         path = sess.end_profiling()
