@@ -94,6 +94,7 @@ class LayerType(enum.IntEnum):
     PLAIN_MAX_POOL = 44  # a max pool of a plain-layout tensor, no feature map (mapping pass, no layout costs)
     PLAIN_AVG_POOL = 45  # an average pool of a plain-layout tensor (as PLAIN_MAX_POOL)
     ELEMENTWISE = 46  # other element-wise math: exp, log, sqrt, pow, erf, neg, abs, where, comparisons, ELU, ...
+    PICK = 47  # whole entries of the leading axis (``qkv[i]``, ``unbind(0)``): a contiguous part, no strided copy
 
     @property
     def label(self) -> str:
@@ -155,6 +156,7 @@ _LABELS: dict[LayerType, str] = {
     LayerType.PLAIN_MAX_POOL: "PlainMaxPool",
     LayerType.PLAIN_AVG_POOL: "PlainAvgPool",
     LayerType.ELEMENTWISE: "Elementwise",
+    LayerType.PICK: "Pick",
 }
 _BY_KEY: dict[str, LayerType] = {v.lower(): k for k, v in _LABELS.items()}
 _BY_KEY.update({"swish": LayerType.SILU, "upsample": LayerType.RESIZE, "gemm": LayerType.FULLY_CONNECTED,
@@ -183,6 +185,7 @@ TYPE_FALLBACKS.update({
     T.CHANNEL_SHUFFLE: ("ChannelShuffle", "Transpose", "Reshape"),
     T.PLAIN_MAX_POOL: ("PlainMaxPool", "MaxPool", "Pool"),
     T.PLAIN_AVG_POOL: ("PlainAvgPool", "AvgPool", "Pool"),
+    T.PICK: ("Pick", "Slice"),
     # the same runtime kernel as a swept type: Clip is what Relu6 exports to; Sub and Div are the binary
     # element-wise kernels of Add and Mul
     T.CLIP: ("Clip", "Relu6", "Relu"),
@@ -202,7 +205,7 @@ ELEMENTWISE_TYPES = (T.RELU, T.RELU6, T.LEAKY_RELU, T.SIGMOID, T.SILU, T.HARDSWI
 MERGE_TYPES = (T.ADD, T.MUL, T.SUB, T.DIV)
 #: Pure data movement: no arithmetic.
 MOVE_TYPES = (T.CONCAT, T.RESHAPE, T.FLATTEN, T.TRANSPOSE, T.PAD, T.SLICE, T.DROPOUT, T.RESIZE, T.BLOCKED_RESIZE,
-              T.BLOCKED_RESHAPE, T.CHANNEL_SHUFFLE)
+              T.BLOCKED_RESHAPE, T.CHANNEL_SHUFFLE, T.PICK)
 
 _INPUT = int(T.INPUT)
 

@@ -1,5 +1,5 @@
 """Give the shipped CPU platform files models for the layer types their sweeps lacked (Softplus, HardSigmoid,
-RowBatchNorm, ChannelShuffle, OpenVINO's PlainMaxPool and PlainAvgPool), measured with the benchmark tool on
+RowBatchNorm, ChannelShuffle, OpenVINO's PlainMaxPool, PlainAvgPool and Pick), measured with the benchmark tool on
 *this* machine; marked as assumed in the files of other machines.
 
 Run from the repository root::
@@ -13,7 +13,10 @@ runs as one per-column pass, not as a feature map's per-channel planes: priced w
 OpenVINO's is ~5x too slow. OpenVINO runs a channel shuffle (view, transpose, view back) as one
 ``ShuffleChannels`` node, ~1 ns per element, which the files' rules fused into the Concat at no cost (ShuffleNet
 V2 priced 35% low). OpenVINO pools a plain tensor (PoolFormer's, after a GroupNorm) ~2.2x slower per element
-than a convolution's map, which its files' pool models were measured on. ``annette calibrate`` sweeps these
+than a convolution's map, which its files' pool models were measured on. It runs a pick of a fused q / k / v
+projection's leading axis (``qkv[i]``) in place, which a Slice model fitted on channel slices of feature maps
+priced at up to 11 ms in Swin-T (`fit.generator.IN_PLACE_RATE`: a type that took no time in nearly all of its
+measured layers gets a model of no time). ``annette calibrate`` sweeps these
 types now; the shipped files were measured before, so these models are the next best thing, labelled: a model
 measured on another machine has an ``origin`` beginning with ``assumed:`` (the per-layer ``model`` column shows
 ``(assumed)``) that names the machine and runtime it was measured on.
@@ -46,6 +49,7 @@ from annette_torch.bench.suites import SUITES
 from annette_torch.bench.sweep import measure as measure_config
 from annette_torch.cli.bench import PLATFORM_RUNNERS
 from annette_torch.fit.data import Measured, learned_folds
+from annette_torch.fit.generator import IN_PLACE_RATE, in_place_model
 from annette_torch.fit.roofline_fit import fit_refined
 from annette_torch.fit.statistical_fit import fit_mixed
 from annette_torch.ir import Network
@@ -66,11 +70,16 @@ MEASURED: dict[str, tuple[str, str, Callable[[dict], bool]]] = {
     "ChannelShuffle": ("shuffle", r"u\d+_shuffle_view_back", lambda c: True),
     "PlainMaxPool": ("maxpool", "pool", lambda c: c.get("lead", "none") == "none"),
     "PlainAvgPool": ("avgpool", "pool", lambda c: c.get("lead", "none") == "none"),
+    "Pick": ("pick", "[qkv]", lambda c: True),
 }
 #: types only one runtime's mapping produces (`annette_torch.mapping.layout.map_kernel_types`: a pool of a plain
 #: tensor is typed apart only without layout costs, as OpenVINO's files have; the suite's pool reads the graph
 #: input, a plain tensor)
 ONLY = {"PlainMaxPool": ("openvino-cpu",), "PlainAvgPool": ("openvino-cpu",)}
+#: types a file's fallback prices well enough where the runtime copies (ONNX Runtime runs q, k and v picks as one
+#: Split, which its profile charges to one of the three: a per-layer model of them is ill-posed; its Slice model
+#: prices the copy); OpenVINO runs them in place
+ONLY["Pick"] = ("openvino-cpu",)
 #: types only a pattern fold produces: the fold (`annette_torch.mapping.folds`) a file needs with the model
 FOLDED = {"ChannelShuffle": "shuffle"}
 #: smallest layer measured: smaller ones take about the profiler's 1 us resolution
@@ -84,6 +93,8 @@ MIN_MIXED = 60
 def _elements(suite: str, c: dict) -> int:
     if suite == "shuffle":
         return int(c["c"] * c["hw"] * c["hw"])
+    if suite == "pick":
+        return int(c["w"] * c["l"] * c["h"] * c["d"])
     return int(c["l"] * c["f"]) if suite == "linear_bn" else int(c["c"] * c["h"] * c["w"])
 
 
@@ -134,6 +145,13 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             if key in FOLDED:
                 folds[key] = FOLDED[key]
+            if np.mean(y <= 0) >= IN_PLACE_RATE:
+                print(f"{platform} {key}: {len(y)} layers, {np.mean(y <= 0):.0%} of them took no time: in place")
+                models[key] = {**in_place_model().to_dict(), "origin": (
+                    f"{len(y)} {MEASURED[key][0]}-suite layers measured on {machine} ({runtime}) with annette-torch's "
+                    f"benchmark tool (scripts/add_assumed_cpu_types.py): {np.mean(y <= 0):.0%} took no time, "
+                    "run in place")}
+                continue
             model, _ = fit_refined(X, y, dims=())
             how = "a roofline"
             if len(y) >= MIN_MIXED:

@@ -76,6 +76,7 @@ def zoo_net():
     # a batched product of two activations (q k^T of the same tensor) and a softmax over its last axis
     mm = b.add(T.MATMUL, "matmul", [tr, tr], (20, 6, 6, 1), in_shape=(20, 5, 6, 1), shape=(1, 20, 6, 6), trans_b=True)
     b.add(T.SOFTMAX, "scores", [mm], (1, 20, 6, 6), shape=(1, 20, 6, 6), axis=-1)
+    b.add(T.PICK, "pick", [mm], (20, 6, 6, 1), shape=(20, 6, 6), index=0)  # mm[0]: a Gather of axis 0
     rm = b.add(T.REDUCE_MEAN, "mean", [lrn], (1, 20, 1, 5))
     ln = b.same(T.LAYER_NORM, "ln", rm)
     gp = b.global_pool("gap", ln)
@@ -107,7 +108,7 @@ def test_export_checks_infers_ir_shapes_and_runs(zoo, opset):
         assert to_nchw(shapes[name]) == (zoo.out_shape(i) if full is None else to_nchw(full)), name
     outs = session(model).run(None, feeds(model))
     assert all(np.isfinite(o).all() for o in outs)
-    assert {o.name for o in model.graph.output} == {"softmax", "dropout", "deconv_act", "scores"}
+    assert {o.name for o in model.graph.output} == {"softmax", "dropout", "deconv_act", "scores", "pick"}
     assert [i.name for i in model.graph.input] == ["x", "v"]
 
 
@@ -327,7 +328,7 @@ def test_weights_deterministic_and_sane(zoo):
     assert all(np.array_equal(a[k], b[k]) for k in a)
     assert not np.array_equal(a["conv/W"], c["conv/W"])
     assert all(v.dtype == np.float32 for k, v in a.items() if not k.endswith(("shape", "pads", "starts", "ends",
-                                                                              "axes")))
+                                                                              "axes", "index")))
     assert a["conv/W"].shape == (12, 3, 3, 3) and a["gconv/W"].shape == (8, 3, 1, 1) and a["fc/W"].shape == (6, 20)
     assert (a["bn/var"] > 0).all()
     # a layer's weights do not depend on the rest of the network
@@ -395,8 +396,8 @@ def test_module_matches_onnx_runtime(zoo):
     np.testing.assert_array_equal(mod.conv.weight.detach().numpy(), _weights(model)["conv/W"])
     with torch.no_grad():
         got = mod(*[torch.from_numpy(inputs[n]) for n in ("x", "v")])
-    assert len(got) == 4
-    for name, y in zip(("scores", "softmax", "dropout", "deconv_act"), got):
+    assert len(got) == 5
+    for name, y in zip(("scores", "pick", "softmax", "dropout", "deconv_act"), got):
         np.testing.assert_allclose(y.numpy(), ref[name], rtol=1e-4, atol=1e-5, err_msg=name)
 
 

@@ -301,6 +301,16 @@ def test_openvino_sweeps_written_out_attention_as_well():
     assert len(manual) == n and not manual & {c["config_id"] for c in suite.configs(n=n, seed=0)}
 
 
+def test_only_openvino_sweeps_the_picks_it_runs_in_place():
+    """OpenVINO's plan sweeps the pick suite (q / k / v picks of a fused projection, run in place); ONNX Runtime's
+    does not (it runs the three as one Split its profile charges to one of them: its Slice model prices them)."""
+    from annette_torch.fit.calibrate import PLANS, TOKENS_MICRO, plan_counts
+
+    plan = PLANS["quick"]
+    assert plan_counts(plan, "openvino-cpu")["pick"] == plan.configs_tokens
+    assert "pick" not in plan_counts(plan, "ort-cpu") and "pick" not in TOKENS_MICRO
+
+
 def test_calibration_networks_span_the_transformer_era_families_outside_the_validation_set():
     """A third of the calibration networks are transformer-era architectures, none with the weighted layers of a
     validation network (the accuracy benchmark's ``modern`` kind), and none with Unknown layers."""

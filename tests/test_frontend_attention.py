@@ -271,3 +271,29 @@ def test_group_and_instance_norms_read_as_normalisation_layers(opset):
     torch.onnx.export(model, (torch.zeros(1, 3, 16, 16),), buf, opset_version=opset, dynamo=False)
     ox = at.from_onnx(onnx.load_from_string(buf.getvalue()))
     assert T.UNKNOWN not in ox.types and ox.summary()["LayerNorm"] >= 2
+
+
+class _Picks(nn.Module):
+    """q, k and v picked from a fused projection's permuted output, by index or by ``unbind(0)``, and the class
+    token ``x[:, 0]`` (an entry of the second axis: no pick)."""
+
+    def __init__(self, unbind: bool) -> None:
+        super().__init__()
+        self.unbind = unbind
+
+    def forward(self, x):
+        t = x.reshape(1, 49, 3, 2, 16).permute(2, 0, 3, 1, 4)
+        q, k, v = t.unbind(0) if self.unbind else (t[0], t[1], t[2])
+        return (q @ k.transpose(-2, -1)) @ v, x[:, 0]
+
+
+@pytest.mark.parametrize("unbind", [False, True])
+def test_leading_axis_picks_are_pick_layers_in_both_front_ends(unbind):
+    """``qkv[i]`` / ``qkv.unbind(0)`` (torch.fx) and their ONNX Gather of axis 0 / Split (the ONNX front end) are
+    ``Pick`` layers, a contiguous part of the input that OpenVINO runs in place; ``x[:, 0]`` stays a ``Slice``."""
+    fx, ox = at.trace(_Picks(unbind), (1, 49, 96)), _via_onnx(_Picks(unbind), [(1, 49, 96)])
+    for net in (fx, ox):
+        labels = Counter(net.type_labels())
+        assert labels["Pick"] == (1 if unbind else 3) and labels["Slice"] == 1, labels
+        for i in np.flatnonzero(net.types == T.PICK):  # the first of q, k and v: (1, heads, L, d)
+            assert net.out_elems[i] == 2 * 49 * 16

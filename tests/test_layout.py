@@ -451,15 +451,15 @@ def test_a_plain_pool_is_priced_by_its_model_or_else_as_its_pool_type(path):
 
 @pytest.mark.parametrize("platform, swept", [("openvino-cpu", True), ("ort-cpu", False)])
 def test_calibrate_sweeps_pools_without_a_lead_where_the_mapping_types_plain_pools(platform, swept):
-    from annette_torch.fit.calibrate import LEAD, PLANS, plan_counts
+    from annette_torch.fit.calibrate import LEAD, PLANS, TOKENS_ONLY, plan_counts
 
     counts = plan_counts(PLANS["quick"], platform)
     for suite in ("maxpool", "avgpool"):
         assert suite in LEAD[platform]  # behind the lead: the blocked kernel of a network's pools
         assert (f"{suite}[lead=none]" in counts) == swept
-    # (besides those, a platform adds only its `STYLED` sweeps)
-    assert plan_counts(PLANS["quick"]) == {k: v for k, v in counts.items()
-                                           if "lead=none" not in k and "style=" not in k}
+    # (besides those, a platform adds only its `STYLED` and `TOKENS_ONLY` sweeps)
+    assert plan_counts(PLANS["quick"]) == {k: v for k, v in counts.items() if "lead=none" not in k
+                                           and "style=" not in k and k not in TOKENS_ONLY.get(platform, ())}
 
 
 def test_the_pool_sweep_without_a_lead_is_kept_only_for_openvinos_mapping():

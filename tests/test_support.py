@@ -134,6 +134,20 @@ def test_parameter_ranges_move_layers():
     assert e.host_layers == ["k7s2"] and e.switches == 2
 
 
+def test_a_pick_is_declared_as_the_slice_it_specialises():
+    """A support table that lists Slice runs a pick of the leading axis (``qkv[i]``) there too; one that lists
+    Pick itself decides for it."""
+    b = NetworkBuilder("picks")
+    x = b.input("x", (1, 24, 8, 8))
+    c = b.conv("conv", x, 24, 1)
+    b.add(T.PICK, "pick", [c], (1, 24, 8, 8))
+    b.add(T.SLICE, "slice", [c], (1, 12, 8, 8))
+    net = b.build()
+    assert at.estimate(net, _platform({"Conv": {}, "Slice": {}})).host_layers == []
+    assert at.estimate(net, _platform({"Conv": {}})).host_layers == ["pick", "slice"]
+    assert at.estimate(net, _platform({"Conv": {}, "Slice": {}, "Pick": {"c_out": [1, 8]}})).host_layers == ["pick"]
+
+
 def test_shape_only_layers_do_not_move_or_switch():
     """A Flatten between a host layer and the accelerator passes its producer's side on: one switch, not two."""
     b = NetworkBuilder("flat")

@@ -40,6 +40,11 @@ MULTI = ("conv_bn_relu", "conv_pool", "residual", "concat_branches", "dwsep", "c
 #: (``linear_bn``, LeViT's Linear + BatchNorm over token rows, is swept with the micro-kernels' count: it is where
 #: the RowBatchNorm model's samples come from, one per configuration)
 TOKENS_MICRO = ("linear", "matmul", "softmax", "layernorm", "gelu", "heads", "interp", "dilconv", "linear_bn")
+#: token micro-kernels swept for one platform only (with the micro-kernels' count): OpenVINO runs the q / k / v
+#: picks of a fused projection (``qkv[i]``) in place, which the ``pick`` suite shows its fit (a Slice model of
+#: channel slices priced Swin-T's at up to 11 ms). Not ONNX Runtime: it runs the three as one Split whose time its
+#: profile charges to one of them (per-layer samples of them are ill-posed); its Slice model prices the copy
+TOKENS_ONLY = {"openvino-cpu": ("pick",)}
 TOKENS_MULTI = ("attention", "mlp", "convnext", "window_attention")
 #: token micro-kernels swept a second time with an option: attention products and softmax batched over 64 windows
 #: (Swin's and MaxViT's (windows, heads, 49, 32) tensors: a batch the plain suites' 1-16 heads never reach, which
@@ -107,10 +112,10 @@ PLANS = {
 
 def plan_sweeps(plan: Plan, platform: str | None = None) -> list[tuple[str, int, dict[str, Any]]]:
     """(suite, configurations, options) that ``plan`` measures, in the order ``annette calibrate`` sweeps them
-    (the platform's `LEAD` / `TAIL` options come on top, `suite_options`; with ``platform``, its `STYLED` sweeps
-    and its sweeps without the lead last)."""
+    (the platform's `LEAD` / `TAIL` options come on top, `suite_options`; with ``platform``, its `TOKENS_ONLY`
+    sweeps, its `STYLED` sweeps and its sweeps without the lead last)."""
     out = [(s, plan.configs_micro, {}) for s in MICRO] + [(s, plan.configs_multi, {}) for s in MULTI]
-    out += [(s, plan.configs_tokens, {}) for s in TOKENS_MICRO]
+    out += [(s, plan.configs_tokens, {}) for s in TOKENS_MICRO + TOKENS_ONLY.get(platform or "", ())]
     out += [(s, plan.configs_tokens, dict(o)) for s, o in WINDOWED.items()]
     # (twice the configurations: behind the lead, only channel counts that fill blocks run blocked)
     out += [(s, 2 * plan.configs_tokens, dict(o)) for s, o in BOTH.items()]

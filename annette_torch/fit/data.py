@@ -344,7 +344,7 @@ def inserted_at_input(rec: LayerRecord, inputs: Iterable[str]) -> bool:
 #: Layers a runtime runs in the plain layout between blocked-layout convs (ONNX Runtime's NCHWc): the
 #: reorders it inserts around them inside a graph are charged to them (spread by output size).
 LAYOUT_BREAKERS = (LayerType.SLICE, LayerType.RESHAPE, LayerType.TRANSPOSE, LayerType.FLATTEN,
-                   LayerType.BLOCKED_RESHAPE)
+                   LayerType.BLOCKED_RESHAPE, LayerType.PICK)
 
 
 def layout_breakers(net: Network) -> np.ndarray:

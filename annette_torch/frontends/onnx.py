@@ -25,7 +25,8 @@ Decisions worth knowing:
   inputs from opset 11); otherwise ``Clip``.
 * ``ReduceMean``/``ReduceMax`` over all spatial axes are ``GlobalPool``; any other reduction (sum, L2 norm,
   max over tokens, arg max, ...) is ``ReduceMean``. ``Squeeze``/``Unsqueeze`` are ``Reshape``; ``Split`` is
-  ``Slice`` (its layer's output shape is the first output's); ``PRelu`` is ``LeakyRelu``; ``LogSoftmax`` is
+  ``Slice`` (its layer's output shape is the first output's), ``Pick`` along the leading axis, as is a
+  ``Gather`` of one entry of it (``qkv[i]``); ``PRelu`` is ``LeakyRelu``; ``LogSoftmax`` is
   ``Softmax``; ``Sum`` is ``Add``; ``Expand``/``Tile`` of an activation are ``Concat`` (a copy); other
   element-wise math (``Exp``, ``Sqrt``, ``Pow``, ``Erf``, ``Where``, comparisons, ``Elu``...) is ``Elementwise``.
 * Spatial attributes of 1-D and 3-D operators are folded like shapes (see `ir.to_nchw`): a 1-D kernel
@@ -884,11 +885,20 @@ def _dims_attr(shape: Any) -> tuple[int, ...] | None:
     return tuple(int(d) for d in shape) if shape is not None and len(shape) != 4 else None
 
 
+def _leading_axis(axis: object, shape: Sequence[int] | None) -> bool:
+    """Whether ``axis`` is the leading axis of a tensor of rank >= 2 of ``shape`` (a `LayerType.PICK`)."""
+    if shape is None or len(shape) < 2 or isinstance(axis, bool) or not isinstance(axis, (int, np.integer)):
+        return False
+    return int(axis) in (0, -len(shape))
+
+
 def _convert(node, consts, values, shapes, in_shape, out_shape):
     """Layer type and `NetworkBuilder.add` keywords for one node (shapes default to the tensors')."""
     op = node.op_type
     if op in _SIMPLE:
         kw: dict = {}
+        if op == "Split" and _leading_axis(_attrs(node).get("axis", 0), shapes.get(node.input[0])):
+            return T.PICK, kw  # (pieces of the leading axis: contiguous parts of the input)
         if op == "LeakyRelu":
             kw["alpha"] = _float_attr(_attrs(node), "alpha", 0.01)
         elif op in ("Resize", "Upsample"):  # the interpolation taps follow it (`ir.resize_taps`)
@@ -980,7 +990,11 @@ def _convert(node, consts, values, shapes, in_shape, out_shape):
         kind = T.FULLY_CONNECTED if node.input[1] in consts else T.MATMUL
         return kind, dict(in_shape=ins, out_shape=outs)
     if op == "Gather":  # picking along an axis (a head of a fused q/k/v tensor) is a slice; a table lookup is not
-        return (T.UNKNOWN, {}) if node.input[0] in consts else (T.SLICE, {})
+        if node.input[0] in consts:
+            return T.UNKNOWN, {}
+        index = values.get(node.input[1]) if len(node.input) > 1 else None
+        scalar = index is not None and np.ndim(index) == 0
+        return (T.PICK if scalar and _leading_axis(a.get("axis", 0), shapes.get(node.input[0])) else T.SLICE), {}
     if op == "Einsum":
         return _einsum(a, node, shapes, out)
     raise AssertionError(op)

@@ -40,6 +40,9 @@ _N_TYPES = max(LayerType) + 1
 _INPUT, _UNKNOWN = int(T.INPUT), int(T.UNKNOWN)  # (comparing with a plain int is faster than with the enum member)
 #: Layers that never move to the host: graph inputs, shape-only views and layers of unknown type (flagged).
 NEUTRAL_TYPES = (T.INPUT, T.RESHAPE, T.FLATTEN, T.BLOCKED_RESHAPE, T.DROPOUT, T.UNKNOWN)
+#: Types declared by the type they specialise where a declaration does not list them (a pick of the leading
+#: axis is the slice a support table names)
+DECLARED_AS = {T.PICK: T.SLICE}
 #: Declarable parameter ranges ``[min, max]`` and the IR columns each bounds (every listed column must lie in
 #: the range): ``dilation_x_c_in`` is the larger dilation times the input channels (the DPU's line-buffer
 #: limit); ``h_out`` / ``w_out`` the output size (``[1, 1]``: a mean over the whole feature map).
@@ -193,6 +196,10 @@ class OperatorSupport:
             for a, (lo, hi) in ts.ranges.items():
                 for c in ATTRS[a]:
                     self._lo[t, cols.index(c)], self._hi[t, cols.index(c)] = lo, hi
+        for t, like in DECLARED_AS.items():
+            if not self._declared[t] and self._declared[like]:
+                self._declared[t], self._square[t] = True, self._square[like]
+                self._lo[t], self._hi[t] = self._lo[like], self._hi[like]
         self._neutral = np.zeros(_N_TYPES, dtype=bool)
         self._neutral[list(NEUTRAL_TYPES)] = True
         # (per bounded column, per type: gathered by type as (columns, layers), contiguous)

@@ -438,5 +438,6 @@ _NODES: dict[LayerType, Callable[[_OnnxExporter, Layer, str], None]] = {
     T.RESIZE: _resize,
     T.PAD: _pad,
     T.SLICE: _slice,
+    T.PICK: _slice,
     T.REDUCE_MEAN: _reduce_mean,
 }

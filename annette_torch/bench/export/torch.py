@@ -407,6 +407,7 @@ _STEPS: dict[LayerType, Callable[[_Builder, Layer], Any]] = {
     T.RESIZE: _resize,
     T.PAD: _pad,
     T.SLICE: _slice,
+    T.PICK: _slice,
     T.REDUCE_MEAN: _reduce_mean,
 }
 _MODULE_CLASSES: dict[tuple[str, ...], type] = {}

@@ -18,9 +18,9 @@ from .fused import (CONV_MUL_KINDS, PREACT_GROWTH, STRIDE_MIDS, build_concat_bra
 from .paper import PAPER_CHANNELS, PAPER_SPATIAL, paper_table
 from .pool import build_avgpool, build_maxpool, cost_pool, valid_pool
 from .tokens import (DIL_SPATIAL, DILATIONS, EMBED, HEAD_DIMS, HEAD_KINDS, HEADS, HIDDEN, INTERP_MODES,
-                     MATMUL_KINDS, TOKENS, build_dilconv, build_gelu, build_heads, build_interp, build_layernorm,
-                     build_linear, build_matmul, build_softmax, cost_dilconv, cost_gelu, cost_heads, cost_interp,
-                     cost_layernorm, cost_linear, cost_matmul, cost_softmax)
+                     MATMUL_KINDS, PICK_WINDOWS, TOKENS, build_dilconv, build_gelu, build_heads, build_interp,
+                     build_layernorm, build_linear, build_matmul, build_pick, build_softmax, cost_dilconv, cost_gelu,
+                     cost_heads, cost_interp, cost_layernorm, cost_linear, cost_matmul, cost_pick, cost_softmax)
 from .transformer import (CONVNEXT_CHANNELS, CONVNEXT_SPATIAL, MLP_RATIOS, WINDOWS, build_attention, build_convnext,
                           build_linear_bn, build_mlp, build_window_attention, cost_attention, cost_convnext,
                           cost_linear_bn, cost_mlp, cost_window_attention)
@@ -93,6 +93,9 @@ def _suites() -> dict[str, Suite]:
         Suite("heads", "attention head split (1, l, h*d) -> (1, h, l, d) or merge (reshape + transpose) "
               "(l, heads, head dim d, kind)", {"l": TOKENS, "h": HEADS, "d": HEAD_DIMS, "kind": HEAD_KINDS},
               build_heads, cost=cost_heads),
+        Suite("pick", "q, k and v of a fused projection: (w, l, 3*h*d) viewed (w, l, 3, h, d), permuted to "
+              "(3, w, h, l, d), picked qkv[i] (tokens l, heads h, head dim d, windows w)",
+              {"l": TOKENS, "h": HEADS, "d": HEAD_DIMS, "w": PICK_WINDOWS}, build_pick, cost=cost_pick),
         Suite("interp", "nearest / bilinear upsampling x2/x4 (hw, c, scale, mode)",
               {"hw": SPATIAL, "c": ch, "scale": [2, 4], "mode": INTERP_MODES}, build_interp, cost=cost_interp,
               optional={"lead": "none"}, max_act_bytes=256 * 2**20),

@@ -10,7 +10,8 @@ real tensor shape (attribute ``shape``), which the exporters read, and where it 
 Micro-kernel suites here: ``linear`` (a fully connected layer over the rows of ``(1, L, E)``), ``matmul`` (the
 scores ``q k^T`` and context ``p v`` products of attention), ``softmax`` over the last axis of attention scores,
 ``layernorm`` and ``gelu`` of token tensors ``(1, L, E)``, ``heads`` (the head split ``(1, L, E) -> (1, H, L, d)``
-and merge as reshape + transpose), ``interp`` (nearest / bilinear resize) and ``dilconv`` (dilated 3x3
+and merge as reshape + transpose), ``pick`` (q, k and v of a fused projection's output: a 5-D transpose and three
+picks of its leading axis, which a runtime may run in place), ``interp`` (nearest / bilinear resize) and ``dilconv`` (dilated 3x3
 convolutions).
 """
 
@@ -28,7 +29,7 @@ from .weighted import build_conv, cost_conv
 __all__ = ["TokenGraph", "HEADS", "TOKENS", "HEAD_DIMS", "EMBED", "HIDDEN", "DILATIONS", "DIL_SPATIAL",
            "MATMUL_KINDS", "HEAD_KINDS", "INTERP_MODES", "build_linear", "cost_linear", "build_matmul", "cost_matmul",
            "build_softmax", "cost_softmax", "build_layernorm", "cost_layernorm", "build_gelu", "cost_gelu",
-           "build_heads", "cost_heads", "build_interp", "cost_interp", "build_dilconv", "cost_dilconv"]
+           "build_heads", "cost_heads", "PICK_WINDOWS", "build_pick", "cost_pick", "build_interp", "cost_interp", "build_dilconv", "cost_dilconv"]
 
 T = LayerType
 
@@ -46,6 +47,8 @@ HIDDEN = EMBED + [1536, 2048, 3072, 4096, 5120]
 MATMUL_KINDS = ["scores", "context"]
 #: the ``heads`` suite's layout changes: ``(1, L, E) -> (1, H, L, d)`` and back
 HEAD_KINDS = ["split", "merge"]
+#: the ``pick`` suite's windows (attention over all tokens, Swin's and MaxViT's windows at its four stages)
+PICK_WINDOWS = [1, 4, 16, 64]
 #: the ``interp`` suite's modes (torch's ``F.interpolate`` names)
 INTERP_MODES = ["nearest", "bilinear"]
 #: the ``dilconv`` suite's dilations (DeepLabV3's ASPP rates 6 / 12 / 18, its output-stride-8 rates 2 / 4)
@@ -119,8 +122,8 @@ class TokenGraph:
         return self.layer(T.TRANSPOSE, name, [x], tuple(s[p] for p in perm), perm=tuple(int(p) for p in perm))
 
     def pick(self, name: str, x: int, index: int) -> int:
-        """Entry ``index`` of ``x``'s leading axis (``qkv[index]``): a ``Slice`` without that axis, as traced."""
-        return self.layer(T.SLICE, name, [x], self.shapes[x][1:], index=int(index))
+        """Entry ``index`` of ``x``'s leading axis (``qkv[index]``): a ``Pick`` without that axis, as traced."""
+        return self.layer(T.PICK, name, [x], self.shapes[x][1:], index=int(index))
 
     def split_heads(self, name: str, x: int, h: int) -> int:
         """``(..., L, E) -> (..., H, L, E / H)``: a reshape and a transpose (a copy)."""
@@ -244,6 +247,23 @@ def build_heads(c: dict) -> Network:
 def cost_heads(c):
     e = np.asarray(c["h"], dtype=np.float64) * c["l"] * c["d"]
     return 0 * e, 3 * e, 0 * e
+
+
+def build_pick(c: dict) -> Network:
+    """q, k and v of a fused projection ``(w, l, 3 h d)``: viewed ``(w, l, 3, h, d)``, permuted to
+    ``(3, w, h, l, d)`` and picked ``qkv[i]`` (``w`` windows of ``l`` tokens), as timm's ViT and Swin write it."""
+    g = TokenGraph("pick")
+    h, L, d, w = int(c["h"]), int(c["l"]), int(c["d"]), int(c["w"])
+    x = g.reshape("qkv_view", g.input("x", (w, L, 3 * h * d)), (w, L, 3, h, d))
+    t = g.transpose("qkv_heads", x, (2, 0, 3, 1, 4))
+    for i, name in enumerate("qkv"):
+        g.pick(name, t, i)
+    return g.build()
+
+
+def cost_pick(c):
+    e = 3 * np.asarray(c["w"], dtype=np.float64) * c["l"] * c["h"] * c["d"]
+    return 0 * e, 4 * e, 0 * e  # the input, its view, the transpose and the three picks
 
 
 def build_interp(c: dict) -> Network:

@@ -218,12 +218,13 @@ def _cat(stack: bool) -> Callable:
 
 
 def _pieces(w: _Walker, x: _TV, d: int, sizes: list[int], keep: bool = True) -> tuple:
-    """Split / chunk / unbind: one Slice layer (as ONNX's Split) whose output shape is the first piece's."""
+    """Split / chunk / unbind: one Slice layer (as ONNX's Split) whose output shape is the first piece's; a
+    `LayerType.PICK` along the leading axis (``qkv.unbind(0)``: contiguous parts of the input)."""
     s = x.shape
     shapes = [s[:d] + ((n,) if keep else ()) + s[d + 1:] for n in sizes]
     if not shapes:
         return ()
-    layer = w.emit(T.SLICE, (x,), shapes[0]).layer
+    layer = w.emit(T.PICK if d == 0 and len(s) >= 2 else T.SLICE, (x,), shapes[0]).layer
     return tuple(_TV(layer, shape, x.dtype) for shape in shapes)
 
 
@@ -270,6 +271,11 @@ def _getitem(w: _Walker, fn, args, kwargs):
     if Ellipsis in idx:
         e = idx.index(Ellipsis)
         idx = idx[:e] + (slice(None),) * (len(s) - n_real) + idx[e + 1:]
+    if len(s) >= 2 and type(idx[0]) is int and all(type(i) is slice and i.indices(n) == (0, n, 1)
+                                                   for i, n in zip(idx[1:], s[1:])):
+        if not -s[0] <= idx[0] < s[0]:
+            raise _ShapeError(f"index {idx[0]} is out of bounds for dimension 0 of size {s[0]}")
+        return w.emit(T.PICK, (x,), tuple(s[1:]))  # one entry of the leading axis (``qkv[i]``): contiguous
     out: list[int] = []
     d = 0
     for i in idx:
