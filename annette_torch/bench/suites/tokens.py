@@ -11,8 +11,8 @@ Micro-kernel suites here: ``linear`` (a fully connected layer over the rows of `
 scores ``q k^T`` and context ``p v`` products of attention), ``softmax`` over the last axis of attention scores,
 ``layernorm`` and ``gelu`` of token tensors ``(1, L, E)``, ``heads`` (the head split ``(1, L, E) -> (1, H, L, d)``
 and merge as reshape + transpose), ``pick`` (q, k and v of a fused projection's output: a 5-D transpose and three
-picks of its leading axis, which a runtime may run in place), ``interp`` (nearest / bilinear resize) and ``dilconv`` (dilated 3x3
-convolutions).
+picks of its leading axis, which a runtime may run in place), ``interp`` (nearest / bilinear resize) and
+``dilconv`` (dilated 3x3 convolutions).
 """
 
 from __future__ import annotations
@@ -29,7 +29,8 @@ from .weighted import build_conv, cost_conv
 __all__ = ["TokenGraph", "HEADS", "TOKENS", "HEAD_DIMS", "EMBED", "HIDDEN", "DILATIONS", "DIL_SPATIAL",
            "MATMUL_KINDS", "HEAD_KINDS", "INTERP_MODES", "build_linear", "cost_linear", "build_matmul", "cost_matmul",
            "build_softmax", "cost_softmax", "build_layernorm", "cost_layernorm", "build_gelu", "cost_gelu",
-           "build_heads", "cost_heads", "PICK_WINDOWS", "build_pick", "cost_pick", "build_interp", "cost_interp", "build_dilconv", "cost_dilconv"]
+           "build_heads", "cost_heads", "PICK_WINDOWS", "build_pick", "cost_pick", "build_interp", "cost_interp",
+           "build_dilconv", "cost_dilconv"]
 
 T = LayerType
 
