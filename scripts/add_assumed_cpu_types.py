@@ -1,6 +1,6 @@
 """Give the shipped CPU platform files models for the layer types their sweeps lacked (Softplus, HardSigmoid,
-RowBatchNorm, ChannelShuffle, OpenVINO's PlainMaxPool, PlainAvgPool and Pick), measured with the benchmark tool on
-*this* machine; marked as assumed in the files of other machines.
+RowBatchNorm, ChannelShuffle, OpenVINO's PlainMaxPool, PlainAvgPool and Pick), measured with the benchmark tool
+on *this* machine; marked as assumed in the files of other machines.
 
 Run from the repository root::
 
@@ -72,14 +72,11 @@ MEASURED: dict[str, tuple[str, str, Callable[[dict], bool]]] = {
     "PlainAvgPool": ("avgpool", "pool", lambda c: c.get("lead", "none") == "none"),
     "Pick": ("pick", "[qkv]", lambda c: True),
 }
-#: types only one runtime's mapping produces (`annette_torch.mapping.layout.map_kernel_types`: a pool of a plain
-#: tensor is typed apart only without layout costs, as OpenVINO's files have; the suite's pool reads the graph
-#: input, a plain tensor)
-ONLY = {"PlainMaxPool": ("openvino-cpu",), "PlainAvgPool": ("openvino-cpu",)}
-#: types a file's fallback prices well enough where the runtime copies (ONNX Runtime runs q, k and v picks as one
-#: Split, which its profile charges to one of the three: a per-layer model of them is ill-posed; its Slice model
-#: prices the copy); OpenVINO runs them in place
-ONLY["Pick"] = ("openvino-cpu",)
+#: types measured for some runtimes only: a pool of a plain tensor is typed apart only without layout costs, as
+#: OpenVINO's files have (`annette_torch.mapping.layout.map_kernel_types`; the suite's pool reads the graph input, a
+#: plain tensor); ONNX Runtime runs q, k and v picks as one Split, which its profile charges to one of the three (a
+#: per-layer model of them is ill-posed; its Slice model prices the copy), OpenVINO runs them in place
+ONLY = {"PlainMaxPool": ("openvino-cpu",), "PlainAvgPool": ("openvino-cpu",), "Pick": ("openvino-cpu",)}
 #: types only a pattern fold produces: the fold (`annette_torch.mapping.folds`) a file needs with the model
 FOLDED = {"ChannelShuffle": "shuffle"}
 #: smallest layer measured: smaller ones take about the profiler's 1 us resolution
