@@ -142,12 +142,13 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             if key in FOLDED:
                 folds[key] = FOLDED[key]
-            if np.mean(y <= 0) >= IN_PLACE_RATE:
-                print(f"{platform} {key}: {len(y)} layers, {np.mean(y <= 0):.0%} of them took no time: in place")
-                models[key] = {**in_place_model().to_dict(), "origin": (
-                    f"{len(y)} {MEASURED[key][0]}-suite layers measured on {machine} ({runtime}) with annette-torch's "
-                    f"benchmark tool (scripts/add_assumed_cpu_types.py): {np.mean(y <= 0):.0%} took no time, "
-                    "run in place")}
+            measured = (f"{len(y)} {MEASURED[key][0]}-suite layers measured on {machine} ({runtime}) with "
+                        "annette-torch's benchmark tool (scripts/add_assumed_cpu_types.py)")
+            idle = float(np.mean(y <= 0))
+            if idle >= IN_PLACE_RATE:
+                print(f"{platform} {key}: {len(y)} layers, {idle:.0%} of them took no time: in place")
+                models[key] = {**in_place_model().to_dict(), "origin": f"{measured}: {idle:.0%} took no time, "
+                                                                       "run in place"}
                 continue
             model, _ = fit_refined(X, y, dims=())
             how = "a roofline"
@@ -160,9 +161,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{platform} {key}: {len(y)} layers, {float(np.median(y * 1e6 / per)):.2f} ns per {unit} "
                   f"(median), {how}, fit error {mre:.1%}")
             d = model.to_dict()
-            d["origin"] = (f"{len(y)} {MEASURED[key][0]}-suite layers measured on {machine} ({runtime}) with "
-                           f"annette-torch's benchmark tool (scripts/add_assumed_cpu_types.py), fitted as {how}, "
-                           f"mean error {mre:.1%}")
+            d["origin"] = f"{measured}, fitted as {how}, mean error {mre:.1%}"
             models[key] = d
         if not models:
             continue

@@ -485,6 +485,6 @@ def _measure_batch(proc: MeasuringProcess, suite: str, batch: list[dict[str, Any
         return [ConfigResult(suite, batch[0]["config_id"], batch[0], "failed", error=payload)]
     results = []
     for c in batch:
-        k1, p1 = proc.run((suite, [c], iterations, warmup, max_s), timeout_s, beat, every)
+        k1, p1 = proc.run((suite, [c], *task[2:]), timeout_s, beat, every)
         results.append(p1[0] if k1 == "ok" else ConfigResult(suite, c["config_id"], c, "failed", error=p1))
     return results

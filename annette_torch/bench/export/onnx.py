@@ -380,12 +380,17 @@ def _pad(ex: _OnnxExporter, layer: Layer, x: str) -> None:
     ex.node("Pad", [x, ex.const("pads", np.array(begin + end, np.int64))], mode="constant")
 
 
+def _pick(ex: _OnnxExporter, layer: Layer, x: str) -> None:
+    """One entry of the leading axis (``qkv[i]`` of a fused projection) is a Gather; pieces of it keeping the
+    axis (a split along it) a Slice."""
+    if tuple(layer.dst) != tuple(layer.src[1:]):
+        return _slice(ex, layer, x)
+    index = int(ex.net.attr("index", layer.i) or 0)
+    ex.node("Gather", [x, ex.const("index", np.array(index, np.int64))], axis=0)
+
+
 def _slice(ex: _OnnxExporter, layer: Layer, x: str) -> None:
     src, dst = layer.src, layer.dst
-    if tuple(dst) == tuple(src[1:]):  # one entry of the leading axis (``qkv[i]`` of a fused projection): a Gather
-        index = int(ex.net.attr("index", layer.i) or 0)
-        ex.node("Gather", [x, ex.const("index", np.array(index, np.int64))], axis=0)
-        return
     if len(src) != len(dst) or any(o > s for s, o in zip(src, dst)):
         raise ExportError(f"{where(ex.net, layer.i)}: output {list(ex.net.out_shape(layer.i))} is no slice of "
                           f"input {list(ex.net.out_shape(layer.parents[0]))}")
@@ -438,6 +443,6 @@ _NODES: dict[LayerType, Callable[[_OnnxExporter, Layer, str], None]] = {
     T.RESIZE: _resize,
     T.PAD: _pad,
     T.SLICE: _slice,
-    T.PICK: _slice,
+    T.PICK: _pick,
     T.REDUCE_MEAN: _reduce_mean,
 }

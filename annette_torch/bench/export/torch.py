@@ -348,10 +348,15 @@ def _pad(b: _Builder, layer: Layer) -> Any:
     return _Fn(b.F.pad, tuple(flat))
 
 
+def _pick(b: _Builder, layer: Layer) -> Any:
+    """One entry of the leading axis (``qkv[i]``); pieces of it keeping the axis (a split along it) a slice."""
+    if tuple(layer.dst) != tuple(layer.src[1:]):
+        return _slice(b, layer)
+    return _Pick(int(b.net.attr("index", layer.i) or 0))
+
+
 def _slice(b: _Builder, layer: Layer) -> Any:
     src, dst = layer.src, layer.dst
-    if tuple(dst) == tuple(src[1:]):  # one entry of the leading axis (``qkv[i]``)
-        return _Pick(int(b.net.attr("index", layer.i) or 0))
     if len(src) != len(dst) or any(o > s_ for s_, o in zip(src, dst)):
         raise ExportError(f"{where(b.net, layer.i)}: output {list(b.net.out_shape(layer.i))} is no slice of input "
                           f"{list(b.net.out_shape(layer.parents[0]))}")
@@ -407,7 +412,7 @@ _STEPS: dict[LayerType, Callable[[_Builder, Layer], Any]] = {
     T.RESIZE: _resize,
     T.PAD: _pad,
     T.SLICE: _slice,
-    T.PICK: _slice,
+    T.PICK: _pick,
     T.REDUCE_MEAN: _reduce_mean,
 }
 _MODULE_CLASSES: dict[tuple[str, ...], type] = {}

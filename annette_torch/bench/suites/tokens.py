@@ -126,6 +126,16 @@ class TokenGraph:
         """Entry ``index`` of ``x``'s leading axis (``qkv[index]``): a ``Pick`` without that axis, as traced."""
         return self.layer(T.PICK, name, [x], self.shapes[x][1:], index=int(index))
 
+    def fused_qkv(self, prefix: str, x: int, h: int) -> tuple[int, int, int]:
+        """q, k and v of a fused projection's output ``(..., L, 3 E)`` as timm writes them: viewed
+        ``(..., L, 3, h, E / h)``, permuted to ``(3, ..., h, L, E / h)`` and picked ``qkv[i]``."""
+        *lead, L, E3 = self.shapes[x]
+        r = len(lead)
+        qkv = self.reshape(f"{prefix}qkv_view", x, (*lead, L, 3, h, E3 // (3 * h)))
+        qkv = self.transpose(f"{prefix}qkv_heads", qkv, (r + 1, *range(r), r + 2, r, r + 3))
+        q, k, v = (self.pick(f"{prefix}{t}", qkv, i) for i, t in enumerate("qkv"))
+        return q, k, v
+
     def split_heads(self, name: str, x: int, h: int) -> int:
         """``(..., L, E) -> (..., H, L, E / H)``: a reshape and a transpose (a copy)."""
         *lead, L, E = self.shapes[x]
@@ -255,10 +265,7 @@ def build_pick(c: dict) -> Network:
     ``(3, w, h, l, d)`` and picked ``qkv[i]`` (``w`` windows of ``l`` tokens), as timm's ViT and Swin write it."""
     g = TokenGraph("pick")
     h, L, d, w = int(c["h"]), int(c["l"]), int(c["d"]), int(c["w"])
-    x = g.reshape("qkv_view", g.input("x", (w, L, 3 * h * d)), (w, L, 3, h, d))
-    t = g.transpose("qkv_heads", x, (2, 0, 3, 1, 4))
-    for i, name in enumerate("qkv"):
-        g.pick(name, t, i)
+    g.fused_qkv("", g.input("x", (w, L, 3 * h * d)), h)
     return g.build()
 
 

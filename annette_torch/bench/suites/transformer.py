@@ -48,11 +48,7 @@ def _attend(g: TokenGraph, x: int, h: int, prefix: str = "", style: str = "sdpa"
     if style not in ATTENTION_STYLES:
         raise SuiteError(f"style must be one of {list(ATTENTION_STYLES)}, got {style!r}")
     if style == "qkv":
-        *lead, L, _ = g.shape(x)
-        r = len(lead)
-        qkv = g.reshape(f"{prefix}qkv_view", g.linear(f"{prefix}qkv", x, 3 * E), (*lead, L, 3, h, E // h))
-        qkv = g.transpose(f"{prefix}qkv_heads", qkv, (r + 1, *range(r), r + 2, r, r + 3))
-        q, k, v = (g.pick(f"{prefix}{t}", qkv, i) for i, t in enumerate("qkv"))
+        q, k, v = g.fused_qkv(prefix, g.linear(f"{prefix}qkv", x, 3 * E), h)
     else:
         q, k, v = (g.split_heads(f"{prefix}{t}", g.linear(f"{prefix}{t}_proj", x, E), h) for t in ("q", "k", "v"))
     if style in ("manual", "qkv"):

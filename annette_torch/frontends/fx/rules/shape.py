@@ -271,11 +271,9 @@ def _getitem(w: _Walker, fn, args, kwargs):
     if Ellipsis in idx:
         e = idx.index(Ellipsis)
         idx = idx[:e] + (slice(None),) * (len(s) - n_real) + idx[e + 1:]
-    if len(s) >= 2 and type(idx[0]) is int and all(type(i) is slice and i.indices(n) == (0, n, 1)
-                                                   for i, n in zip(idx[1:], s[1:])):
-        if not -s[0] <= idx[0] < s[0]:
-            raise _ShapeError(f"index {idx[0]} is out of bounds for dimension 0 of size {s[0]}")
-        return w.emit(T.PICK, (x,), tuple(s[1:]))  # one entry of the leading axis (``qkv[i]``): contiguous
+    # one entry of the leading axis, the rest whole (``qkv[i]``): a contiguous part of the input
+    pick = len(s) >= 2 and type(idx[0]) is int and all(type(i) is slice and i.indices(n) == (0, n, 1)
+                                                       for i, n in zip(idx[1:], s[1:]))
     out: list[int] = []
     d = 0
     for i in idx:
@@ -289,7 +287,7 @@ def _getitem(w: _Walker, fn, args, kwargs):
             out.append(len(range(*i.indices(s[d]))))
             d += 1
     out.extend(s[d:])
-    return w.emit(T.SLICE, (x,), tuple(out))
+    return w.emit(T.PICK if pick else T.SLICE, (x,), tuple(out))
 
 
 def _getattr(w: _Walker, fn, args, kwargs):
