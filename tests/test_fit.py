@@ -636,3 +636,32 @@ def test_a_bad_fit_jobs_setting_is_one_error_line(value, monkeypatch):
         fit_workers()
     monkeypatch.setenv("ANNETTE_FIT_JOBS", "3")
     assert fit_workers() == 3
+
+
+def test_the_mapping_fit_learns_that_an_add_after_the_convs_activation_stays_apart():
+    """ONNX Runtime and OpenVINO fuse a residual Add into the conv before it (after its BatchNorm), never into
+    one that applied its ReLU (``residual`` with ``post="relu"``, NAS-Bench-101 cells): one Conv+Add rule on
+    the fused group's ``activated``, where a rule on the pair alone fused both."""
+    from annette_torch.bench.records import FUSED, LayerRecord
+    from annette_torch.fit.data import Measured, fusion_examples
+    suite = SUITES["residual"]
+    measured = []
+    for post in ("none", "relu"):
+        for cfg in suite.configs(n=10, seed=0, options={"post": post}):
+            net = suite.build(cfg)
+            recs = _own_nodes(net)
+            fused = {"bn1": "conv1", "relu1": "conv1", "bn2": "conv2", "post": "conv2", "proj_bn": "proj",
+                     "proj_post": "proj"}
+            if post == "none":
+                fused.update(add="conv2", relu2="conv2")
+            for n, into in fused.items():
+                if n in recs:
+                    recs[n] = LayerRecord(n, recs[n].layer_type, FUSED, fused_into=into, node=into)
+            measured.append(Measured("residual", cfg["config_id"], net, recs, []))
+    ex = fusion_examples(measured)
+    model, rep = fit_mapping(ex)
+    assert 0.2 < rep["Conv+Add"]["fused_rate"] < 0.8
+    assert rep["Conv+Add"]["rule"] == [[{"layer": "primary", "attr": "activated", "op": "<=", "value": 0}]]
+    for post, runs_apart in (("none", False), ("relu", True)):
+        for cfg in suite.configs(n=4, seed=1, options={"post": post}):
+            assert ("add" in model.apply(suite.build(cfg)).network.names) == runs_apart

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from annette_torch.ir import LayerType as T, NetworkBuilder
 from annette_torch.mapping import Condition, FusionRule, MappingModel
@@ -335,3 +336,39 @@ def test_shipped_openvino_files_price_a_channel_shuffle_and_onnx_runtime_files_d
             assert rows["view_back"]["model"].split()[0] == "mixed:ChannelShuffle", path
         else:
             assert rows["view_back"]["type"] != "ChannelShuffle", path
+
+
+def _path_add(activated: bool):
+    """conv -> bn [-> relu] -> add(., x) -> relu: a residual path that ends in its BatchNorm or in a ReLU."""
+    b = NetworkBuilder("res")
+    x = b.input("x", (1, 8, 16, 16))
+    y = b.same(T.BATCH_NORM, "bn", b.conv("conv", x, 8, 3, padding=1))
+    if activated:
+        y = b.same(T.RELU, "post", y)
+    b.same(T.RELU, "relu", b.same(T.ADD, "add", [y, x]))
+    return b.build()
+
+
+def test_an_add_fuses_into_a_conv_only_before_the_conv_applied_an_activation():
+    """Runtimes fuse a residual Add into the conv before it as act(conv + z): not after the conv's ReLU
+    (NAS-Bench-101 cells sum activated paths). ``activated`` is the primary group's, updated as it fuses."""
+    rules = MappingModel([FusionRule("ConvBatch", ("Conv",), ("BatchNorm",)),
+                          FusionRule("ConvRelu", ("Conv",), ("Relu",)),
+                          FusionRule("ConvAdd", ("Conv",), ("Add",), multi_input=True,
+                                     when=(Condition("primary", "activated", "<=", 0),))])
+    plain = rules.apply(_path_add(False))
+    assert plain.network.names == ["x", "conv"]
+    post = rules.apply(_path_add(True))
+    assert post.network.names == ["x", "conv", "add", "relu"]  # (no Add+Relu rule here)
+    # batched like one
+    from annette_torch.ir import Network
+    big, seg = Network.concat([_path_add(False), _path_add(True)])
+    assert np.bincount(seg[rules.apply(big).kept]).tolist() == [2, 4]
+
+
+def test_the_group_attribute_is_the_primarys_and_round_trips():
+    from annette_torch.errors import PlatformError
+    c = Condition.from_dict({"layer": "primary", "attr": "activated", "op": "<=", "value": 0}, "w")
+    assert Condition.from_dict(c.to_dict(), "w") == c
+    with pytest.raises(PlatformError, match="primary"):
+        Condition.from_dict({"layer": "secondary", "attr": "activated", "op": "<=", "value": 0}, "w")

@@ -34,6 +34,10 @@ MICRO = ("conv", "conv_odd", "dwconv", "gconv", "gconv_same", "maxpool", "avgpoo
          "concat", "slice", "act", "bn", "resize", "convtranspose")
 MULTI = ("conv_bn_relu", "conv_pool", "residual", "concat_branches", "dwsep", "conv_act", "dw_act", "stem",
          "shuffle", "se", "conv_mul", "stride_prop", "head", "gconv_bn_relu", "pw_act", "preact")
+#: multi-layer suites swept a second time with an option, on every platform: residual paths that end in a ReLU
+#: before the add (``post="relu"``, NAS-Bench-101 cells), which neither ONNX Runtime nor OpenVINO fuses into the
+#: convolution before it (`mapping.GROUP_ATTRS`); a plain residual's add they fuse
+MULTI_OPTIONED = {"residual": {"post": "relu"}}
 #: attention-era suites on token tensors (`annette_torch.bench.suites.tokens` / ``transformer``): micro-kernels of
 #: the layers vision transformers, ConvNeXt, Swin and segmentation heads add, and the blocks whose fusions (ONNX
 #: Runtime's attention / LayerNorm / GELU / MatMul + Add, OpenVINO's) the mapping model learns
@@ -115,6 +119,7 @@ def plan_sweeps(plan: Plan, platform: str | None = None) -> list[tuple[str, int,
     (the platform's `LEAD` / `TAIL` options come on top, `suite_options`; with ``platform``, its `TOKENS_ONLY`
     sweeps, its `STYLED` sweeps and its sweeps without the lead last)."""
     out = [(s, plan.configs_micro, {}) for s in MICRO] + [(s, plan.configs_multi, {}) for s in MULTI]
+    out += [(s, plan.configs_multi, dict(o)) for s, o in MULTI_OPTIONED.items()]
     out += [(s, plan.configs_tokens, {}) for s in TOKENS_MICRO + TOKENS_ONLY.get(platform or "", ())]
     out += [(s, plan.configs_tokens, dict(o)) for s, o in WINDOWED.items()]
     # (twice the configurations: behind the lead, only channel counts that fill blocks run blocked)

@@ -21,7 +21,8 @@ from ..bench.records import FUSED, INSERTED, NOT_FUSED, LayerRecord
 from ..bench.store import Store
 from ..errors import AnnetteError
 from ..ir import MERGE_TYPES, LayerType, Network
-from ..mapping import MappedNetwork, MappingModel, apply_folds, hardswish_groups, shuffle_groups, swish_diamonds
+from ..mapping import (ACTIVATIONS, MappedNetwork, MappingModel, apply_folds, hardswish_groups, shuffle_groups,
+                       swish_diamonds)
 from ..mapping.layout import VIEW_TYPES
 
 #: layers of several inputs a toolchain may fuse into the group of one of their producers: a residual Add or a
@@ -30,6 +31,7 @@ from ..mapping.layout import VIEW_TYPES
 JOINING_TYPES = (LayerType.ADD, LayerType.MUL, LayerType.MATMUL)
 #: views (`mapping.layout.VIEW_TYPES`), left out of a fused group's type beside another fused type
 _VIEWS = {int(t) for t in VIEW_TYPES}
+_ACTIVATION_IDS = {int(t) for t in ACTIVATIONS}
 
 __all__ = ["Measured", "load_measured", "FusionExamples", "fusion_examples", "LayerSamples", "layer_samples",
            "FitDataError", "learned_folds", "learned_strides", "JOINING_TYPES"]
@@ -210,13 +212,28 @@ def learned_strides(measured: list[Measured]) -> tuple[tuple[str, ...] | None, d
     return tuple(through), report
 
 
+def _activated(p: int, h: int, head: np.ndarray, types: np.ndarray, edges: np.ndarray) -> int:
+    """1 when the group headed by ``h`` applied an activation on its way to ``p`` (`mapping.GROUP_ATTRS`): a layer
+    of `mapping.ACTIVATIONS` among ``p`` and the group's layers before it, else 0."""
+    j, seen = p, 0
+    while j != h and seen <= len(types):
+        if int(types[j]) in _ACTIVATION_IDS:
+            return 1
+        into = edges[edges[:, 1] == j, 0]
+        into = into[head[into] == h]
+        if not into.size:
+            break
+        j, seen = int(into[0]), seen + 1
+    return 0
+
+
 def fusion_examples(measured: list[Measured], folds: tuple[str, ...] = ()) -> FusionExamples:
     """Edges a toolchain could fuse (single-consumer producer, single-input consumer) and what it did.
 
     ``folds``: the mapping model's pattern folds, applied first (a folded swish is one SiLU layer); a layer
     a fold pins (a folded hard-swish) gives no example with its producer.
     """
-    ht, st, hrows, srows, fz = [], [], [], [], []
+    ht, st, hrows, srows, fz, act = [], [], [], [], [], []
     for m in measured:
         net, recs = m.network, m.records
         head = _heads(m)
@@ -238,6 +255,7 @@ def fusion_examples(measured: list[Measured], folds: tuple[str, ...] = ()) -> Fu
                 # a fusion backwards, which a rule "head + consumer" cannot express)
                 continue
             h = head[p]
+            activated = _activated(p, h, head, types, edges)
             if in_deg[s] != 1:
                 # a joining layer (e.g. a residual Add) joins at most one of its producers: an example only
                 # for that producer if it did, for every eligible producer if it did not
@@ -252,11 +270,14 @@ def fusion_examples(measured: list[Measured], folds: tuple[str, ...] = ()) -> Fu
                 hrows.append({c: net.cols[c][q] for c in net.cols})
                 srows.append({c: net.cols[c][s] for c in net.cols})
                 fz.append(head[s] == h)
+                act.append(activated if q == h else 0)  # (the producer's own type: a group of one)
     if not fz:
         raise FitDataError("no fusion examples: measure multi-layer suites first (e.g. conv_bn_relu, conv_pool, "
                            "residual, dwsep, conv_act)")
     cols = list(hrows[0])
-    return FusionExamples(np.array(ht), np.array(st), {c: np.array([r[c] for r in hrows]) for c in cols},
+    head_cols = {c: np.array([r[c] for r in hrows]) for c in cols}
+    head_cols["activated"] = np.array(act, dtype=np.int64)
+    return FusionExamples(np.array(ht), np.array(st), head_cols,
                           {c: np.array([r[c] for r in srows]) for c in cols}, np.array(fz, dtype=bool),
                           np.array(st))
 

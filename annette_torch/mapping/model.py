@@ -33,7 +33,7 @@ from .folds import FOLDS, apply_folds, hardswish_groups, may_fold, swish_diamond
 from .strides import propagate_strides
 
 __all__ = ["FusionRule", "Condition", "MappingModel", "MappedNetwork", "expand_types", "FOLDS", "swish_diamonds",
-           "hardswish_groups", "apply_folds"]
+           "hardswish_groups", "apply_folds", "ACTIVATIONS", "GROUP_ATTRS"]
 
 log = logging.getLogger(__name__)
 
@@ -52,8 +52,18 @@ _OPS = {"==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.l
 #: into them, only for aligned counts (ONNX Runtime fuses a HardSwish into a depthwise conv exactly when its
 #: channels are a multiple of 8).
 ALIGN_ATTRS = {"c_in_align": ("c_in",), "c_out_align": ("c_out",), "c_align": ("c_in", "c_out")}
-#: Attributes a condition may test: the integer columns of the IR and `ALIGN_ATTRS`.
-CONDITION_ATTRS = INT_COLUMNS + tuple(ALIGN_ATTRS)
+#: Layer types that are activations: a fused layer that applied one computes ``act(...)``, so what it fuses next
+#: comes after it
+ACTIVATIONS = (LayerType.RELU, LayerType.RELU6, LayerType.LEAKY_RELU, LayerType.SIGMOID, LayerType.SILU,
+               LayerType.HARDSWISH, LayerType.HARDSIGMOID, LayerType.GELU, LayerType.TANH, LayerType.SOFTPLUS)
+#: Attributes of the primary's fused group a condition may test (primary only): ``activated``, 1 when the group
+#: has already absorbed an activation. ONNX Runtime and OpenVINO fuse a residual Add into the convolution before it
+#: as ``act(conv + z)``: after a BatchNorm, never after a ReLU (NAS-Bench-101 cells sum activated paths).
+GROUP_ATTRS = ("activated",)
+#: Attributes a condition may test: the integer columns of the IR, `ALIGN_ATTRS` and `GROUP_ATTRS`.
+CONDITION_ATTRS = INT_COLUMNS + tuple(ALIGN_ATTRS) + GROUP_ATTRS
+_IS_ACTIVATION = np.zeros(max(int(t) for t in LayerType) + 1, dtype=bool)
+_IS_ACTIVATION[[int(t) for t in ACTIVATIONS]] = True
 
 
 def attr_values(cols: Mapping[str, np.ndarray], attr: str) -> np.ndarray:
@@ -93,7 +103,12 @@ class Condition:
     op: str
     value: float
 
-    def holds(self, net: Network, rows: np.ndarray) -> np.ndarray:
+    def holds(self, net: Network, rows: np.ndarray, group: Mapping[str, np.ndarray] | None = None) -> np.ndarray:
+        """Whether the condition holds for the layers ``rows`` (``group``: per layer, the `GROUP_ATTRS` of the
+        fused group it heads; none absorbed anything without it)."""
+        if self.attr in GROUP_ATTRS:
+            values = group[self.attr][rows] if group is not None else np.zeros(len(rows), dtype=np.int64)
+            return _OPS[self.op](values, self.value)
         cols = {c: net.cols[c][rows] for c in ALIGN_ATTRS.get(self.attr, (self.attr,))}
         return _OPS[self.op](attr_values(cols, self.attr), self.value)
 
@@ -106,6 +121,9 @@ class Condition:
             raise PlatformError(f"{where}.layer: must be 'primary' or 'secondary', got {layer!r}")
         if attr not in CONDITION_ATTRS:
             raise PlatformError(f"{where}.attr: unknown attribute {attr!r} (known: {', '.join(CONDITION_ATTRS)})")
+        if attr in GROUP_ATTRS and layer != "primary":
+            raise PlatformError(f"{where}.attr: {attr!r} is an attribute of the primary's fused group; layer must be "
+                                "'primary'")
         if op not in _OPS:
             raise PlatformError(f"{where}.op: unknown comparison {op!r} (known: {' '.join(_OPS)})")
         if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -296,7 +314,8 @@ class MappingModel:
         return d
 
     def _match(self, net: Network, s_: np.ndarray, d_: np.ndarray, types: np.ndarray, out_deg: np.ndarray,
-               in_deg: np.ndarray, pinned: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+               in_deg: np.ndarray, pinned: np.ndarray | None,
+               group: Mapping[str, np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray]:
         """The edges ``s_ -> d_`` that fuse now (positions, in no particular order: each fuses once, and what
         follows depends on the set alone) and the index of the first rule that fuses each."""
         found: list[tuple[np.ndarray, np.ndarray]] = []
@@ -318,7 +337,7 @@ class MappingModel:
                     sel = (conditional & (rk == ri)).nonzero()[0]
                     ps, ds = s_[pending[sel]], d_[pending[sel]]
                     for c in self.rules[ri].when:
-                        ok[sel] &= c.holds(net, ps if c.layer == "primary" else ds)
+                        ok[sel] &= c.holds(net, ps if c.layer == "primary" else ds, group)
             found.append((pending[ok], rk[ok]))
             pending = pending[~ok]
         if len(found) == 1:
@@ -354,7 +373,7 @@ class MappingModel:
         act = None  # edges to examine this round (None: all)
         for _ in range(MAX_FUSION_ROUNDS):
             s_, d_ = (src, dst) if act is None else (src[act], dst[act])
-            cand, rr = self._match(net, s_, d_, types, out_deg, in_deg, f.pinned)
+            cand, rr = self._match(net, s_, d_, types, out_deg, in_deg, f.pinned, {"activated": f.activated})
             if not cand.size:
                 break
             p, sec = s_[cand], d_[cand]
@@ -376,6 +395,7 @@ class MappingModel:
                     break
                 is_sec[sec] = True
             res = self._result[rr]
+            f.activated[p] |= f.activated[sec] | _IS_ACTIVATION[f.layer_types[sec]]
             types[p] = np.where(res >= 0, res, types[p])
             tail[p] = tail[sec]
             f.rule_of[sec] = rr
@@ -468,6 +488,8 @@ class _Fusion:
     layer_types: np.ndarray
     folded: np.ndarray
     pinned: np.ndarray | None
+    #: per layer: 1 once the group it heads has absorbed an activation (`GROUP_ATTRS`)
+    activated: np.ndarray
 
     @classmethod
     def start(cls, net: Network, folds: Sequence[str]) -> "_Fusion":
@@ -475,7 +497,7 @@ class _Fusion:
         Sigmoid and its two edges are gone)."""
         n = len(net)
         f = cls(net.types.copy(), np.arange(n), np.arange(n), np.full(n, -1, dtype=np.int64), np.zeros(n),
-                net.edges[:, 0], net.edges[:, 1], net.types, np.zeros(n, dtype=bool), None)
+                net.edges[:, 0], net.edges[:, 1], net.types, np.zeros(n, dtype=bool), None, np.zeros(n, dtype=np.int64))
         if folds and may_fold(net, folds):
             fo = apply_folds(net, folds)
             if fo.any:  # (apply_folds' arrays are this call's own; only the types stay as the folds left them)

@@ -14,7 +14,8 @@ from .weighted import cost_gconv
 
 __all__ = ["CONV_MUL_KINDS", "STRIDE_MIDS", "BRANCH_KERNELS", "build_conv_bn_relu", "cost_conv_bn_relu",
            "build_gconv_bn_relu", "cost_gconv_bn_relu", "build_conv_pool", "cost_conv_pool", "valid_conv_pool",
-           "build_residual", "cost_residual", "valid_residual", "build_concat_branches", "cost_concat_branches",
+           "RESIDUAL_POST", "build_residual", "cost_residual", "valid_residual", "build_concat_branches",
+           "cost_concat_branches",
            "build_dwsep", "cost_dwsep", "build_conv_act", "cost_conv_act", "build_conv_mul", "cost_conv_mul",
            "build_stride_prop", "cost_stride_prop", "build_stem", "cost_stem", "build_dw_act", "cost_dw_act",
            "build_preact", "cost_preact", "PREACT_GROWTH"]
@@ -95,18 +96,32 @@ def valid_conv_pool(c):
     return c["pk"] <= c["hw"]
 
 
+#: ``post`` values of the residual suite: what ends each path before the add (``none``: its BatchNorm, as in
+#: ResNets; ``relu``: a ReLU after it, as NAS-Bench-101 cells and Inception-ResNet sum activated paths)
+RESIDUAL_POST = ("none", "relu")
+
+
 def build_residual(c: dict) -> Network:
+    """conv-bn-relu-conv-bn plus a shortcut, added, ReLU; with ``post="relu"`` each path ends in a ReLU before
+    the add (a runtime that fuses the add into the convolution before it as ``act(conv + z)`` cannot then)."""
     b = NetworkBuilder("residual")
     x = add_input(b, c, hw=SQUARE)
     f, k, s = int(c["f"]), int(c["k"]), int(c["s"])
+    post = str(c.get("post", "none"))
+    if post not in RESIDUAL_POST:
+        raise SuiteError(f"post must be one of {', '.join(RESIDUAL_POST)}, got {post!r}")
     y = add_conv(b, "conv1", x, f, k, s)
     y = b.same(T.BATCH_NORM, "bn1", y)
     y = b.same(T.RELU, "relu1", y)
     y = add_conv(b, "conv2", y, f, k, 1)
     y = b.same(T.BATCH_NORM, "bn2", y)
+    if post == "relu":
+        y = b.same(T.RELU, "post", y)
     if c["shortcut"] == "projection":
         x = add_conv(b, "proj", x, f, 1, s)
         x = b.same(T.BATCH_NORM, "proj_bn", x)
+        if post == "relu":
+            x = b.same(T.RELU, "proj_post", x)
     elif c["shortcut"] != "identity":
         raise SuiteError(f"shortcut must be 'identity' or 'projection', got {c['shortcut']!r}")
     y = b.same(T.ADD, "add", [y, x])
@@ -119,8 +134,10 @@ def cost_residual(c):
     o = ho * ho * c["f"]
     k2 = c["k"] ** 2
     proj = np.asarray(c["shortcut"] == "projection", dtype=np.int64)
-    ops = 2 * o * c["c"] * k2 + 3 * o + 2 * o * c["f"] * k2 + 2 * o + proj * (2 * o * c["c"] + 2 * o) + 2 * o
-    act = c["c"] * c["hw"] ** 2 + o * (7 + 2 * proj)
+    post = (np.asarray(c.get("post", "none")) == "relu").astype(np.int64) * (1 + proj)  # the paths' ReLUs
+    ops = (2 * o * c["c"] * k2 + 3 * o + 2 * o * c["f"] * k2 + 2 * o + proj * (2 * o * c["c"] + 2 * o) + 2 * o
+           + post * o)
+    act = c["c"] * c["hw"] ** 2 + o * (7 + 2 * proj + post)
     wts = c["f"] * c["c"] * k2 + c["f"] ** 2 * k2 + 4 * c["f"] + proj * (c["f"] * c["c"] + 2 * c["f"])
     return ops, act, wts
 

@@ -110,9 +110,10 @@ def _suites() -> dict[str, Suite]:
         Suite("preact", "pre-activation (DenseNet) layer: input and a 3x3 growth conv concatenated, bn, relu, "
               "conv (hw, c, growth g, f, kernel)", {**sq, "c": ch, "g": PREACT_GROWTH, "f": ch, "k": [1, 3]},
               build_preact, kind="multi", cost=cost_preact),
-        Suite("residual", "conv-bn-relu-conv-bn + add (identity or 1x1 projection shortcut) + relu",
+        Suite("residual", "conv-bn-relu-conv-bn + add (identity or 1x1 projection shortcut) + relu; option post=relu: "
+              "each path ends in a relu before the add (NAS-Bench-101 cells)",
               {**sq, "c": ch, "f": ch, "k": [1, 3], "s": STRIDES, "shortcut": ["identity", "projection"]},
-              build_residual, kind="multi", cost=cost_residual, valid=valid_residual),
+              build_residual, kind="multi", cost=cost_residual, valid=valid_residual, optional={"post": "none"}),
         Suite("concat_branches", "2-4 parallel convs (kernels 1/3/5/7) concatenated (hw, c, f per branch)",
               {**sq, "c": ch, "f": ch, "branches": [2, 3, 4]}, build_concat_branches, kind="multi",
               cost=cost_concat_branches),
