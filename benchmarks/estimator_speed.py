@@ -4,7 +4,8 @@ Usage: python benchmarks/estimator_speed.py [--quick]
 
 Prints (a) time per network to trace an nn.Module with torch.fx into the IR, next to
 torch.fx.symbolic_trace alone (ratio measured in the same run); (b) time to estimate an already-built
-ResNet-50-sized Network (derived quantities recomputed each time, mapping included); (c) estimate_many
+ResNet-50-sized Network (derived quantities recomputed each time, mapping included), and a traced ViT-B/16
+against it; (c) estimate_many
 throughput over >= 1000 small (~30-layer) networks. Absolute times drift on shared machines; the ratios
 are the stable figures.
 """
@@ -78,8 +79,8 @@ def main() -> int:
     def timed(p, cold: bool) -> float:
         def one():
             net._cache.clear()
-            if cold and p.tables.forest is not None:  # what an unseen network's layers cost
-                p.tables.forest.forget()
+            if cold:  # what an unseen network's layers cost
+                p.tables.forget()
             at.estimate(net, p).latency_ms
         return best_of(one, rep, 200)
 
@@ -99,6 +100,17 @@ def main() -> int:
           "'repeated': the layer configurations were estimated before in this process (tree ensembles remember "
           "them, as in a search); 'unseen': every configuration is new")
     t_est = warm[plat.name] if plat.name in warm else timed(plat, False)
+
+    print("\n(b2) a traced ViT-B/16 (213 layers) against the traced ResNet-50 (176), repeated, in the same run")
+    vit = at.trace(zoo.get("vit_b16"), zoo.INPUT_SHAPES["vit_b16"])
+
+    def per_net(p, n) -> float:
+        def one():
+            n._cache.clear()
+            at.estimate(n, p).latency_ms
+        return best_of(one, rep, 200)
+    for n, p in plats.items():
+        print(f"{n:<14}ViT-B/16 / ResNet-50 {per_net(p, vit) / per_net(p, net):.2f}x (target <= 1)")
 
     print("\n(c) estimate_many over small networks")
     rng = np.random.default_rng(0)

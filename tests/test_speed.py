@@ -252,3 +252,30 @@ def test_a_forest_reused_across_calls_answers_as_a_fresh_one(forest_members, mon
         member = rng.integers(0, 4, size)
         np.testing.assert_array_equal(reused.regress(X, member), Forest(ens, specs).regress(X, member))
     assert len(reused._memo) <= max(memo, size)
+
+
+@pytest.mark.parametrize("name", ["ort-cpu", "openvino-cpu"])
+def test_the_regressors_no_forest_walks_predict_as_their_models_and_remember(name) -> None:
+    """A shipped platform's linear-model trees and polynomials (`OwnRegressors`: one feature pass, outputs
+    remembered) give each model's own prediction (to rounding: a polynomial's products summed over other row
+    blocks), and a repeated call the same numbers."""
+    plat = load_platform(name)
+    own = plat.tables.own
+    models = ((own.index >= 0) & (plat.tables.member < 0)).nonzero()[0]  # (the forest walks the others)
+    assert models.size >= 2
+    nets = [at.estimate(at.trace(zoo.get(m), zoo.INPUT_SHAPES[m]), plat).mapped.network  # as the runtime runs it
+            for m in ("vit_b16", "efficientnet_b0", "shufflenet_v2_x0_5", "densenet121")]
+    big, _ = Network.concat(nets)
+    mi = plat.tables.model_of_type[big.types]
+    rows = np.isin(mi, models).nonzero()[0]
+    assert rows.size and np.unique(mi[rows]).size >= 2
+    X = LayerFeatures.stacked_of(big, rows, taps=own.plan.taps)
+    own.forget()
+    got = own.regress(X, mi[rows])
+    for m in np.unique(mi[rows]).tolist():
+        sel = mi[rows] == m
+        st_ = own.models[m]
+        want = st_.regressor_.predict(st_.features(LayerFeatures.rows_of(big, rows[sel])))
+        np.testing.assert_allclose(got[sel], want, rtol=1e-12, atol=0)
+    np.testing.assert_array_equal(own.regress(X, mi[rows]), got)
+    assert len(own._memo) == len({(m, *c) for m, c in zip(mi[rows].tolist(), X.stacked_keys(own.plan.taps).T.tolist())})

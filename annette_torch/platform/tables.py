@@ -15,7 +15,7 @@ import numpy as np
 from ..ir import INT_COLUMNS, TYPE_FALLBACKS, LayerType, Network
 from ..models import LayerFeatures, LayerModel, Roofline
 from ..models.base import layer_bytes
-from ..models.forest import forest_of
+from ..models.forest import OwnRegressors, forest_of
 from ..models.program import ModelProgram
 from ..models.refined import dimension_sizes
 
@@ -54,6 +54,8 @@ class ModelTables:
         self.forest, self.member = forest_of(self.models)
         #: the refined-roofline, mixed and statistical models as one program over all their rows
         self.program = ModelProgram(self.models)
+        #: the regressors the program needs, for the rows the forest does not walk
+        self.own = OwnRegressors(self.program.regressor)
         fallback = layers["Base"]
 
         def bits(m: LayerModel, attr: str) -> float:
@@ -64,6 +66,13 @@ class ModelTables:
             return 32.0
         self.act_bytes = np.array([bits(m, "bit_act") / 8 for m in self.models])
         self.weight_bytes = np.array([bits(m, "bit_weights") / 8 for m in self.models])
+
+    def forget(self) -> None:
+        """Drop the regressor outputs remembered for layer configurations met before (what a first estimate in a
+        fresh process meets)."""
+        if self.forest is not None:
+            self.forest.forget()
+        self.own.forget()
 
     def special_times(self, net: Network, rows: np.ndarray | None, mi: np.ndarray, ops: np.ndarray,
                       byts: np.ndarray, t: np.ndarray) -> np.ndarray:
@@ -84,11 +93,9 @@ class ModelTables:
             X = LayerFeatures.stacked_of(net, at[walk], taps=self.forest.plan.taps)
             raw[walk] = self.forest.regress(X, member[walk])
         own = (prog.needs_raw[ms] & (member < 0)).nonzero()[0]  # regressors predicting on their own
-        for m in np.unique(ms[own]).tolist() if own.size else ():
-            r = own[ms[own] == m]
-            st = prog.regressor[m]
-            assert st is not None
-            raw[r] = st.regressor_.predict(st.features(LayerFeatures.rows_of(net, at[r])))
+        if own.size:
+            assert self.own.plan is not None
+            raw[own] = self.own.regress(LayerFeatures.stacked_of(net, at[own], taps=self.own.plan.taps), ms[own])
         covered = prog.covers[ms]
         done = sel if covered.all() else sel[covered]
         if done.size:
