@@ -36,7 +36,7 @@ import os
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Collection
 
 ROOT = Path(__file__).resolve().parent.parent
 PLATFORMS = ("ort-cpu", "openvino-cpu")
@@ -45,9 +45,10 @@ SWEEPS: tuple[tuple[str, dict[str, str]], ...] = (("preact", {}), ("residual", {
 
 
 def measure_rules(platform: str, sweeps: tuple[tuple[str, dict[str, str]], ...], configs: int,
-                  folds: tuple[str, ...]) -> list[dict]:
-    """The rules (as platform-file dicts) that ``configs`` configurations of each of ``sweeps``, measured here on
-    ``platform``, teach: the always-fused ones and those testing the fused group (`mapping.GROUP_ATTRS`)."""
+                  folds: Collection[tuple[str, ...]]) -> dict[tuple[str, ...], list[dict]]:
+    """Per set of pattern ``folds`` (the files' own), the rules (as platform-file dicts) that ``configs``
+    configurations of each of ``sweeps``, measured here on ``platform`` once, teach: the always-fused ones and
+    those testing the fused group (`mapping.GROUP_ATTRS`)."""
     from annette_torch.bench.store import Store
     from annette_torch.bench.suites import SUITES as ALL
     from annette_torch.bench.sweep import run_sweep
@@ -62,16 +63,16 @@ def measure_rules(platform: str, sweeps: tuple[tuple[str, dict[str, str]], ...],
         for suite, opts in sweeps:
             cfgs = ALL[suite].configs(n=configs, seed=0, options={**(suite_options(platform, suite) or {}), **opts})
             run_sweep(st, platform, suite, cfgs, runner, kw, iterations=20, warmup=3, budget_s=600.0)
-        suites = sorted({s for s, _ in sweeps})
-        model, _ = fit_mapping(fusion_examples(load_measured(st, platform, suites=suites), folds), folds=folds)
+        measured = load_measured(st, platform, suites=sorted({s for s, _ in sweeps}))
     what = ", ".join(s + ("[" + ",".join(f"{k}={v}" for k, v in o.items()) + "]" if o else "") for s, o in sweeps)
-    rules: list[dict] = []
-    for rule in model.rules:
-        if rule.origin.startswith("fused in 100%") or any(c.attr in GROUP_ATTRS for c in rule.when):
-            d = rule.to_dict()
-            d["origin"] = f"{rule.origin} ({what}; measured on {machine_description()} on {datetime.date.today()})"
-            rules.append(d)
-    return rules
+    out: dict[tuple[str, ...], list[dict]] = {}
+    for f in folds:
+        model, _ = fit_mapping(fusion_examples(measured, f), folds=f)
+        out[f] = [{**rule.to_dict(), "origin": f"{rule.origin} ({what}; measured on {machine_description()} on "
+                                              f"{datetime.date.today()})"}
+                  for rule in model.rules
+                  if rule.origin.startswith("fused in 100%") or any(c.attr in GROUP_ATTRS for c in rule.when)]
+    return out
 
 
 def _pair(name: str) -> str:
@@ -89,22 +90,23 @@ def add_rules(d: dict[str, Any], rules: list[dict], assumed: bool = False) -> li
         rules = [{**r, "origin": f"assumed: {r['origin']}"} for r in rules]
     have = d["mapping"].setdefault("rules", [])
     group = {_pair(r["name"]) for r in rules if any(c["attr"] in GROUP_ATTRS for c in r.get("when", []))}
+    # (the file's primaries stay with a replaced pair: its calibration saw more, e.g. a conv that absorbed a pool)
+    primaries: dict[str, list[str]] = {}
+    for r in have:
+        primaries.setdefault(_pair(r["name"]), []).extend(r["primary"])
     out: list[dict] = []
     for r in have:
         pair = _pair(r["name"])
-        if pair in group:
-            if not any(_pair(o["name"]) == pair for o in out):
-                # (the file's primaries stay: its calibration saw more, e.g. a conv that absorbed a pool)
-                prim = list(dict.fromkeys(p for o in have if _pair(o["name"]) == pair for p in o["primary"]))
-                out += [{**n, "primary": list(dict.fromkeys(n["primary"] + prim))} for n in rules
-                        if _pair(n["name"]) == pair]
-            continue
-        out.append(r)
+        if pair not in group:
+            out.append(r)
+        elif pair in primaries:  # the pair's first rule: the learned ones take its place
+            prim = primaries.pop(pair)
+            out += [{**n, "primary": list(dict.fromkeys(n["primary"] + prim))}
+                    for n in rules if _pair(n["name"]) == pair]
     pairs = {_pair(r["name"]) for r in out}
     out += [r for r in rules if _pair(r["name"]) not in pairs]
-    changed = [r["name"] for r in out if r not in have]
     d["mapping"]["rules"] = out
-    return changed
+    return [r["name"] for r in out if r not in have]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -140,8 +142,8 @@ def main(argv: list[str] | None = None) -> int:
         if not paths:
             continue
         docs = {p: json.loads(p.read_text(encoding="utf-8")) for p in paths}
-        folds = {tuple(d["mapping"].get("folds", ())) for d in docs.values()}
-        learned = {f: measure_rules(platform, sweeps, args.configs, f) for f in folds}
+        learned = measure_rules(platform, sweeps, args.configs,
+                                {tuple(d["mapping"].get("folds", ())) for d in docs.values()})
         for path, d in docs.items():
             assumed = bool(differing_fields(d.get("fingerprint") or {}))
             added = add_rules(d, learned[tuple(d["mapping"].get("folds", ()))], assumed)

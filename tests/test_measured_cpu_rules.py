@@ -21,7 +21,7 @@ MACHINE = ROOT / "platforms" / "machines" / "openvino-cpu" / "intel-r-xeon-r-pro
 def test_openvino_runs_a_densenet_relu_inside_its_batchnorm(script):
     pytest.importorskip("openvino")
     mod = script("add_measured_cpu_rules")
-    rules = {r["name"]: r for r in mod.measure_rules("openvino-cpu", (("preact", {}),), 6, ())}
+    rules = {r["name"]: r for r in mod.measure_rules("openvino-cpu", (("preact", {}),), 6, [()])[()]}
     assert rules["BatchNorm+Relu"]["primary"] == ["BatchNorm"] and rules["BatchNorm+Relu"]["secondary"] == ["Relu"]
     assert rules["BatchNorm+Relu"]["origin"].startswith("fused in 100% of 6 measured pairs (preact; measured on")
     # the concat before it is not fused: the BatchNorm runs as a layer of its own
@@ -52,7 +52,7 @@ ADD_AFTER_BN = [{"layer": "primary", "attr": "activated", "op": "<=", "value": 0
 
 def test_onnx_runtime_fuses_a_residual_add_into_a_conv_only_before_its_relu(script):
     mod = script("add_measured_cpu_rules")
-    rules = mod.measure_rules("ort-cpu", (("residual", {}), ("residual", {"post": "relu"})), 8, ())
+    rules = mod.measure_rules("ort-cpu", (("residual", {}), ("residual", {"post": "relu"})), 8, [()])[()]
     add = [r for r in rules if r["name"].startswith("Conv+Add")]
     assert len(add) == 1 and add[0]["when"] == ADD_AFTER_BN and add[0]["multi_input"]
     assert "residual[post=relu]" in add[0]["origin"]

@@ -21,8 +21,8 @@ from ..bench.records import FUSED, INSERTED, NOT_FUSED, LayerRecord
 from ..bench.store import Store
 from ..errors import AnnetteError
 from ..ir import MERGE_TYPES, LayerType, Network
-from ..mapping import (ACTIVATIONS, MappedNetwork, MappingModel, apply_folds, hardswish_groups, shuffle_groups,
-                       swish_diamonds)
+from ..mapping import (ACTIVATIONS, GROUP_ATTRS, MappedNetwork, MappingModel, apply_folds, hardswish_groups,
+                       shuffle_groups, swish_diamonds)
 from ..mapping.layout import VIEW_TYPES
 
 #: layers of several inputs a toolchain may fuse into the group of one of their producers: a residual Add or a
@@ -96,6 +96,10 @@ class FusionExamples:
     sec_cols: dict[str, np.ndarray]
     fused: np.ndarray
     sec_result: np.ndarray  # executed type of the group the consumer joined (e.g. a pool fused into a conv)
+
+    def __post_init__(self) -> None:
+        for a in GROUP_ATTRS:  # (examples that do not record a group attribute: nothing absorbed before)
+            self.head_cols.setdefault(a, np.zeros(len(self.fused), dtype=np.int64))
 
     def __len__(self) -> int:
         return len(self.fused)
@@ -255,7 +259,6 @@ def fusion_examples(measured: list[Measured], folds: tuple[str, ...] = ()) -> Fu
                 # a fusion backwards, which a rule "head + consumer" cannot express)
                 continue
             h = head[p]
-            activated = _activated(p, h, head, types, edges)
             if in_deg[s] != 1:
                 # a joining layer (e.g. a residual Add) joins at most one of its producers: an example only
                 # for that producer if it did, for every eligible producer if it did not
@@ -270,7 +273,8 @@ def fusion_examples(measured: list[Measured], folds: tuple[str, ...] = ()) -> Fu
                 hrows.append({c: net.cols[c][q] for c in net.cols})
                 srows.append({c: net.cols[c][s] for c in net.cols})
                 fz.append(head[s] == h)
-                act.append(activated if q == h else 0)  # (the producer's own type: a group of one)
+                # (the producer's own type: a group of one)
+                act.append(_activated(p, h, head, types, edges) if q == h else 0)
     if not fz:
         raise FitDataError("no fusion examples: measure multi-layer suites first (e.g. conv_bn_relu, conv_pool, "
                            "residual, dwsep, conv_act)")

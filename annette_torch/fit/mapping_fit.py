@@ -49,10 +49,7 @@ def _tree_rules(ex: FusionExamples, rows: np.ndarray, max_depth: int, purity: fl
     from sklearn.tree import DecisionTreeClassifier
 
     feats = [("secondary", a) for a in _ATTRS] + [("primary", a) for a in _ATTRS + GROUP_ATTRS]
-    # (a group attribute examples do not record is 0: nothing absorbed before)
-    group = {a: ex.head_cols.get(a, np.zeros(len(ex), dtype=np.int64)) for a in GROUP_ATTRS}
-    X = np.column_stack([(group[a] if a in group and side == "primary" else
-                          attr_values(ex.sec_cols if side == "secondary" else ex.head_cols, a))[rows]
+    X = np.column_stack([attr_values(ex.sec_cols if side == "secondary" else ex.head_cols, a)[rows]
                          for side, a in feats])
     y = ex.fused[rows]
     tree = DecisionTreeClassifier(max_depth=_depth(X, y, max_depth), min_samples_leaf=3, random_state=0).fit(X, y)

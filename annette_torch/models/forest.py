@@ -119,8 +119,8 @@ class OwnRegressors:
             rows = (model == m).nonzero()[0]
             st = self.models[m]
             assert st is not None
-            Fm = np.ascontiguousarray(F[np.ix_(rows, self.plan.columns[self.index[m]])])
-            out[rows] = st.regressor_.predict(np.clip(Fm, st.x_min_, st.x_max_) if st.clip_inputs_ else Fm)
+            cols = self.plan.columns[self.index[m]]
+            out[rows] = st.regressor_.predict(st.clipped(np.ascontiguousarray(F[np.ix_(rows, cols)])))
         return out
 
     def forget(self) -> None:

@@ -443,7 +443,11 @@ class Statistical(LayerModel):
         return plan[1]
 
     def features(self, X: LayerFeatures) -> np.ndarray:
-        F = self.feature_plan().features(X, 0)
+        return self.clipped(self.feature_plan().features(X, 0))
+
+    def clipped(self, F: np.ndarray) -> np.ndarray:
+        """A feature matrix in this model's order as its regressor reads it: within the fitted range where the
+        model clips its inputs."""
         return np.clip(F, self.x_min_, self.x_max_) if self.clip_inputs_ else F
 
     def shared_trees(self) -> TreeEnsemble | None:
