@@ -32,6 +32,7 @@ FOLDS = ("swish", "hardswish", "shuffle")
 T = LayerType
 # (comparing with a plain int is faster than with the enum member)
 _SIGMOID, _MUL, _RELU6, _TRANSPOSE = int(T.SIGMOID), int(T.MUL), int(T.RELU6), int(T.TRANSPOSE)
+_RESHAPE, _FLATTEN = int(T.RESHAPE), int(T.FLATTEN)
 #: the one-input (constant operand) layers that scale a written-out hard-swish
 _SCALE = (T.DIV, T.MUL)
 
@@ -127,16 +128,21 @@ def shuffle_groups(net: Network) -> np.ndarray:
     if not net.edges.size or not (types == _TRANSPOSE).any():
         return none
     src, dst = net.edges[:, 0], net.edges[:, 1]
-    one = (net.n_outputs[src] == 1) & (net.n_inputs[dst] == 1)
-    view = one & (types[src] == T.RESHAPE) & (types[dst] == _TRANSPOSE)
-    back = one & (types[src] == _TRANSPOSE) & np.isin(types[dst], (T.RESHAPE, T.FLATTEN))
-    if not view.any() or not back.any():
+    # Reshape -> Transpose edges, each layer read by the next alone, then the one layer reading the Transpose
+    e = ((types[dst] == _TRANSPOSE) & (types[src] == _RESHAPE)).nonzero()[0]
+    n_in, n_out = net.n_inputs, net.n_outputs
+    e = e[(n_out[src[e]] == 1) & (n_in[dst[e]] == 1) & (n_out[dst[e]] == 1)]
+    if not e.size:
         return none
     after = np.full(len(net), -1, dtype=np.int64)
-    after[src[back]] = dst[back]
-    v, t = src[view], dst[view]
+    after[src] = dst  # (exact for the one-output Transposes asked about)
+    v, t = src[e], dst[e]
     b = after[t]
-    v, t, b = v[b >= 0], t[b >= 0], b[b >= 0]
+    tb = types[b]
+    keep = ((tb == _RESHAPE) | (tb == _FLATTEN)) & (n_in[b] == 1)
+    if not keep.any():
+        return none
+    v, t, b = v[keep], t[keep], b[keep]
     c = net.cols
     same = (c["c_in"][v] == c["c_out"][b]) & (c["h_in"][v] == c["h_out"][b]) & (c["w_in"][v] == c["w_out"][b]) \
         & (c["n"][v] == c["n"][b]) & (c["c_out"][b] > 1) & (c["h_out"][b] * c["w_out"][b] > 1)

@@ -333,7 +333,7 @@ class MappingModel:
                 ok |= self._multi[rk]
             conditional = ok & self._conditional[rk] if self._any_conditional else None
             if conditional is not None and conditional.any():
-                for ri in np.unique(rk[conditional]).tolist():  # (each rule's pairs are its own: any order)
+                for ri in sorted(set(rk[conditional].tolist())):  # (each rule's pairs are its own: any order)
                     sel = (conditional & (rk == ri)).nonzero()[0]
                     ps, ds = s_[pending[sel]], d_[pending[sel]]
                     for c in self.rules[ri].when:
