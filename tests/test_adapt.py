@@ -445,20 +445,55 @@ def test_the_sweep_plan_follows_the_networks_time():
     """The kinds swept are those carrying the networks' time (largest first); a fully connected layer's suites
     by the time of classifier rows (one per image) and of token rows."""
     from annette_torch import zoo
-    from annette_torch.fit.kind_sweep import KIND_SUITES, MAX_KINDS, VECTOR_SUITE, sweep_plan
+    from annette_torch.fit.kind_sweep import KIND_SUITES, MAX_KINDS, VECTOR_SUITE, kind_type, sweep_plan
     raw = without_overhead(at.load_platform(ORT_CPU))
     def plan(*names):
         return sweep_plan([at.estimate(at.trace(zoo.get(n), (1, 3, 224, 224)), raw) for n in names])
     cnn = plan("alexnet")
-    assert list(cnn)[:2] == ["FullyConnected", "Conv"] or list(cnn)[:2] == ["Conv", "FullyConnected"]
+    assert "FullyConnected" in list(cnn)[:2] and any(kind_type(k) == ("Conv", 3) for k in list(cnn)[:2])
     assert {k: t.weight for k, t in cnn["FullyConnected"].items()} == {VECTOR_SUITE: 1.0}
-    assert len(cnn["FullyConnected"][VECTOR_SUITE].times) == 3 and len(cnn["Conv"]["conv"].times) == 5
+    assert len(cnn["FullyConnected"][VECTOR_SUITE].times) == 3
+    # a convolution per kernel size: AlexNet's 11x11, 5x5 and three 3x3 layers
+    convs = {k: len(t["conv"].times) for k, t in cnn.items() if kind_type(k)[0] == "Conv"}
+    assert convs == {"Conv 11x11": 1, "Conv 5x5": 1, "Conv 3x3": 3}
     vit = plan("vit_ti16")
     assert set(vit["FullyConnected"]) == {KIND_SUITES["FullyConnected"]} and "MatMul" in vit
     both = plan("alexnet", "vit_ti16")
     assert set(both["FullyConnected"]) == {VECTOR_SUITE, KIND_SUITES["FullyConnected"]}
     assert sum(t.weight for t in both["FullyConnected"].values()) == pytest.approx(1.0)
-    assert all(len(p) <= MAX_KINDS and set(p) <= set(KIND_SUITES) for p in (cnn, vit, both))
+    assert all(len(p) <= MAX_KINDS and {kind_type(k)[0] for k in p} <= set(KIND_SUITES) for p in (cnn, vit, both))
+
+
+def test_a_convolution_is_swept_per_kernel_size_and_its_type_factor_is_their_time_weighted_mean():
+    """A real sweep (ONNX Runtime) of two depthwise kernel kinds: each measured on configurations of its own
+    kernel, and the type's factor (for its other kernels) lies between theirs, weighted by the networks' time."""
+    pytest.importorskip("onnxruntime")
+    from annette_torch.bench.suites import SUITES
+    from annette_torch.fit.kind_sweep import Target, _select, kind_type, pick_configs, sweep_factors
+    assert kind_type("DepthwiseConv 7x7") == ("DepthwiseConv", 7) and kind_type("FullyConnected vector")[1] is None
+    assert kind_type("Add") == ("Add", None)
+    none = Target(1.0, np.zeros((0, 2)), np.zeros(0))
+    picked = pick_configs(SUITES["dwconv"], none, 6, None, select=_select("DepthwiseConv 7x7"))
+    assert len(picked) == 6 and all(c["k"] == 7 for c in picked)
+    raw = without_overhead(at.load_platform("ort-cpu"))
+    small, large = Target(1.0, np.zeros((0, 2)), np.array([0.3])), Target(1.0, np.zeros((0, 2)), np.array([0.1]))
+    f = sweep_factors(raw, "ort-cpu", {"DepthwiseConv 3x3": {"dwconv": small}, "DepthwiseConv 7x7": {"dwconv": large}},
+                      configs=6)
+    assert set(f) == {"DepthwiseConv 3x3", "DepthwiseConv 7x7", "DepthwiseConv"}
+    assert f["DepthwiseConv"] == pytest.approx(0.75 * f["DepthwiseConv 3x3"] + 0.25 * f["DepthwiseConv 7x7"])
+    assert all(0.1 < v < 10.0 for v in f.values())
+
+
+def test_the_swept_refit_scales_the_per_layer_cost_with_the_layers():
+    """On top of the micro-kernel factors, the base file's per-layer cost is taken times the factors' mean (the
+    networks' layer time with them over without): a CPU whose layers run 2.5x slower pays 2.5x per layer too."""
+    from annette_torch.fit.adapt import _swept_prior
+    prior = {"layers": 1.0, "executed_layers": -0.003, "constant": 0.01}
+    terms = [{"layers": 2.0, "executed_layers": 50}, {"layers": 6.0, "executed_layers": 90}]
+    swept = [{"layers": 5.0, "executed_layers": 50}, {"layers": 15.0, "executed_layers": 90}]
+    out = _swept_prior(prior, terms, swept, "executed_layers")
+    assert out == pytest.approx({"layers": 1.0, "executed_layers": -0.0075, "constant": 0.01})
+    assert prior["executed_layers"] == -0.003 and _swept_prior(prior, terms, swept, "ramped_layers") == prior
 
 
 def test_classifiers_streamed_from_memory_are_left_to_the_cold_weights_factor():

@@ -490,6 +490,19 @@ def _group_term(prior: dict[str, float]) -> str:
     return next((g for g in TYPE_GROUPS if prior.get(g)), "tokens")
 
 
+def _swept_prior(prior: dict[str, float], terms: Sequence[dict[str, float]], swept: Sequence[dict[str, float]],
+                 per_layer: str) -> dict[str, float]:
+    """``prior`` with its per-layer cost times the swept kinds' mean factor (the networks' layer time with the
+    factors over without them). Why: the per-layer cost is what a network run pays per layer beyond the
+    layer models, which were fitted to profiled layers: a dispatch, or, negative, the profiler's own time
+    per node; on a CPU whose layers run k times slower it is about k times as large too (kept at the base
+    file's, it took 3 us per layer too few off this AMD EPYC's small networks: ShuffleNetV2 +27%)."""
+    before = sum(t.get("layers", 0.0) for t in terms)
+    if per_layer not in prior or before <= 0:
+        return prior
+    return {**prior, per_layer: prior[per_layer] * sum(t.get("layers", 0.0) for t in swept) / before}
+
+
 def _with_factors(raw: Platform, factors: dict[str, float]) -> Platform:
     """``raw`` (a platform without network-level overhead) with each kind of ``factors`` at that factor times
     its layer model."""
@@ -811,8 +824,8 @@ def adapt(platform: PlatformLike, networks: int = DEFAULT_NETWORKS,
             swept = [estimate(n, _with_factors(raw, found)).terms for n in nets]
             # the sweep measured what differs by kind: on top of it only the base file's terms times one
             # factor (terms fitted afresh on ten networks overfit it: a 0.8 ms constant, large CNNs 12-27% low)
-            fit_s = _fit(swept, y_fit, candidates, names, cpu, prior, groups, fresh=False, fixed=fixed,
-                         group=_group_term(prior))
+            fit_s = _fit(swept, y_fit, candidates, names, cpu, _swept_prior(prior, terms, swept, per_layer_term),
+                         groups, fresh=False, fixed=fixed, group=_group_term(prior))
             if fit_s[1] < loo and fit_s[3] == check:
                 (cal, loo, use, check, errors), factors = fit_s, found
     kinds = None

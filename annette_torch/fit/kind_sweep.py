@@ -7,7 +7,11 @@ end-to-end latencies cannot pin down a factor per kind. A few micro-kernels of t
 adaptation networks' time can, chosen like those networks' layers (`pick_configs`): each kind's factor is the
 median of measured over modelled time of its layers (`sweep_factors`). A fully connected layer gets two: a
 classifier's matrix-vector product (`VECTOR_KIND`, memory-bound) and a transformer's rows run at ratios of their
-own (the Intel Xeon VM against the AMD EPYC openvino-cpu file: ~1.8-2.1x and ~1.1x).
+own (the Intel Xeon VM against the AMD EPYC openvino-cpu file: ~1.8-2.1x and ~1.1x). A convolution gets one
+per square kernel size that carries the networks' time (`KERNEL_KINDS`: ``DepthwiseConv 3x3``): on an AMD EPYC
+without AVX-512 against the AMD EPYC ``ort-cpu`` file, depthwise 3x3 micro-kernels ran ~2.1x its model, 7x7 ones
+~2.9x, and one depthwise factor set the mobile networks 8-25% high; the type's factor, their mean weighted by
+the networks' time, serves its other kernels.
 
 Activations the file models and the adaptation networks do not hold are swept too (`ACT_CONFIGS` each): an
 element-wise kernel's speed ratio between two CPUs is its own (ONNX Runtime on the Intel Xeon against the AMD
@@ -50,7 +54,7 @@ __all__ = ["KIND_SUITES", "VECTOR_SUITE", "ACT_SUITE", "ACT_KINDS", "ACT_CONFIGS
            "CONFIGS", "MAX_KINDS", "TIME_SHARE", "MIN_LAYERS", "BUDGET_S", "POOL", "NEAREST", "Target", "features",
            "sweep_plan", "pick_configs", "sweep_factors", "measure_factors", "activation_kinds", "COLD_KEY",
            "COLD_SUITE", "COLD_CONFIGS", "MIN_COLD_WEIGHT_MB", "MIN_COLD_FLUSH_MB", "streams_weights", "cold_configs",
-           "apply_factors", "scale_cache", "VECTOR_KIND"]
+           "apply_factors", "scale_cache", "VECTOR_KIND", "KERNEL_KINDS", "kind_type"]
 
 log = logging.getLogger(__name__)
 
@@ -82,10 +86,12 @@ MIN_COLD_WEIGHT_MB = 64
 MIN_COLD_FLUSH_MB = 96
 #: the kind a classifier's fully connected layers get their own factor under (`Platform` kind scales)
 VECTOR_KIND = f"FullyConnected {VECTOR}"
+#: the types swept per square kernel size (kinds ``"Conv 3x3"``; `Platform` kind scales)
+KERNEL_KINDS = ("Conv", "DepthwiseConv", "GroupConv")
 #: configurations measured per kind (per suite of a kind)
 CONFIGS = 12
 #: at most this many kinds are swept: those that carry the most of the networks' predicted time ...
-MAX_KINDS = 8
+MAX_KINDS = 10
 #: ... until they carry this share of it
 TIME_SHARE = 0.95
 #: a kind's factor needs this many measured layers (per suite)
@@ -116,12 +122,20 @@ def features(ops: Any, act: Any, weights: Any) -> np.ndarray:
     return np.stack([np.log10(ops + 1.0), np.log10(act + weights + 1.0)], axis=-1)
 
 
+def kind_type(kind: str) -> tuple[str, int | None]:
+    """The layer type of a swept kind and its square kernel size if it has one (``"Conv 3x3"``: Conv, 3)."""
+    label, _, kernel = kind.partition(" ")
+    k = kernel.partition("x")[0]
+    return label, int(k) if label in KERNEL_KINDS and k.isdigit() else None
+
+
 def _suites(kind: str) -> tuple[str, ...]:
-    """The suites of ``kind`` (`KIND_SUITES`; a fully connected layer's token suite, then `VECTOR_SUITE`;
-    `ACT_SUITE` for an activation)."""
+    """The suites of ``kind`` (`KIND_SUITES` of its type; a fully connected layer's token suite, then
+    `VECTOR_SUITE`; `ACT_SUITE` for an activation)."""
     if kind in ACT_KINDS:
         return (ACT_SUITE,)
-    return (KIND_SUITES[kind], VECTOR_SUITE) if kind == "FullyConnected" else (KIND_SUITES[kind],)
+    label = kind_type(kind)[0]
+    return (KIND_SUITES[label], VECTOR_SUITE) if label == "FullyConnected" else (KIND_SUITES[label],)
 
 
 def activation_kinds(platform: Platform) -> tuple[str, ...]:
@@ -130,7 +144,11 @@ def activation_kinds(platform: Platform) -> tuple[str, ...]:
 
 
 def _select(kind: str) -> Callable[[dict], bool] | None:
-    """Which of its suite's configurations stand for ``kind``: an activation's own, large enough to time."""
+    """Which of its suite's configurations stand for ``kind``: a kernel kind's of that kernel, an activation's
+    own, large enough to time."""
+    k = kind_type(kind)[1]
+    if k is not None:
+        return lambda c: c.get("k") == k
     if kind not in ACT_KINDS:
         return None
     name = ACT_KINDS[kind]
@@ -142,39 +160,51 @@ def sweep_plan(estimates: Sequence[Estimate], activations: Sequence[str] = (),
     """What to sweep for the networks of ``estimates`` (by a platform without network-level overhead):
     {kind: {suite: `Target`}} for the kinds with suites (`KIND_SUITES`) that carry the most of the
     networks' predicted time, largest first, until `TIME_SHARE` of it (at most `MAX_KINDS`); a fully connected
-    layer's suites by the time of token rows and of classifier rows (`platform.VECTOR_ROWS`). Then each kind of
+    layer's suites by the time of token rows and of classifier rows (`platform.VECTOR_ROWS`), a convolution
+    (`KERNEL_KINDS`) per square kernel size (``"Conv 3x3"``). Then each kind of
     ``activations`` (`activation_kinds` of the file) that the networks do not hold. With ``cold`` (the file has a
     cache model, whose streaming bandwidths the ``cold_weights`` micro-kernels rescale), a classifier with
     `MIN_COLD_WEIGHT_MB` of weights or more is left to them: VGG's 400 MB head, streamed from memory at ~2.5x the
     AMD EPYC file's time on the Intel Xeon VM, would set the factor of every classifier (it took the single fully
     connected factor of an earlier sweep from 1.16 to 1.46)."""
     share: dict[str, float] = {}
-    layers: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}  # suite -> (features, relative times) per net
+    # (kind, suite) -> (features, relative times) per network
+    layers: dict[tuple[str, str], list[tuple[np.ndarray, np.ndarray]]] = {}
     for e in estimates:
         total = max(e.latency_ms, 1e-12) * len(estimates)
         for kind, ms in e.by_type().items():
-            share[kind] = share.get(kind, 0.0) + ms / total
+            if kind not in KERNEL_KINDS:  # (those by kernel below)
+                share[kind] = share.get(kind, 0.0) + ms / total
         ex, t = e.mapped.network, e.mapped_time_ms / total
         labels = np.asarray(ex.type_labels(), dtype=object)
         vector = vector_rows(ex.cols)
         streamed = cold & streams_weights(ex.weights)
         feats = features(ex.ops, np.asarray(ex.in_elems, np.float64) + ex.out_elems, ex.weights)
+        kh, kw = ex.cols["kh"], ex.cols["kw"]
         for kind in KIND_SUITES:
             sel = (labels == kind) & (t > 0)
+            if kind in KERNEL_KINDS:  # one kind per square kernel (other kernels: the type's factor alone)
+                for k in np.unique(kh[sel & (kh == kw)]).tolist():
+                    part = sel & (kh == k) & (kw == k)
+                    kk = f"{kind} {k}x{k}"
+                    share[kk] = share.get(kk, 0.0) + float(t[part].sum())
+                    layers.setdefault((kk, _suites(kind)[0]), []).append((feats[part], t[part]))
+                continue
             parts = (sel & ~vector, sel & vector & ~streamed) if kind == "FullyConnected" else (sel,)
             for suite, part in zip(_suites(kind), parts):
-                layers.setdefault(suite, []).append((feats[part], t[part]))
+                layers.setdefault((kind, suite), []).append((feats[part], t[part]))
     plan: dict[str, dict[str, Target]] = {}
     covered = 0.0
     for kind, s in sorted(share.items(), key=lambda kv: -kv[1]):
         if covered >= TIME_SHARE or len(plan) >= MAX_KINDS:
             break
-        if kind in KIND_SUITES:
+        if kind_type(kind)[0] in KIND_SUITES and (kind, _suites(kind)[0]) in layers:
             targets = {}
             for su in _suites(kind):
-                times = np.concatenate([b for _, b in layers[su]])
+                times = np.concatenate([b for _, b in layers[(kind, su)]])
                 if times.sum() > 0:
-                    targets[su] = Target(float(times.sum()), np.concatenate([a for a, _ in layers[su]]), times)
+                    targets[su] = Target(float(times.sum()), np.concatenate([a for a, _ in layers[(kind, su)]]),
+                                         times)
             w = sum(x.weight for x in targets.values())
             plan[kind] = {su: Target(x.weight / w, x.features, x.times) for su, x in targets.items()
                           if x.weight / w > 0.05}
@@ -274,8 +304,9 @@ def sweep_factors(raw: Platform, runtime: str, plan: dict[str, dict[str, Target]
     without network-level overhead) of that kind's layers in ``configs`` micro-kernels of each of its suites
     (`pick_configs`: those like the networks' layers), measured here on ``runtime`` (``ort-cpu`` or
     ``openvino-cpu``), the suites' medians averaged by their weights; a suite with fewer than `MIN_LAYERS`
-    measured layers does not count. The measurements go to a temporary store: they are this adaptation's
-    alone."""
+    measured layers does not count. A convolution type swept by kernel (`KERNEL_KINDS`) and not as a whole
+    also gets a factor for its other kernels: its kernels' mean, weighted by the networks' time. The
+    measurements go to a temporary store: they are this adaptation's alone."""
     from ..bench.store import Store
     from ..bench.suites import SUITES
     from ..bench.sweep import measuring_process, run_sweep
@@ -289,7 +320,8 @@ def sweep_factors(raw: Platform, runtime: str, plan: dict[str, dict[str, Target]
     with tempfile.TemporaryDirectory(prefix="annette-adapt-") as tmp, Store(os.path.join(tmp, "m.sqlite")) as st, \
             measuring_process(runner, kw) as process:  # one for all the suites
         for kind, suites in plan.items():
-            t = int(LayerType.from_label(kind))
+            label, kernel = kind_type(kind)
+            t = int(LayerType.from_label(label))
             medians: dict[str, float] = {}
             for suite, target in suites.items():
                 left = budget_s - (time.perf_counter() - t0)
@@ -307,7 +339,10 @@ def sweep_factors(raw: Platform, runtime: str, plan: dict[str, dict[str, Target]
                 if not measured:
                     continue
                 ls = layer_samples(measured, raw.mapping)
-                rows = np.flatnonzero((ls.network.types == t) & (ls.time_ms > 0))
+                of_kind = (ls.network.types == t) & (ls.time_ms > 0)
+                if kernel is not None:
+                    of_kind &= (ls.network.kh == kernel) & (ls.network.kw == kernel)
+                rows = np.flatnonzero(of_kind)
                 pred = model_times(raw.tables, ls.network, rows)[0] if len(rows) else np.zeros(0)
                 ok = pred > 0
                 if ok.sum() >= MIN_LAYERS:
@@ -327,6 +362,12 @@ def sweep_factors(raw: Platform, runtime: str, plan: dict[str, dict[str, Target]
             f = _cold_factor(raw, runtime, st, runner, kw, left, process)
             if f is not None:
                 factors[COLD_KEY] = f
+    for label in KERNEL_KINDS:
+        by_kernel = {k: f for k, f in factors.items() if kind_type(k)[0] == label and k != label}
+        if by_kernel and label not in factors:
+            w = np.array([sum(float(x.times.sum()) for x in plan[k].values()) for k in by_kernel])
+            f = np.array(list(by_kernel.values()))
+            factors[label] = float(np.average(f, weights=w) if w.sum() > 0 else f.mean())
     return factors
 
 
