@@ -45,6 +45,7 @@ from ..bench.suites.layers import ACT_TYPES
 from ..ir import LayerType
 from ..platform import Platform
 from ..platform.platform import VECTOR, vector_rows
+from .kind_fit import kind_of
 
 if TYPE_CHECKING:
     from ..bench.sweep import MeasuringProcess
@@ -186,7 +187,7 @@ def sweep_plan(estimates: Sequence[Estimate], activations: Sequence[str] = (),
             if kind in KERNEL_KINDS:  # one kind per square kernel (other kernels: the type's factor alone)
                 for k in np.unique(kh[sel & (kh == kw)]).tolist():
                     part = sel & (kh == k) & (kw == k)
-                    kk = f"{kind} {k}x{k}"
+                    kk = kind_of(kind, k, k)
                     share[kk] = share.get(kk, 0.0) + float(t[part].sum())
                     layers.setdefault((kk, _suites(kind)[0]), []).append((feats[part], t[part]))
                 continue
@@ -198,7 +199,7 @@ def sweep_plan(estimates: Sequence[Estimate], activations: Sequence[str] = (),
     for kind, s in sorted(share.items(), key=lambda kv: -kv[1]):
         if covered >= TIME_SHARE or len(plan) >= MAX_KINDS:
             break
-        if kind_type(kind)[0] in KIND_SUITES and (kind, _suites(kind)[0]) in layers:
+        if kind_type(kind)[0] in KIND_SUITES:
             targets = {}
             for su in _suites(kind):
                 times = np.concatenate([b for _, b in layers[(kind, su)]])
