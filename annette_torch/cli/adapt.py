@@ -44,7 +44,7 @@ def add_parser(sub: Any) -> None:
                                                  "platform folder, which the name then loads)")
     a.add_argument("--no-sweep", action="store_true",
                    help="measuring here: skip the short micro-kernel sweep (~30 s) that rescales the layer kinds "
-                        "carrying the networks' time, kept where it predicts the networks left out better")
+                        "carrying the networks' time, kept unless it predicts the networks left out worse")
 
 
 def run(args: argparse.Namespace) -> int:
