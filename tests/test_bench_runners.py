@@ -344,6 +344,25 @@ def test_channel_shuffle_folds_on_openvino_only(ov_runner):
     assert folds == {"openvino": ("shuffle",), "ort": ()}
 
 
+def test_a_pad_before_a_convolution_runs_no_node_of_its_own(ov_runner):
+    """ONNX Runtime (PadFusion) and OpenVINO both run an explicit Pad read by one convolution inside another node:
+    the ``pad_conv`` suite's Pad has no record of its own, and the learned folds say ``pad``."""
+    from annette_torch.bench.runners.ort import OrtRunner
+    from annette_torch.bench.suites import SUITES
+    from annette_torch.fit.data import Measured, learned_folds
+    suite = SUITES["pad_conv"]
+    cfgs = [c for c in suite.configs(n=40, seed=0) if c["hw"] <= 28][:2]
+    assert {c["dw"] for c in cfgs} <= {0, 1} and len(cfgs) == 2
+    for runner in (ov_runner, OrtRunner(threads=1)):
+        ms = []
+        for cfg in cfgs:
+            net = suite.build(cfg)
+            _, _, recs = _run(runner, net, iterations=3, warmup=1)
+            ms.append(Measured("pad_conv", cfg["config_id"], net, _by_layer(recs), []))
+        folds, report = learned_folds(ms)
+        assert folds == ("pad",) and report["pad"] == {"pads": 2, "no_node_rate": 1.0}, runner
+
+
 @pytest.mark.parametrize("runtime", ["ort", "openvino"])
 def test_every_act_suite_kind_runs_and_is_measured_as_its_own_layer(runtime):
     """The ``act`` suite's kinds (Softplus and HardSigmoid included: no block of the fused suites ends in them,

@@ -265,13 +265,13 @@ def test_quick_plan_sweeps_the_attention_era_suites():
     """`annette calibrate --quick` measures every attention-era suite, each with enough configurations for the
     types it trains (a layer model needs `MIN_SAMPLES`), and stays a small plan."""
     from annette_torch.bench.suites import SUITES
-    from annette_torch.fit.calibrate import (CONTEXT, MICRO, MULTI, PLANS, TOKENS_MICRO, TOKENS_MULTI, WINDOWED,
-                                             plan_counts, plan_sweeps)
+    from annette_torch.fit.calibrate import (CONTEXT, FOLD_SUITES, MICRO, MULTI, PLANS, TOKENS_MICRO, TOKENS_MULTI,
+                                             WINDOWED, plan_counts, plan_sweeps)
     from annette_torch.fit.generator import MIN_SAMPLES
 
     counts = plan_counts(PLANS["quick"])
     suites = {s for s, _, _ in plan_sweeps(PLANS["quick"])}
-    assert suites == set(MICRO + MULTI + TOKENS_MICRO + TOKENS_MULTI + CONTEXT) <= set(SUITES)
+    assert suites == set(MICRO + MULTI + FOLD_SUITES + TOKENS_MICRO + TOKENS_MULTI + CONTEXT) <= set(SUITES)
     assert {"matmul[windows=64]", "softmax[windows=64]"} <= set(counts) and set(WINDOWED) <= set(TOKENS_MICRO)
     for s, n, opts in plan_sweeps(PLANS["quick"]):
         if opts:  # a windowed sweep has configurations (the caps leave enough) that differ from the plain ones

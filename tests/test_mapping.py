@@ -338,6 +338,45 @@ def test_shipped_openvino_files_price_a_channel_shuffle_and_onnx_runtime_files_d
             assert rows["view_back"]["type"] != "ChannelShuffle", path
 
 
+def _pad_net(dw: bool = True, second_reader: bool = False):
+    """conv 1x1 -> Pad (TensorFlow "same", asymmetric) -> unpadded 3x3 stride-2 conv (depthwise with ``dw``)."""
+    b = NetworkBuilder("tfpad")
+    x = b.conv("lead", b.input("x", (1, 8, 16, 16)), 8, 1)
+    p = b.add(T.PAD, "pad", [x], (1, 8, 17, 17))
+    y = b.conv("conv", p, 8 if dw else 16, 3, 2, groups=8 if dw else 1)
+    if second_reader:
+        b.same(T.RELU, "other", p)
+    b.same(T.RELU, "relu", y)
+    return b.build()
+
+
+def test_a_pad_read_by_one_convolution_folds_into_it():
+    """With the ``pad`` fold (ONNX Runtime's PadFusion) an explicit Pad read by one convolution alone is part of
+    that convolution, which reads the Pad's input (unpadded: fewer input elements); a Pad that something else
+    reads as well stays a layer; the shipped CPU files fold Pads."""
+    import glob
+    from pathlib import Path
+    import annette_torch as at
+    from annette_torch.mapping import pad_consumers
+    from annette_torch.platform import Platform
+    for dw in (True, False):
+        net = _pad_net(dw)
+        assert [[net.names[i] for i in g] for g in pad_consumers(net)] == [["pad", "conv"]]
+        m = MappingModel([], folds=("pad",)).apply(net)
+        mn = m.network
+        assert mn.names == ["x", "lead", "conv", "relu"] and m.folded.sum() == 1
+        i = mn.names.index("conv")
+        assert mn.in_elems[i] == net.in_elems[net.names.index("conv")] - (17 * 17 - 16 * 16) * 8 == 8 * 16 * 16
+        assert sorted(mn.names[a] + ">" + mn.names[b] for a, b in mn.edges) == ["conv>relu", "lead>conv", "x>lead"]
+    assert pad_consumers(_pad_net(second_reader=True)).shape == (0, 2)
+    assert "pad" in MappingModel([], folds=("pad",)).apply(_pad_net(second_reader=True)).network.names
+    root = at.platform.platform_dir()
+    for path in [root / "openvino-cpu.json", root / "ort-cpu.json", *map(Path, glob.glob(str(root / "machines/*/*.json")))]:
+        plat = Platform.load(path)
+        rows = {r["name"]: r for r in at.estimate(_pad_net(), plat).table()}
+        assert "pad" in plat.mapping.folds and rows["pad"]["time_ms"] == 0 and rows["pad"]["fused_into"] == "conv", path
+
+
 def _path_add(activated: bool):
     """conv -> bn [-> relu] -> add(., x) -> relu: a residual path that ends in its BatchNorm or in a ReLU."""
     b = NetworkBuilder("res")

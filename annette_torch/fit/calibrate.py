@@ -34,6 +34,9 @@ MICRO = ("conv", "conv_odd", "dwconv", "gconv", "gconv_same", "maxpool", "avgpoo
          "concat", "slice", "act", "bn", "resize", "convtranspose")
 MULTI = ("conv_bn_relu", "conv_pool", "residual", "concat_branches", "dwsep", "conv_act", "dw_act", "stem",
          "shuffle", "se", "conv_mul", "stride_prop", "head", "gconv_bn_relu", "pw_act", "preact")
+#: multi-layer suites that only decide a pattern fold (`fit.data.learned_folds`: does the runtime run an explicit
+#: Pad inside the convolution reading it), swept with a fifth of the multi-layer suites' configurations (at least 10)
+FOLD_SUITES = ("pad_conv",)
 #: multi-layer suites swept a second time with an option, on every platform: residual paths that end in a ReLU
 #: before the add (``post="relu"``, NAS-Bench-101 cells), which neither ONNX Runtime nor OpenVINO fuses into the
 #: convolution before it (`mapping.GROUP_ATTRS`); a plain residual's add they fuse
@@ -119,6 +122,7 @@ def plan_sweeps(plan: Plan, platform: str | None = None) -> list[tuple[str, int,
     (the platform's `LEAD` / `TAIL` options come on top, `suite_options`; with ``platform``, its `TOKENS_ONLY`
     sweeps, its `STYLED` sweeps and its sweeps without the lead last)."""
     out = [(s, plan.configs_micro, {}) for s in MICRO] + [(s, plan.configs_multi, {}) for s in MULTI]
+    out += [(s, max(plan.configs_multi // 5, 10), {}) for s in FOLD_SUITES]
     out += [(s, plan.configs_multi, dict(o)) for s, o in MULTI_OPTIONED.items()]
     out += [(s, plan.configs_tokens, {}) for s in TOKENS_MICRO + TOKENS_ONLY.get(platform or "", ())]
     out += [(s, plan.configs_tokens, dict(o)) for s, o in WINDOWED.items()]

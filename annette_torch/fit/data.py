@@ -22,7 +22,7 @@ from ..bench.store import Store
 from ..errors import AnnetteError
 from ..ir import MERGE_TYPES, LayerType, Network
 from ..mapping import (ACTIVATIONS, GROUP_ATTRS, MappedNetwork, MappingModel, apply_folds, hardswish_groups,
-                       shuffle_groups, swish_diamonds)
+                       pad_consumers, shuffle_groups, swish_diamonds)
 from ..mapping.layout import VIEW_TYPES
 
 #: layers of several inputs a toolchain may fuse into the group of one of their producers: a residual Add or a
@@ -129,12 +129,19 @@ def learned_folds(measured: list[Measured]) -> tuple[tuple[str, ...], dict[str, 
     written-out hard-swish ran as one node of its own, apart from its input's producer (OpenVINO: one
     element-wise ``Subgraph``; ONNX Runtime runs four nodes); ``shuffle`` when (nearly) every measured channel
     shuffle ran as one node on its last view, the view and transpose with no node of their own (OpenVINO's
-    ``ShuffleChannels``; ONNX Runtime runs a Reshape, a Transpose and a Reshape). Returns the folds and a report.
+    ``ShuffleChannels``; ONNX Runtime runs a Reshape, a Transpose and a Reshape); ``pad`` when (nearly) every
+    measured Pad read by a convolution alone ran no node of its own (ONNX Runtime's ``PadFusion``).
+    Returns the folds and a report.
     """
     together = total = 0
     hs_total = hs_one = hs_alone = 0
     sh_total = sh_one = 0
+    pad_total = pad_in = 0
     for m in measured:
+        pc = pad_consumers(m.network)
+        if pc.size:  # no node of its own (the matcher charges a vanished node's layer to its producer)
+            pad_total += len(pc)
+            pad_in += sum(m.records[m.network.names[p]].fused != NOT_FUSED for p in pc[:, 0])
         sig, mul = swish_diamonds(m.network)
         g = hardswish_groups(m.network)
         sg = shuffle_groups(m.network)
@@ -175,6 +182,11 @@ def learned_folds(measured: list[Measured]) -> tuple[tuple[str, ...], dict[str, 
     else:
         folds += ["shuffle"] if sh_one / sh_total >= FOLD_RATE else []
         report["shuffle"] = {"shuffles": sh_total, "one_node_rate": round(sh_one / sh_total, 3)}
+    if not pad_total:
+        report["pad"] = "no measured Pad read by a convolution alone"
+    else:
+        folds += ["pad"] if pad_in / pad_total >= FOLD_RATE else []
+        report["pad"] = {"pads": pad_total, "no_node_rate": round(pad_in / pad_total, 3)}
     return tuple(folds), report
 
 

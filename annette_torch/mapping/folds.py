@@ -8,6 +8,9 @@ Pairwise fusion rules cannot express these patterns: their input has two consume
   operand, the Div/Mul before or after the product), becomes one HardSwish layer reading ``x`` that stays a
   node of its own (*pinned*: no rule fuses it into its producer). OpenVINO runs the four layers as one
   element-wise ``Subgraph`` node next to the conv, while it fuses a real HardSwish into the conv.
+- ``pad``: an explicit spatial Pad read by one convolution alone (how TensorFlow and Keras graphs write
+  asymmetric "same" padding) becomes part of that convolution: ONNX Runtime's ``PadFusion`` moves the padding
+  into the Conv's ``pads``, and the convolution reads the Pad's input.
 - ``shuffle``: a channel shuffle, a view, a transpose and a view back to the input's shape (ShuffleNet's), becomes
   one pinned ChannelShuffle layer: OpenVINO runs the three as one ``ShuffleChannels`` node after the Concat
   (~1 ns per element), which its rules would otherwise fuse into the Concat, at no cost.
@@ -24,15 +27,18 @@ import numpy as np
 
 from ..ir import LayerType, Network
 
-__all__ = ["FOLDS", "Folded", "apply_folds", "may_fold", "swish_diamonds", "hardswish_groups", "shuffle_groups"]
+__all__ = ["FOLDS", "Folded", "apply_folds", "may_fold", "swish_diamonds", "hardswish_groups", "shuffle_groups",
+           "pad_consumers"]
 
 #: Pattern folds a mapping model may apply before its rules, in the order they apply.
-FOLDS = ("swish", "hardswish", "shuffle")
+FOLDS = ("swish", "hardswish", "shuffle", "pad")
 
 T = LayerType
 # (comparing with a plain int is faster than with the enum member)
 _SIGMOID, _MUL, _RELU6, _TRANSPOSE = int(T.SIGMOID), int(T.MUL), int(T.RELU6), int(T.TRANSPOSE)
-_RESHAPE, _FLATTEN = int(T.RESHAPE), int(T.FLATTEN)
+_RESHAPE, _FLATTEN, _PAD = int(T.RESHAPE), int(T.FLATTEN), int(T.PAD)
+#: the layers a Pad folds into
+_PADDED = np.array([int(T.CONV), int(T.DEPTHWISE_CONV), int(T.GROUP_CONV)])
 #: the one-input (constant operand) layers that scale a written-out hard-swish
 _SCALE = (T.DIV, T.MUL)
 
@@ -149,6 +155,22 @@ def shuffle_groups(net: Network) -> np.ndarray:
     return np.column_stack([v[same], t[same], b[same]]).astype(np.int64)
 
 
+def pad_consumers(net: Network) -> np.ndarray:
+    """Rows ``(pad, conv)`` of every one-input Pad in ``net`` read by one convolution (`_PADDED`) alone, that
+    convolution reading nothing else, padding the spatial axes only, shape ``(k, 2)``."""
+    types = net.types
+    none = np.zeros((0, 2), np.int64)
+    if not net.edges.size or not (types == _PAD).any():
+        return none
+    src, dst = net.edges[:, 0], net.edges[:, 1]
+    n_in, n_out, c = net.n_inputs, net.n_outputs, net.cols
+    e = ((types[src] == _PAD) & np.isin(types[dst], _PADDED)).nonzero()[0]
+    p, q = src[e], dst[e]
+    ok = (n_in[p] == 1) & (n_out[p] == 1) & (n_in[q] == 1) & (c["c_in"][p] == c["c_out"][p]) \
+        & (c["n"][p] == c["n"][q])
+    return np.column_stack([p[ok], q[ok]]).astype(np.int64)
+
+
 @dataclass(frozen=True)
 class Folded:
     """A network as the pattern folds see it (rows stay the original layers).
@@ -173,7 +195,7 @@ class Folded:
 
 
 #: per fold, the layer type every one of its patterns contains (no such layer: nothing to fold)
-_KEY_TYPE = {"swish": _SIGMOID, "hardswish": _RELU6, "shuffle": _TRANSPOSE}
+_KEY_TYPE = {"swish": _SIGMOID, "hardswish": _RELU6, "shuffle": _TRANSPOSE, "pad": _PAD}
 
 
 def may_fold(net: Network, folds: Sequence[str]) -> bool:
@@ -225,6 +247,16 @@ def apply_folds(net: Network, folds: Sequence[str]) -> Folded:
             into_view = np.isin(edges[:, 1], view)  # the view's producer now feeds the shuffle
             at = {int(v): int(k) for k, v in enumerate(view)}
             added += [(int(p), int(back[at[int(v)]])) for p, v in edges[into_view]]
+    if "pad" in folds:
+        pc = pad_consumers(net)
+        if pc.size:
+            pad, conv = pc[:, 0], pc[:, 1]
+            absorber[pad] = conv
+            folded[pad] = True
+            extra_in[conv] -= net.out_elems[pad] - net.in_elems[pad]  # (it reads the unpadded input)
+            into_pad = np.isin(edges[:, 1], pad)  # the Pad's producer now feeds the convolution
+            at = {int(v): int(k) for k, v in enumerate(pad)}
+            added += [(int(x), int(conv[at[int(v)]])) for x, v in edges[into_pad]]
     if folded.any():
         live = ~(folded[edges[:, 0]] | folded[edges[:, 1]])
         edges = edges[live]

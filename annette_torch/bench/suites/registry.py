@@ -14,7 +14,8 @@ from .fused import (CONV_MUL_KINDS, PREACT_GROWTH, STRIDE_MIDS, build_concat_bra
                     build_conv_mul, build_conv_pool, build_dw_act, build_dwsep, build_gconv_bn_relu, build_residual,
                     build_stem, build_stride_prop, cost_concat_branches, cost_conv_act, cost_conv_bn_relu,
                     cost_conv_mul, cost_conv_pool, cost_dw_act, cost_dwsep, cost_gconv_bn_relu, cost_residual,
-                    cost_stem, cost_stride_prop, valid_conv_pool, valid_residual, build_preact, cost_preact)
+                    cost_stem, cost_stride_prop, valid_conv_pool, valid_residual, build_preact, cost_preact, build_pad_conv,
+                    cost_pad_conv)
 from .paper import PAPER_CHANNELS, PAPER_SPATIAL, paper_table
 from .pool import build_avgpool, build_maxpool, cost_pool, valid_pool
 from .tokens import (DIL_SPATIAL, DILATIONS, EMBED, HEAD_DIMS, HEAD_KINDS, HEADS, HIDDEN, INTERP_MODES,
@@ -117,6 +118,9 @@ def _suites() -> dict[str, Suite]:
         Suite("concat_branches", "2-4 parallel convs (kernels 1/3/5/7) concatenated (hw, c, f per branch)",
               {**sq, "c": ch, "f": ch, "branches": [2, 3, 4]}, build_concat_branches, kind="multi",
               cost=cost_concat_branches),
+        Suite("pad_conv", "1x1 conv, explicit Pad (TensorFlow 'same' padding), unpadded conv or depthwise conv "
+              "(hw, c, f, kernel, stride, dw)", {**sq, "c": ch, "f": ch, "k": [3, 5, 7], "s": STRIDES, "dw": [0, 1]},
+              build_pad_conv, kind="multi", cost=cost_pad_conv),
         Suite("dwsep", "depthwise-separable block dw-bn-relu6-pw1x1-bn-relu6 (hw, c, f, dw kernel, stride)",
               {**sq, "c": ch, "f": ch, "k": [3, 5], "s": STRIDES}, build_dwsep, kind="multi", cost=cost_dwsep),
         Suite("conv_act", "conv (stride 1) + activation (hw, c, f, kernel, kind)",
