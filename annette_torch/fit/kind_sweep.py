@@ -57,8 +57,7 @@ if TYPE_CHECKING:
 
 __all__ = ["KIND_SUITES", "VECTOR_SUITE", "ACT_SUITE", "ACT_KINDS", "ACT_CONFIGS", "MIN_ACT_ELEMENTS",
            "CONFIGS", "ROUNDS", "MAX_KINDS", "TIME_SHARE", "MIN_LAYERS", "BUDGET_S", "POOL", "NEAREST", "Target",
-           "features",
-           "sweep_plan", "pick_configs", "sweep_factors", "measure_factors", "activation_kinds", "COLD_KEY",
+           "features", "sweep_plan", "pick_configs", "sweep_factors", "measure_factors", "activation_kinds", "COLD_KEY",
            "COLD_SUITE", "COLD_CONFIGS", "MIN_COLD_WEIGHT_MB", "MIN_COLD_FLUSH_MB", "streams_weights", "cold_configs",
            "apply_factors", "scale_cache", "fastest", "VECTOR_KIND", "KERNEL_KINDS", "kind_type"]
 
@@ -201,12 +200,14 @@ def sweep_plan(estimates: Sequence[Estimate], activations: Sequence[str] = (),
             parts = (sel & ~vector, sel & vector & ~streamed) if kind == "FullyConnected" else (sel,)
             for suite, part in zip(_suites(kind), parts):
                 layers.setdefault((kind, suite), []).append((feats[part], t[part]))
-    def targets(kind: str) -> dict[str, Target]:
+
+    def targets(kind: str) -> dict[str, Target]:  # per suite of ``kind``: its layers, weighted by their time
         found = {}
         for su in _suites(kind):
-            times = np.concatenate([b for _, b in layers[(kind, su)]])
+            held = layers.get((kind, su), [])
+            times = np.concatenate([b for _, b in held]) if held else np.zeros(0)
             if times.sum() > 0:
-                found[su] = Target(float(times.sum()), np.concatenate([a for a, _ in layers[(kind, su)]]), times)
+                found[su] = Target(float(times.sum()), np.concatenate([a for a, _ in held]), times)
         w = sum(x.weight for x in found.values())
         return {su: Target(x.weight / w, x.features, x.times) for su, x in found.items() if x.weight / w > 0.05}
 
@@ -321,6 +322,7 @@ def fastest(store: Any, keys: Sequence[str], suite: str) -> list[Any]:
 
 
 def _total(m: Any) -> float:
+    """A measured configuration's time over all its layers."""
     return sum(r.time_ms for r in m.records.values())
 
 

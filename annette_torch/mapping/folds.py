@@ -9,8 +9,8 @@ Pairwise fusion rules cannot express these patterns: their input has two consume
   node of its own (*pinned*: no rule fuses it into its producer). OpenVINO runs the four layers as one
   element-wise ``Subgraph`` node next to the conv, while it fuses a real HardSwish into the conv.
 - ``pad``: an explicit spatial Pad read by one convolution alone (how TensorFlow and Keras graphs write
-  asymmetric "same" padding) becomes part of that convolution: ONNX Runtime's ``PadFusion`` moves the padding
-  into the Conv's ``pads``, and the convolution reads the Pad's input.
+  asymmetric "same" padding) becomes part of that convolution, which reads the Pad's input: ONNX Runtime's
+  ``PadFusion`` moves the padding into the Conv's ``pads``, and OpenVINO runs no node for it either.
 - ``shuffle``: a channel shuffle, a view, a transpose and a view back to the input's shape (ShuffleNet's), becomes
   one pinned ChannelShuffle layer: OpenVINO runs the three as one ``ShuffleChannels`` node after the Concat
   (~1 ns per element), which its rules would otherwise fuse into the Concat, at no cost.
