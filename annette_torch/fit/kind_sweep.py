@@ -150,6 +150,16 @@ def activation_kinds(platform: Platform) -> tuple[str, ...]:
     return tuple(k for k in ACT_KINDS if k in platform.layers)
 
 
+def _has_configs(kind: str) -> bool:
+    """Whether ``kind``'s suite has configurations of it: a kernel kind's suite sweeps its kernel size (AlexNet's
+    ``Conv 11x11`` has none; its type's factor covers it)."""
+    from ..bench.suites import SUITES
+
+    label, k = kind_type(kind)
+    kernels = SUITES[KIND_SUITES[label]].space.get("k") if k is not None else None
+    return kernels is None or k in kernels
+
+
 def _select(kind: str) -> Callable[[dict], bool] | None:
     """Which of its suite's configurations stand for ``kind``: a kernel kind's of that kernel, an activation's
     own, large enough to time."""
@@ -168,7 +178,7 @@ def sweep_plan(estimates: Sequence[Estimate], activations: Sequence[str] = (),
     {kind: {suite: `Target`}} for the kinds with suites (`KIND_SUITES`) that carry the most of the
     networks' predicted time, largest first, until `TIME_SHARE` of it (at most `MAX_KINDS`); a fully connected
     layer's suites by the time of token rows and of classifier rows (`platform.VECTOR_ROWS`), a convolution
-    (`KERNEL_KINDS`) per square kernel size (``"Conv 3x3"``). Then each kind of ``activations``
+    (`KERNEL_KINDS`) per square kernel size its suite sweeps (``"Conv 3x3"``). Then each kind of ``activations``
     (`activation_kinds` of the file), like the networks' layers of it where they hold it. With ``cold`` (the file
     has a cache model, whose streaming bandwidths the ``cold_weights`` micro-kernels rescale), a classifier with
     `MIN_COLD_WEIGHT_MB` of weights or more is left to them: VGG's 400 MB head, streamed from memory at ~2.5x the
@@ -216,7 +226,7 @@ def sweep_plan(estimates: Sequence[Estimate], activations: Sequence[str] = (),
     for kind, s in sorted(share.items(), key=lambda kv: -kv[1]):
         if covered >= TIME_SHARE or len(plan) >= MAX_KINDS:
             break
-        if kind_type(kind)[0] in KIND_SUITES:
+        if kind_type(kind)[0] in KIND_SUITES and _has_configs(kind):
             plan[kind] = targets(kind)
         covered += s
     for kind in activations:  # like the networks' layers of it where they hold it
