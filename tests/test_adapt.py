@@ -548,6 +548,27 @@ def test_the_sweep_plans_every_activation_of_the_file_with_its_own_micro_kernels
         assert all(c["act"] == ACT_KINDS[kind] and c["c"] * c["h"] * c["w"] >= MIN_ACT_ELEMENTS for c in cfgs)
 
 
+def test_elementwise_layers_with_a_constant_operand_are_swept_with_their_own_micro_kernels():
+    """The ``eltwise_const`` suite's configurations of each op stand for its const kind (large enough to time),
+    like the networks' one-input layers where they hold them; a residual Add is left to the two-input suite."""
+    from annette_torch.bench.suites import SUITES
+    from annette_torch.fit.kind_sweep import (ACT_CONFIGS, CONST_KINDS, CONST_SUITE, MIN_ACT_ELEMENTS, _select,
+                                              pick_configs, sweep_plan)
+    from annette_torch.ir import LayerType as T, NetworkBuilder
+    assert set(CONST_KINDS) == {"Add const", "Sub const", "Mul const", "Div const"}
+    b = NetworkBuilder("adds")
+    x = b.input("x", (1, 64, 56, 56))
+    b.same(T.ADD, "residual", [b.same(T.ADD, "plus3", x), x])
+    raw = without_overhead(at.load_platform(ORT_CPU))
+    plan = sweep_plan([at.estimate(b.build(), raw)], tuple(CONST_KINDS))
+    assert len(plan["Add const"][CONST_SUITE].times) == 1 and len(plan["Add"]["add"].times) == 1
+    assert set(plan["Mul const"]) == {CONST_SUITE} and len(plan["Mul const"][CONST_SUITE].times) == 0
+    cfgs = pick_configs(SUITES[CONST_SUITE], plan["Mul const"][CONST_SUITE], ACT_CONFIGS, None,
+                        select=_select("Mul const"))
+    assert len(cfgs) == ACT_CONFIGS and all(c["op"] == "mul" and c["c"] * c["h"] * c["w"] >= MIN_ACT_ELEMENTS
+                                            for c in cfgs)
+
+
 def test_the_sweep_takes_each_configurations_fastest_round(monkeypatch):
     """The plan is measured in rounds; a configuration counts with its fastest round (least time over its
     layers), so a spell of a slower machine in one round does not set a kind's factor."""

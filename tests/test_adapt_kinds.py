@@ -70,8 +70,27 @@ def test_a_classifiers_fully_connected_layer_takes_the_vector_kind_and_a_transfo
         assert np.allclose(t1.mapped_time_ms[~fc], t0.mapped_time_ms[~fc])
 
 
+def test_an_elementwise_layer_with_a_constant_operand_takes_the_const_kind():
+    """``Add const`` scales the one-input Adds (a constant operand: hard-swish's ``x + 3``) and wins over the
+    type's scale there; a residual Add of two tensors keeps the type's."""
+    from annette_torch.ir import NetworkBuilder
+    b = NetworkBuilder("adds")
+    x = b.input("x", (1, 64, 56, 56))
+    c = b.same(LayerType.ADD, "plus3", x)
+    b.same(LayerType.ADD, "residual", [c, x])
+    net = b.build()
+    per_layer = at.load_platform("ort-cpu").overhead[1]
+    t0, t1 = (at.estimate(net, p).table() for p in (_with("ort-cpu", 1.0, {}),
+                                                     _with("ort-cpu", 1.0, {"Add": 3.0, "Add const": 0.5})))
+    ms0, ms1 = ({r["name"]: r["time_ms"] for r in t} for t in (t0, t1))
+    assert ms0["plus3"] > 0.01 and ms0["residual"] > 0.01
+    assert ms1["plus3"] == pytest.approx((ms0["plus3"] - per_layer) * 0.5 + per_layer)
+    assert ms1["residual"] == pytest.approx((ms0["residual"] - per_layer) * 3.0 + per_layer)
+
+
 @pytest.mark.parametrize("kinds, needle", [
     ({"Conv vector": 2.0}, "only a fully connected layer has a vector kind"),
+    ({"Relu const": 2.0}, "only Add, Sub, Mul and Div have a const kind"),
     ({"Conv 3": 2.0}, "written like 3x3"),
     ({"Blorp": 2.0}, "not a layer type"),
     ({"Conv 3x3": -1.0}, "Conv 3x3"),

@@ -46,9 +46,9 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 import numpy as np
 
 from ..bench.suites.layers import ACT_TYPES
-from ..ir import LayerType
+from ..ir import MERGE_TYPES, LayerType
 from ..platform import Platform
-from ..platform.platform import VECTOR, vector_rows
+from ..platform.platform import CONST, VECTOR, vector_rows
 from .kind_fit import kind_of
 
 if TYPE_CHECKING:
@@ -59,7 +59,8 @@ __all__ = ["KIND_SUITES", "VECTOR_SUITE", "ACT_SUITE", "ACT_KINDS", "ACT_CONFIGS
            "CONFIGS", "ROUNDS", "MAX_KINDS", "TIME_SHARE", "MIN_LAYERS", "BUDGET_S", "POOL", "NEAREST", "Target",
            "features", "sweep_plan", "pick_configs", "sweep_factors", "measure_factors", "activation_kinds", "COLD_KEY",
            "COLD_SUITE", "COLD_CONFIGS", "MIN_COLD_WEIGHT_MB", "MIN_COLD_FLUSH_MB", "streams_weights", "cold_configs",
-           "apply_factors", "scale_cache", "fastest", "VECTOR_KIND", "KERNEL_KINDS", "kind_type"]
+           "apply_factors", "scale_cache", "fastest", "VECTOR_KIND", "KERNEL_KINDS", "kind_type", "CONST_SUITE",
+           "CONST_KINDS"]
 
 log = logging.getLogger(__name__)
 
@@ -78,8 +79,14 @@ VECTOR_SUITE = "fc"
 #: the activations' suite, and per activation kind its ``act`` value there (GELU has a token suite of its own)
 ACT_SUITE = "act"
 ACT_KINDS: dict[str, str] = {t.label: name for name, t in ACT_TYPES.items() if t.label not in KIND_SUITES}
-#: configurations measured per activation kind
+#: configurations measured per activation kind (and per kind of `CONST_KINDS`)
 ACT_CONFIGS = 6
+#: element-wise layers with a constant operand (one input: hard-swish's ``x + 3``, an input normalisation), per
+#: kind their ``op`` in `CONST_SUITE`: a kernel of their own, whose speed the two-input suites do not show (the AMD
+#: EPYC ``ort-cpu`` file prices a 1.25M-element constant Sub 1.13 ms, a file calibrated on an AMD EPYC without
+#: AVX-512, 2.5x slower elsewhere, 0.17 ms)
+CONST_SUITE = "eltwise_const"
+CONST_KINDS: dict[str, str] = {f"{t.label} {CONST}": t.label.lower() for t in MERGE_TYPES}
 #: an activation micro-kernel with fewer elements takes about the profiler's 1 us resolution
 MIN_ACT_ELEMENTS = 16384
 #: the key of the weight-streaming factor among the factors (not a layer type), its suite and configurations: fully
@@ -141,6 +148,8 @@ def _suites(kind: str) -> tuple[str, ...]:
     `VECTOR_SUITE`; `ACT_SUITE` for an activation)."""
     if kind in ACT_KINDS:
         return (ACT_SUITE,)
+    if kind in CONST_KINDS:
+        return (CONST_SUITE,)
     label = kind_type(kind)[0]
     return (KIND_SUITES[label], VECTOR_SUITE) if label == "FullyConnected" else (KIND_SUITES[label],)
 
@@ -166,6 +175,9 @@ def _select(kind: str) -> Callable[[dict], bool] | None:
     k = kind_type(kind)[1]
     if k is not None:
         return lambda c: c.get("k") == k
+    if kind in CONST_KINDS:
+        op = CONST_KINDS[kind]
+        return lambda c: c["op"] == op and c["c"] * c["h"] * c["w"] >= MIN_ACT_ELEMENTS
     if kind not in ACT_KINDS:
         return None
     name = ACT_KINDS[kind]
@@ -198,8 +210,12 @@ def sweep_plan(estimates: Sequence[Estimate], activations: Sequence[str] = (),
         streamed = cold & streams_weights(ex.weights)
         feats = features(ex.ops, np.asarray(ex.in_elems, np.float64) + ex.out_elems, ex.weights)
         kh, kw = ex.cols["kh"], ex.cols["kw"]
-        for kind in (*KIND_SUITES, *ACT_KINDS):
-            sel = (labels == kind) & (t > 0)
+        one_input = ex.n_inputs == 1
+        for kind in (*KIND_SUITES, *ACT_KINDS, *CONST_KINDS):
+            label = kind_type(kind)[0]
+            sel = (labels == label) & (t > 0)
+            if kind in CONST_KINDS or label == "Add":  # (a constant operand: a kernel of its own)
+                sel &= one_input if kind in CONST_KINDS else ~one_input
             if kind in KERNEL_KINDS:  # one kind per square kernel (other kernels: the type's factor alone)
                 for k in np.unique(kh[sel & (kh == kw)]).tolist():
                     part = sel & (kh == k) & (kw == k)
@@ -230,8 +246,8 @@ def sweep_plan(estimates: Sequence[Estimate], activations: Sequence[str] = (),
             plan[kind] = targets(kind)
         covered += s
     for kind in activations:  # like the networks' layers of it where they hold it
-        if kind in ACT_KINDS:
-            plan[kind] = targets(kind) or {ACT_SUITE: Target(1.0, np.zeros((0, 2)), np.zeros(0))}
+        if kind in ACT_KINDS or kind in CONST_KINDS:
+            plan[kind] = targets(kind) or {_suites(kind)[0]: Target(1.0, np.zeros((0, 2)), np.zeros(0))}
     return plan
 
 
@@ -357,7 +373,8 @@ def sweep_factors(raw: Platform, runtime: str, plan: dict[str, dict[str, Target]
     runner, kw = sweep_runner(runtime)
     t0 = time.perf_counter()
     factors: dict[str, float] = {}
-    picked = {(kind, suite): pick_configs(SUITES[suite], target, ACT_CONFIGS if suite == ACT_SUITE else configs,
+    few = (ACT_SUITE, CONST_SUITE)  # (kernels of one element-wise op: `ACT_CONFIGS` each)
+    picked = {(kind, suite): pick_configs(SUITES[suite], target, ACT_CONFIGS if suite in few else configs,
                                           suite_options(runtime, suite), select=_select(kind))
               for kind, suites in plan.items() for suite, target in suites.items()}
     keys = [runtime if r == 0 else f"{runtime} round {r + 1}" for r in range(rounds)]
@@ -385,6 +402,8 @@ def sweep_factors(raw: Platform, runtime: str, plan: dict[str, dict[str, Target]
                 if ls is None:
                     continue
                 of_kind = (ls.network.types == t) & (ls.time_ms > 0)
+                if kind in CONST_KINDS:
+                    of_kind &= ls.network.n_inputs == 1
                 if kernel is not None:
                     of_kind &= (ls.network.kh == kernel) & (ls.network.kw == kernel)
                 rows = np.flatnonzero(of_kind)
@@ -421,5 +440,5 @@ def measure_factors(raw: Platform, runtime: str, estimates: Sequence[Estimate],
     """`sweep_factors` of the `sweep_plan` of ``estimates`` (the networks estimated by ``raw``), of the
     activations ``raw`` models, and of weights streamed from memory where ``raw`` has a cache model."""
     cold = raw.cache is not None
-    return sweep_factors(raw, runtime, sweep_plan(estimates, activation_kinds(raw), cold), progress=progress,
-                         cold=cold)
+    return sweep_factors(raw, runtime, sweep_plan(estimates, (*activation_kinds(raw), *CONST_KINDS), cold),
+                         progress=progress, cold=cold)

@@ -14,7 +14,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from ..errors import PlatformError, read_json_file
-from ..ir import SLOW_UNITS, LayerType
+from ..ir import MERGE_TYPES, SLOW_UNITS, LayerType
 from ..mapping import MappingModel, OperatorSupport
 from ..models import LayerModel, model_from_dict
 from ..models.base import check_number
@@ -23,7 +23,7 @@ from ..models.calibration import Calibration
 from .machine import mismatch
 from .tables import ModelTables
 
-__all__ = ["Platform", "SCHEMA", "SCHEMA_VERSION", "LAYER_KEYS", "dumps_platform", "VECTOR", "VECTOR_ROWS",
+__all__ = ["Platform", "SCHEMA", "SCHEMA_VERSION", "LAYER_KEYS", "dumps_platform", "VECTOR", "CONST", "VECTOR_ROWS",
            "vector_rows"]
 
 log = logging.getLogger(__name__)
@@ -259,6 +259,8 @@ def _read_ramp(d: Any, name: str) -> float:
 #: (kind ``"FullyConnected vector"`` of ``overhead.kind_scales``)
 VECTOR_ROWS = 8
 VECTOR = "vector"
+#: an element-wise Add / Sub / Mul / Div with one input, its other operand a constant (kind ``"Add const"``)
+CONST = "const"
 
 
 def vector_rows(cols: Mapping[str, Any]) -> np.ndarray:
@@ -271,7 +273,8 @@ def _read_kind_scales(d: Any, name: str) -> tuple[tuple[int, tuple[int, int] | s
     """Optional ``overhead.kind_scales``: {kind: factor}, a kind being a layer type (``"AvgPool"``), a type
     with its kernel (``"Conv 3x3"``) or a fully connected layer of fewer than `VECTOR_ROWS` rows
     (``"FullyConnected vector"``: a classifier's matrix-vector product, memory-bound where a transformer's rows
-    are compute-bound); either wins over the type alone. An executed layer of that kind runs ``factor`` times
+    are compute-bound) or an element-wise layer of `MERGE_TYPES` with a constant operand (``"Add const"``: one
+    input, a kernel of its own); either wins over the type alone. An executed layer of that kind runs ``factor`` times
     the overhead's scale: a runtime's relative speed per layer kind (``annette adapt`` fits them where a
     device's runtime differs from the file's)."""
     if not isinstance(d, Mapping) or d.get("kind_scales") is None:
@@ -286,12 +289,14 @@ def _read_kind_scales(d: Any, name: str) -> tuple[tuple[int, tuple[int, int] | s
         k: tuple[int, ...] | str | None
         try:
             t = int(LayerType.from_label(label))
-            k = VECTOR if kernel == VECTOR else tuple(int(x) for x in kernel.split("x")) if kernel else None
+            k = kernel if kernel in (VECTOR, CONST) else tuple(int(x) for x in kernel.split("x")) if kernel else None
         except (ValueError, KeyError):
-            raise PlatformError(f"{where}: {kind!r} is not a layer type, a type and kernel like 'Conv 3x3', or "
-                                "'FullyConnected vector'") from None
+            raise PlatformError(f"{where}: {kind!r} is not a layer type, a type and kernel like 'Conv 3x3', "
+                                "'FullyConnected vector' or 'Add const'") from None
         if k == VECTOR and t != LayerType.FULLY_CONNECTED:
             raise PlatformError(f"{where}: {kind!r}: only a fully connected layer has a vector kind")
+        if k == CONST and t not in MERGE_TYPES:
+            raise PlatformError(f"{where}: {kind!r}: only Add, Sub, Mul and Div have a const kind")
         if isinstance(k, tuple) and len(k) != 2:
             raise PlatformError(f"{where}: {kind!r}: the kernel is written like 3x3")
         out.append((t, k, check_number(ks, kind, where, positive=True)))

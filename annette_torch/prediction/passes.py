@@ -20,7 +20,7 @@ from ..models.base import layer_bytes
 from ..models.calibration import ramp_share
 from ..models.roofline import roofline_ms
 from ..platform import Platform
-from ..platform.platform import VECTOR, vector_rows
+from ..platform.platform import CONST, VECTOR, vector_rows
 from ..platform.tables import ModelTables
 from .original import original_layer_models
 from .state import RUNS_MS, Run
@@ -132,6 +132,8 @@ def runtime_overhead(r: Run) -> None:
             m = types == t
             if k == VECTOR:
                 m &= vector_rows(cols)
+            elif k == CONST:
+                m &= r.executed.n_inputs == 1
             elif k is not None:
                 m &= (cols["kh"] == k[0]) & (cols["kw"] == k[1])
             factor[m] = f
