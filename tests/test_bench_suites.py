@@ -145,7 +145,8 @@ ORDER = ["conv", "conv_odd", "dwconv", "gconv", "gconv_same", "convtranspose", "
          "eltwise_const", "concat", "slice", "act", "bn", "resize", "linear", "matmul", "softmax", "layernorm", "gelu",
          "heads", "pick", "interp", "dilconv", "conv_bn_relu", "conv_pool", "preact", "residual", "concat_branches",
          "pad_conv", "dwsep", "conv_act", "pw_act", "conv_mul", "stride_prop", "dw_act", "stem", "shuffle", "se",
-         "gconv_bn_relu", "head", "attention", "mlp", "convnext", "window_attention", "linear_bn", "cold_weights", "paper_conv"]
+         "gconv_bn_relu", "head", "attention", "mlp", "convnext", "window_attention", "linear_bn", "cold_weights",
+         "paper_conv"]
 
 
 def test_suite_names_order_and_lookup():

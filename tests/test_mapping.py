@@ -293,6 +293,15 @@ def _shuffle_net(back_shape: bool = True, c: int = 16, hw: int = 8):
     return b.build()
 
 
+def _shipped_cpu_files():
+    """The shipped ONNX Runtime and OpenVINO files: the defaults and the other machines' ones."""
+    import glob
+    from pathlib import Path
+    import annette_torch as at
+    root = at.platform.platform_dir()
+    return [root / "openvino-cpu.json", root / "ort-cpu.json", *map(Path, glob.glob(str(root / "machines/*/*.json")))]
+
+
 def test_channel_shuffle_fold_is_one_pinned_layer_after_the_concat():
     """OpenVINO runs a channel shuffle as one ShuffleChannels node after the Concat: with the ``shuffle`` fold the
     view, transpose and view back are one pinned ChannelShuffle layer that no rule fuses into the Concat; a view
@@ -321,12 +330,9 @@ def test_channel_shuffle_fold_is_one_pinned_layer_after_the_concat():
 def test_shipped_openvino_files_price_a_channel_shuffle_and_onnx_runtime_files_do_not_fold_it():
     """The OpenVINO files fold a channel shuffle into a ChannelShuffle layer priced by its own model (measured
     ShuffleChannels nodes); ONNX Runtime runs a Reshape, a Transpose and a Reshape, so its files do not fold."""
-    import glob
-    from pathlib import Path
     import annette_torch as at
     from annette_torch.platform import Platform
-    root = at.platform.platform_dir()
-    for path in [root / "openvino-cpu.json", root / "ort-cpu.json", *map(Path, glob.glob(str(root / "machines/*/*.json")))]:
+    for path in _shipped_cpu_files():
         plat = Platform.load(path)
         ov = plat.name == "openvino-cpu"
         assert ("shuffle" in plat.mapping.folds) == ov, path
@@ -354,8 +360,6 @@ def test_a_pad_read_by_one_convolution_folds_into_it():
     """With the ``pad`` fold (ONNX Runtime's PadFusion) an explicit Pad read by one convolution alone is part of
     that convolution, which reads the Pad's input (unpadded: fewer input elements); a Pad that something else
     reads as well stays a layer; the shipped CPU files fold Pads."""
-    import glob
-    from pathlib import Path
     import annette_torch as at
     from annette_torch.mapping import pad_consumers
     from annette_torch.platform import Platform
@@ -370,8 +374,7 @@ def test_a_pad_read_by_one_convolution_folds_into_it():
         assert sorted(mn.names[a] + ">" + mn.names[b] for a, b in mn.edges) == ["conv>relu", "lead>conv", "x>lead"]
     assert pad_consumers(_pad_net(second_reader=True)).shape == (0, 2)
     assert "pad" in MappingModel([], folds=("pad",)).apply(_pad_net(second_reader=True)).network.names
-    root = at.platform.platform_dir()
-    for path in [root / "openvino-cpu.json", root / "ort-cpu.json", *map(Path, glob.glob(str(root / "machines/*/*.json")))]:
+    for path in _shipped_cpu_files():
         plat = Platform.load(path)
         rows = {r["name"]: r for r in at.estimate(_pad_net(), plat).table()}
         assert "pad" in plat.mapping.folds and rows["pad"]["time_ms"] == 0 and rows["pad"]["fused_into"] == "conv", path

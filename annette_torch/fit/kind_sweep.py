@@ -60,7 +60,7 @@ __all__ = ["KIND_SUITES", "VECTOR_SUITE", "ACT_SUITE", "ACT_KINDS", "ACT_CONFIGS
            "features", "sweep_plan", "pick_configs", "sweep_factors", "measure_factors", "activation_kinds", "COLD_KEY",
            "COLD_SUITE", "COLD_CONFIGS", "MIN_COLD_WEIGHT_MB", "MIN_COLD_FLUSH_MB", "streams_weights", "cold_configs",
            "apply_factors", "scale_cache", "fastest", "VECTOR_KIND", "KERNEL_KINDS", "kind_type", "CONST_SUITE",
-           "CONST_KINDS"]
+           "CONST_KINDS", "ONE_OP"]
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +87,12 @@ ACT_CONFIGS = 6
 #: AVX-512, 2.5x slower elsewhere, 0.17 ms)
 CONST_SUITE = "eltwise_const"
 CONST_KINDS: dict[str, str] = {f"{t.label} {CONST}": t.label.lower() for t in MERGE_TYPES}
+#: per kind of one element-wise op (`ACT_KINDS`, `CONST_KINDS`): its suite and the configuration key and value that
+#: select the op there
+ONE_OP: dict[str, tuple[str, str, str]] = {**{k: (ACT_SUITE, "act", v) for k, v in ACT_KINDS.items()},
+                                          **{k: (CONST_SUITE, "op", v) for k, v in CONST_KINDS.items()}}
+#: the types with a const kind: their own suite's layers (and targets) are those with two inputs
+_HAS_CONST = {t.label for t in MERGE_TYPES}
 #: an activation micro-kernel with fewer elements takes about the profiler's 1 us resolution
 MIN_ACT_ELEMENTS = 16384
 #: the key of the weight-streaming factor among the factors (not a layer type), its suite and configurations: fully
@@ -145,11 +151,9 @@ def kind_type(kind: str) -> tuple[str, int | None]:
 
 def _suites(kind: str) -> tuple[str, ...]:
     """The suites of ``kind`` (`KIND_SUITES` of its type; a fully connected layer's token suite, then
-    `VECTOR_SUITE`; `ACT_SUITE` for an activation)."""
-    if kind in ACT_KINDS:
-        return (ACT_SUITE,)
-    if kind in CONST_KINDS:
-        return (CONST_SUITE,)
+    `VECTOR_SUITE`; `ACT_SUITE` for an activation, `CONST_SUITE` for an op with a constant operand)."""
+    if kind in ONE_OP:
+        return (ONE_OP[kind][0],)
     label = kind_type(kind)[0]
     return (KIND_SUITES[label], VECTOR_SUITE) if label == "FullyConnected" else (KIND_SUITES[label],)
 
@@ -170,29 +174,26 @@ def _has_configs(kind: str) -> bool:
 
 
 def _select(kind: str) -> Callable[[dict], bool] | None:
-    """Which of its suite's configurations stand for ``kind``: a kernel kind's of that kernel, an activation's
-    own, large enough to time."""
+    """Which of its suite's configurations stand for ``kind``: a kernel kind's of that kernel, an element-wise
+    op's own (`ONE_OP`), large enough to time."""
     k = kind_type(kind)[1]
     if k is not None:
         return lambda c: c.get("k") == k
-    if kind in CONST_KINDS:
-        op = CONST_KINDS[kind]
-        return lambda c: c["op"] == op and c["c"] * c["h"] * c["w"] >= MIN_ACT_ELEMENTS
-    if kind not in ACT_KINDS:
+    if kind not in ONE_OP:
         return None
-    name = ACT_KINDS[kind]
-    return lambda c: c["act"] == name and c["c"] * c["h"] * c["w"] >= MIN_ACT_ELEMENTS
+    _, key, value = ONE_OP[kind]
+    return lambda c: c[key] == value and c["c"] * c["h"] * c["w"] >= MIN_ACT_ELEMENTS
 
 
-def sweep_plan(estimates: Sequence[Estimate], activations: Sequence[str] = (),
+def sweep_plan(estimates: Sequence[Estimate], elementwise: Sequence[str] = (),
                cold: bool = False) -> dict[str, dict[str, Target]]:
-    """What to sweep for the networks of ``estimates`` (by a platform without network-level overhead):
-    {kind: {suite: `Target`}} for the kinds with suites (`KIND_SUITES`) that carry the most of the
-    networks' predicted time, largest first, until `TIME_SHARE` of it (at most `MAX_KINDS`); a fully connected
-    layer's suites by the time of token rows and of classifier rows (`platform.VECTOR_ROWS`), a convolution
-    (`KERNEL_KINDS`) per square kernel size its suite sweeps (``"Conv 3x3"``). Then each kind of ``activations``
-    (`activation_kinds` of the file), like the networks' layers of it where they hold it. With ``cold`` (the file
-    has a cache model, whose streaming bandwidths the ``cold_weights`` micro-kernels rescale), a classifier with
+    """What to sweep for the networks of ``estimates`` (by a platform without network-level overhead): {kind: {suite:
+    `Target`}} for the kinds with suites (`KIND_SUITES`) that carry the most of the networks' predicted time,
+    largest first, until `TIME_SHARE` of it (at most `MAX_KINDS`); a fully connected layer's suites by the time of
+    token rows and of classifier rows (`platform.VECTOR_ROWS`), a convolution (`KERNEL_KINDS`) per square kernel
+    size its suite sweeps (``"Conv 3x3"``). Then each kind of ``elementwise`` (`ONE_OP`: `activation_kinds` of the
+    file, `CONST_KINDS`), like the networks' layers of it where they hold it. With ``cold`` (the file has a cache
+    model, whose streaming bandwidths the ``cold_weights`` micro-kernels rescale), a classifier with
     `MIN_COLD_WEIGHT_MB` of weights or more is left to them: VGG's 400 MB head, streamed from memory at ~2.5x the
     AMD EPYC file's time on the Intel Xeon VM, would set the factor of every classifier (it took the single fully
     connected factor of an earlier sweep from 1.16 to 1.46)."""
@@ -211,11 +212,13 @@ def sweep_plan(estimates: Sequence[Estimate], activations: Sequence[str] = (),
         feats = features(ex.ops, np.asarray(ex.in_elems, np.float64) + ex.out_elems, ex.weights)
         kh, kw = ex.cols["kh"], ex.cols["kw"]
         one_input = ex.n_inputs == 1
-        for kind in (*KIND_SUITES, *ACT_KINDS, *CONST_KINDS):
+        for kind in (*KIND_SUITES, *ONE_OP):
             label = kind_type(kind)[0]
             sel = (labels == label) & (t > 0)
-            if kind in CONST_KINDS or label == "Add":  # (a constant operand: a kernel of its own)
-                sel &= one_input if kind in CONST_KINDS else ~one_input
+            if kind in CONST_KINDS:  # (a constant operand: a kernel of its own, apart from the type's suite)
+                sel &= one_input
+            elif label in _HAS_CONST:
+                sel &= ~one_input
             if kind in KERNEL_KINDS:  # one kind per square kernel (other kernels: the type's factor alone)
                 for k in np.unique(kh[sel & (kh == kw)]).tolist():
                     part = sel & (kh == k) & (kw == k)
@@ -245,8 +248,8 @@ def sweep_plan(estimates: Sequence[Estimate], activations: Sequence[str] = (),
         if kind_type(kind)[0] in KIND_SUITES and _has_configs(kind):
             plan[kind] = targets(kind)
         covered += s
-    for kind in activations:  # like the networks' layers of it where they hold it
-        if kind in ACT_KINDS or kind in CONST_KINDS:
+    for kind in elementwise:  # like the networks' layers of it where they hold it
+        if kind in ONE_OP:
             plan[kind] = targets(kind) or {_suites(kind)[0]: Target(1.0, np.zeros((0, 2)), np.zeros(0))}
     return plan
 
@@ -373,8 +376,7 @@ def sweep_factors(raw: Platform, runtime: str, plan: dict[str, dict[str, Target]
     runner, kw = sweep_runner(runtime)
     t0 = time.perf_counter()
     factors: dict[str, float] = {}
-    few = (ACT_SUITE, CONST_SUITE)  # (kernels of one element-wise op: `ACT_CONFIGS` each)
-    picked = {(kind, suite): pick_configs(SUITES[suite], target, ACT_CONFIGS if suite in few else configs,
+    picked = {(kind, suite): pick_configs(SUITES[suite], target, ACT_CONFIGS if kind in ONE_OP else configs,
                                           suite_options(runtime, suite), select=_select(kind))
               for kind, suites in plan.items() for suite, target in suites.items()}
     keys = [runtime if r == 0 else f"{runtime} round {r + 1}" for r in range(rounds)]
@@ -438,7 +440,8 @@ def sweep_factors(raw: Platform, runtime: str, plan: dict[str, dict[str, Target]
 def measure_factors(raw: Platform, runtime: str, estimates: Sequence[Estimate],
                     progress: Callable[[str], None] | None = None) -> dict[str, float]:
     """`sweep_factors` of the `sweep_plan` of ``estimates`` (the networks estimated by ``raw``), of the
-    activations ``raw`` models, and of weights streamed from memory where ``raw`` has a cache model."""
+    activations ``raw`` models and the ops with a constant operand, and of weights streamed from memory where
+    ``raw`` has a cache model."""
     cold = raw.cache is not None
     return sweep_factors(raw, runtime, sweep_plan(estimates, (*activation_kinds(raw), *CONST_KINDS), cold),
                          progress=progress, cold=cold)

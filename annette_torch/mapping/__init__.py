@@ -9,5 +9,5 @@ from .model import (ACTIVATIONS, GROUP_ATTRS, Condition, FusionRule, MappedNetwo
 from .support import NEUTRAL_TYPES, OperatorSupport, Placement, Switch, TypeSupport
 
 __all__ = ["MappingModel", "MappedNetwork", "FusionRule", "Condition", "MappingCosts", "FOLDS", "apply_folds",
-           "swish_diamonds", "hardswish_groups", "shuffle_groups", "pad_consumers", "attr_values", "expand_types", "OperatorSupport",
-           "TypeSupport", "Switch", "Placement", "NEUTRAL_TYPES", "ACTIVATIONS", "GROUP_ATTRS"]
+           "swish_diamonds", "hardswish_groups", "shuffle_groups", "pad_consumers", "attr_values", "expand_types",
+           "OperatorSupport", "TypeSupport", "Switch", "Placement", "NEUTRAL_TYPES", "ACTIVATIONS", "GROUP_ATTRS"]

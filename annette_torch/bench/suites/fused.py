@@ -197,9 +197,10 @@ def cost_conv_act(c):
             c["f"] * c["c"] * c["k"] ** 2 + t[2])
 
 
-def _tf_pad(hw: int, k: int, s: int) -> int:
-    """Total padding of TensorFlow's "same" convolution of kernel ``k``, stride ``s`` (asymmetric when odd)."""
-    return max((-(-hw // s) - 1) * s + k - hw, 0)
+def _tf_pad(hw, k, s):
+    """Total padding of TensorFlow's "same" convolution of kernel ``k``, stride ``s`` (asymmetric when odd);
+    vectorised over config columns."""
+    return np.maximum((-(-hw // s) - 1) * s + k - hw, 0)
 
 
 def build_pad_conv(c: dict) -> Network:
@@ -209,7 +210,7 @@ def build_pad_conv(c: dict) -> Network:
     hw, k, s = int(c["hw"]), int(c["k"]), int(c["s"])
     x = add_conv(b, "lead", add_input(b, c, hw=SQUARE), int(c["c"]), 1)
     n, ch, _, _ = b.out_shape(x)
-    p = _tf_pad(hw, k, s)
+    p = int(_tf_pad(hw, k, s))
     x = b.add(T.PAD, "pad", [x], (n, ch, hw + p, hw + p))
     f = ch if c["dw"] else int(c["f"])
     b.conv("conv", x, f, k, s, groups=ch if c["dw"] else 1)
@@ -220,7 +221,7 @@ def cost_pad_conv(c):
     hw, k, s = np.asarray(c["hw"]), np.asarray(c["k"]), np.asarray(c["s"])
     dw = np.asarray(c["dw"]).astype(bool)
     ho = -(-hw // s)
-    padded = hw + np.maximum((ho - 1) * s + k - hw, 0)
+    padded = hw + _tf_pad(hw, k, s)
     f = np.where(dw, c["c"], c["f"])
     per_out = np.where(dw, 1, c["c"])
     a = hw * hw * c["c"]

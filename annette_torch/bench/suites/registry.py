@@ -14,8 +14,8 @@ from .fused import (CONV_MUL_KINDS, PREACT_GROWTH, STRIDE_MIDS, build_concat_bra
                     build_conv_mul, build_conv_pool, build_dw_act, build_dwsep, build_gconv_bn_relu, build_residual,
                     build_stem, build_stride_prop, cost_concat_branches, cost_conv_act, cost_conv_bn_relu,
                     cost_conv_mul, cost_conv_pool, cost_dw_act, cost_dwsep, cost_gconv_bn_relu, cost_residual,
-                    cost_stem, cost_stride_prop, valid_conv_pool, valid_residual, build_preact, cost_preact, build_pad_conv,
-                    cost_pad_conv)
+                    cost_stem, cost_stride_prop, valid_conv_pool, valid_residual, build_preact, cost_preact,
+                    build_pad_conv, cost_pad_conv)
 from .paper import PAPER_CHANNELS, PAPER_SPATIAL, paper_table
 from .pool import build_avgpool, build_maxpool, cost_pool, valid_pool
 from .tokens import (DIL_SPATIAL, DILATIONS, EMBED, HEAD_DIMS, HEAD_KINDS, HEADS, HIDDEN, INTERP_MODES,
