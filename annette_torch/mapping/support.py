@@ -248,33 +248,33 @@ class OperatorSupport:
         neutral = self._neutral[types]
         on_host = ~neutral & ~self.supported(net)
         flagged = types == _UNKNOWN
-        switch_ms = np.zeros(n)
         if not on_host.any() or not net.edges.size:
-            return Placement(on_host, flagged, switch_ms, 0)
-        # sides: 0 accelerator, 1 host, 2 neither (graph inputs and what only they feed), -1 not known yet
-        side = np.where(on_host, 1, 0)
-        side[neutral] = -1
-        side[(types == _INPUT) & (net.n_inputs == 0)] = 2
+            return Placement(on_host, flagged, np.zeros(n), 0)
+        # sides: 0 accelerator, 1 host, 2 neither (graph inputs and what only they feed)
+        side = on_host.astype(np.int8)
         src, dst = net.edges[:, 0], net.edges[:, 1]
-        while True:  # shape-only layers take their producer's side (chains of them are short)
-            sel = (side[dst] == -1) & (side[src] != -1)
-            if not sel.any():
-                break
-            side[dst[sel]] = side[src[sel]]
-        side[side == -1] = 2
-        s_side, d_side = side[src], side[dst]
-        cross = (s_side < 2) & (d_side < 2) & (s_side != d_side)
-        if not cross.any():
-            return Placement(on_host, flagged, switch_ms, 0)
-        cs, cd = src[cross], dst[cross]
+        graph_input = types == _INPUT
+        graph_input[dst] = False  # (an Input read from another layer is a block's)
+        side[graph_input] = 2
+        shape_only = neutral & ~graph_input
+        if shape_only.any():  # they take their producer's side (chains of them are short)
+            side[shape_only] = -1
+            while True:
+                sel = (side[dst] == -1) & (side[src] != -1)
+                if not sel.any():
+                    break
+                side[dst[sel]] = side[src[sel]]
+            side[side == -1] = 2
+        cross = ((side[src] ^ side[dst]) == 1).nonzero()[0]  # 0 -> 1 or 1 -> 0 (2 and either: 2, 3 or 0)
+        if not cross.size:
+            return Placement(on_host, flagged, np.zeros(n), 0)
         # one transfer per tensor and direction, carried by the first layer reading it on the other side
-        order = np.lexsort((cd, cs))
-        cs, cd = cs[order], cd[order]
-        first = np.ones(cs.size, dtype=bool)
-        first[1:] = cs[1:] != cs[:-1]
-        cs, cd = cs[first], cd[first]
+        reader = np.full(n, n)
+        np.minimum.at(reader, src[cross], dst[cross])
+        cs = (reader < n).nonzero()[0]
+        cd = reader[cs]
         sw = self.switch
-        cost = sw.ms + net.out_elems[cs] * (sw.bit_act / 8.0) / sw.bandwidth * 1e3
+        cost = sw.ms + net.out_elems[cs] * (sw.bit_act / 8.0 / sw.bandwidth * 1e3)
         switch_ms = np.bincount(cd, weights=cost, minlength=n)
         return Placement(on_host, flagged, switch_ms, int(cs.size))
 

@@ -77,8 +77,8 @@ class Platform:
         if self.meta.get("support") is not None:
             self.support, self.host = _read_support(self.meta["support"], name)
             self.mapping = self.mapping.blocking(self.support.blocked_pairs())
-        #: the layer models laid out for vectorised prediction (`annette_torch.prediction`)
-        self.tables = ModelTables(self.layers)
+        #: the layer models laid out for vectorised prediction (`annette_torch.prediction`), the host's after them
+        self.tables = ModelTables(self.layers, None if self.host is None else self.host.layers)
         self._labels: list[str] | None = None
 
     def check_machine(self) -> str | None:
@@ -109,7 +109,7 @@ class Platform:
         starts with ``published:`` or ``assumed:`` (a type the platform's measurements lack) says so. The
         host's models (platforms with operator support) follow, labelled ``host:...``."""
         if self._labels is None:
-            labels = [f"{self.layers[k].kind}:{k}" + _basis(self.layers[k]) for k in self.tables.keys]
+            labels = [f"{self.layers[k].kind}:{k}" + _basis(self.layers[k]) for k in self.layers]
             if self.host is not None:
                 labels += ["host:" + lab for lab in self.host.model_labels()]
             self._labels = labels

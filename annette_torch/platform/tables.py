@@ -1,7 +1,8 @@
 """`ModelTables`: a platform's layer models laid out for vectorised prediction, built once per platform.
 
-Per layer type the index of the model that serves it (its own, else its fallback group's, else ``Base``);
-per model its roofline parameters and bit widths (NaN roofline parameters for models that are not plain
+Per layer type the index of the model that serves it (its own, else its fallback group's, else ``Base``),
+and on a platform with a host the host's models after the accelerator's with their own index per type (one
+pass costs the layers of both sides); per model its roofline parameters and bit widths (NaN roofline parameters for models that are not plain
 rooflines: those are costed on their own rows) and the tree ensembles of all its statistical and mixed
 models merged into one forest walked once per prediction.
 """
@@ -36,17 +37,27 @@ def _dimension_sizes(net: Network, rows: np.ndarray) -> np.ndarray:
     return m[[0, 1, 2, 4]]
 
 
-class ModelTables:
-    """The lookup tables of one set of layer models (a platform's, or its host's)."""
+def _model_of_type(layers: Mapping[str, LayerModel], offset: int) -> np.ndarray:
+    """Per layer type, the index (from ``offset``) of the model of ``layers`` serving it: its own, else its
+    fallback group's, else ``Base``."""
+    keys = list(layers)
+    out = np.zeros(max(LayerType) + 1, dtype=np.int64)
+    for t in LayerType:
+        out[t] = offset + keys.index(next(k for k in TYPE_FALLBACKS[t] if k in layers))
+    return out
 
-    def __init__(self, layers: Mapping[str, LayerModel]) -> None:
-        #: model keys in model-index order, and the models
-        self.keys = list(layers)
-        self.models = [layers[k] for k in self.keys]
-        self.model_of_type = np.zeros(max(LayerType) + 1, dtype=np.int64)
-        for t in LayerType:
-            key = next(k for k in TYPE_FALLBACKS[t] if k in layers)
-            self.model_of_type[t] = self.keys.index(key)
+
+class ModelTables:
+    """The lookup tables of one set of layer models (a platform's, or its host's), and the host's models after
+    them where ``host`` gives them (`Platform.model_labels`' order)."""
+
+    def __init__(self, layers: Mapping[str, LayerModel], host: Mapping[str, LayerModel] | None = None) -> None:
+        #: model keys in model-index order (the host's prefixed ``host:``), and the models
+        self.keys = list(layers) + [f"host:{k}" for k in host or ()]
+        self.models = list(layers.values()) + list((host or {}).values())
+        #: per layer type, its model's index (on the accelerator) and its host model's (None: no host)
+        self.model_of_type = _model_of_type(layers, 0)
+        self.host_of_type = None if host is None else _model_of_type(host, len(layers))
         self.op_s = np.array([m.op_s if isinstance(m, Roofline) else np.nan for m in self.models])
         self.bandwidth = np.array([m.bandwidth if isinstance(m, Roofline) else np.nan for m in self.models])
         #: models costed on their own rows (anything but a plain roofline)
@@ -56,16 +67,16 @@ class ModelTables:
         self.program = ModelProgram(self.models)
         #: the regressors the program needs, for the rows the forest does not walk
         self.own = OwnRegressors(self.program.regressor)
-        fallback = layers["Base"]
 
-        def bits(m: LayerModel, attr: str) -> float:
-            """A model's bit width: its own, its roofline base's (mixed), else the Base model's."""
+        def bits(m: LayerModel, attr: str, fallback: LayerModel) -> float:
+            """A model's bit width: its own, its roofline base's (mixed), else its side's Base model's."""
             for cand in (m, getattr(m, "base", None), fallback):
                 if isinstance(cand, Roofline):
                     return float(getattr(cand, attr))
             return 32.0
-        self.act_bytes = np.array([bits(m, "bit_act") / 8 for m in self.models])
-        self.weight_bytes = np.array([bits(m, "bit_weights") / 8 for m in self.models])
+        sides = [(m, layers["Base"]) for m in layers.values()] + [(m, host["Base"]) for m in (host or {}).values()]
+        self.act_bytes = np.array([bits(m, "bit_act", b) / 8 for m, b in sides])
+        self.weight_bytes = np.array([bits(m, "bit_weights", b) / 8 for m, b in sides])
 
     def forget(self) -> None:
         """Drop the regressor outputs remembered for layer configurations met before (what a first estimate in a

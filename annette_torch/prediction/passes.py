@@ -43,16 +43,19 @@ def place_layers(r: Run) -> None:
         r.placement = r.platform.support.place(r.executed)
 
 
-def model_times(tables: ModelTables, net: Network, rows: np.ndarray | None = None
+def model_times(tables: ModelTables, net: Network, rows: np.ndarray | None = None, on_host: np.ndarray | None = None
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Per layer (all, or ``rows``): its time under its type's layer model, that model's index, the bytes it
-    moves and its weights' bytes.
+    """Per layer (all, or ``rows``): its time under its type's layer model (its host model where ``on_host``,
+    a mask over the same layers), that model's index, the bytes it moves and its weights' bytes.
 
     Plain rooflines are costed for all layers at once, then the other models' rows (`ModelTables.special_times`:
     the tree ensembles of all of them in one walk, refined, statistical and mixed models in one program).
     """
     types = net.types if rows is None else net.types[rows]
     mi = tables.model_of_type[types]
+    if on_host is not None:
+        assert tables.host_of_type is not None
+        mi = np.where(on_host, tables.host_of_type[types], mi)
     ops, weights = (net.ops, net.weights) if rows is None else (net.ops[rows], net.weights[rows])
     elems = net.in_elems + net.out_elems if rows is None else net.in_elems[rows] + net.out_elems[rows]
     wbytes = weights * tables.weight_bytes[mi]
@@ -62,11 +65,15 @@ def model_times(tables: ModelTables, net: Network, rows: np.ndarray | None = Non
 
 
 def layer_models(r: Run) -> None:
-    """Each executed layer's time under its type's layer model (`model_times`)."""
+    """Each executed layer's time under its type's layer model (`model_times`), a host-run layer's under the
+    host's (kept aside for `host_layers`: the passes between are the accelerator's)."""
     if r.platform.original_semantics:  # the original ANNETTE release's numbers, defects included
         r.time_ms, r.model, r.layer_bytes, r.weight_bytes = original_layer_models(r.platform, r.executed)
         return
-    r.time_ms, r.model, r.layer_bytes, r.weight_bytes = model_times(r.platform.tables, r.executed)
+    on_host = r.placement.on_host if r.moves else None  # type: ignore[union-attr]
+    r.time_ms, r.model, r.layer_bytes, r.weight_bytes = model_times(r.platform.tables, r.executed, on_host=on_host)
+    if on_host is not None:
+        r.host_ms = r.time_ms[on_host]
 
 
 def weight_residency(r: Run) -> None:
@@ -145,22 +152,11 @@ def runtime_overhead(r: Run) -> None:
 
 
 def host_layers(r: Run) -> None:
-    """Layers the accelerator cannot run take the host's layer models (model indices counted on after the
-    accelerator's, see `Platform.model_labels`) and bytes."""
-    if not r.moves:
-        return
-    assert r.placement is not None and r.time_ms is not None and r.model is not None
-    rows = r.placement.on_host.nonzero()[0]
-    if not rows.size:
-        return
-    host = r.platform.host
-    assert host is not None
-    t, mi, byts, _ = model_times(host.tables, r.executed, rows)
-    r.time_ms[rows] = t
-    r.model[rows] = mi + len(r.platform.tables.models)
-    assert r.layer_bytes is not None
-    r.layer_bytes = r.layer_bytes.copy()
-    r.layer_bytes[rows] = byts
+    """Layers the accelerator cannot run take their time under the host's layer models (`layer_models`; model
+    indices counted on after the accelerator's, see `Platform.model_labels`)."""
+    if r.host_ms is not None:
+        assert r.placement is not None and r.time_ms is not None
+        r.time_ms[r.placement.on_host] = r.host_ms
 
 
 def switches(r: Run) -> None:

@@ -43,10 +43,12 @@ class Run:
     placement: Placement | None = None
     #: `layer_models`: per executed layer, the index of the model that costs it (`Platform.model_labels`)
     model: np.ndarray | None = None
-    #: `layer_models` (and `host_layers`): per executed layer, the bytes it moves at its model's bit widths
+    #: `layer_models`: per executed layer, the bytes it moves at its model's bit widths
     layer_bytes: np.ndarray | None = None
     #: per executed layer, its weights' bytes (for the cache model)
     weight_bytes: np.ndarray | None = None
+    #: `layer_models`: the host-run layers' times under the host's models (None: nothing runs on the host)
+    host_ms: np.ndarray | None = None
     #: per executed layer, its time in ms so far
     time_ms: np.ndarray | None = None
 
