@@ -392,7 +392,8 @@ def adapt_curve(args, meas: dict) -> tuple[dict, dict]:
         key = f"adapt N={n}" + ("" if sweep else " no sweep")
         variants[key], walls[key] = res.platform, wall
         print(f"  {key}: {wall:.1f} s, in-sample MAPE {res.mape_after:.1%}, refitted: {res.fitted()}"
-              + (f"; expected by family {res.by_family()} ({res.by_kind()})" if res.family_mape else ""))
+              + (f"; expected {res.by_kind()} (leave-one-out)" if res.expected() else "")
+              + (f"; by family {res.by_family()} ({res.by_kind(unlike=True)})" if res.family_mape else ""))
     for plan in [p.strip() for p in args.with_calibrate.split(",") if p.strip()]:
         from annette_torch.fit.calibrate import run_calibration
 

@@ -236,21 +236,30 @@ def test_out_of_family_selection_rejects_terms_that_fit_each_family_its_own_way(
     y = np.array([1.3 * (t["layers"] + 0.002 * t["executed_layers"] + 0.05)
                   + (0.02 * t["executed_layers"] if g == "plain" else 0.5) for t, g in zip(terms, groups)])
     use, names = ("layers", "executed_layers", "constant"), [f"n{i}" for i in range(10)]
-    _, loo, fitted, check, _ = _fit(terms, y, use, names, True, prior)
-    assert fitted == use and check == CHECKS[0]
-    _, lofo, fitted, check, errors = _fit(terms, y, use, names, True, prior, groups)
+    _, loo, fitted, check, errors, net_loo = _fit(terms, y, use, names, True, prior)
+    assert fitted == use and check == CHECKS[0] and net_loo is errors
+    _, lofo, fitted, check, errors, net_loo = _fit(terms, y, use, names, True, prior, groups)
     assert fitted == ("scale",) and check == CHECKS[1] and lofo > loo
     assert errors is not None and float(np.mean(errors)) == pytest.approx(lofo)
+    # the chosen form (the scaled file) fitted on all networks but one: its own leave-one-out errors
+    scaled = _fit(terms, y, use, names, True, prior, fresh=False)
+    assert net_loo is not None and scaled[3] == CHECKS[0] and np.allclose(net_loo, scaled[4])
 
 
 def test_adapt_says_what_each_family_can_expect(tmp_path, monkeypatch, capsys):
     """Measured here on networks of several families, adapt reports each family's error as the networks of the
-    other families predict it (their mean is the printed leave-one-family-out error), and the CLI prints it."""
+    other families predict it (their mean is the leave-one-family-out error that chose the terms), pooled by kind
+    for a family unlike them; what other networks can expect is each kind's leave-one-out error; the CLI prints
+    both."""
     import annette_torch.fit.adapt as A
     from annette_torch.fit.adapt import CHECKS, family
     from annette_torch.fit.calibrate import _validation_hashes, adaptation_networks, modelled_types
 
-    fake = _fake_machine(1.5, 0.002, 0.1)
+    exact = _fake_machine(1.5, 0.002, 0.1)
+    bias = {"plain": 1.0, "mobile": 1.08, "grouped": 0.95, "attention": 1.1}  # (a family's networks alike)
+
+    def fake(nets):
+        return exact(nets) * np.array([bias[family(n)] for n in nets])
     res = adapt(ORT_CPU, networks=14, measure=fake, save=False)
     fams = [family(n) for n in adaptation_networks(14, exclude_hashes=_validation_hashes(),
                                                     cover=modelled_types(at.load_platform(ORT_CPU)))]
@@ -260,10 +269,17 @@ def test_adapt_says_what_each_family_can_expect(tmp_path, monkeypatch, capsys):
     assert sum(counts[g] * v for g, v in res.family_mape.items()) / len(fams) == pytest.approx(res.loo_mape)
     # pooled into convolutional and attention networks, each the mean over its own networks
     conv = [g for g in res.family_mape if g in A.CONVOLUTIONAL]
-    expected = res.expected()
-    assert expected["convolutional"] == pytest.approx(
+    unlike = res.unlike()
+    assert unlike["convolutional"] == pytest.approx(
         sum(counts[g] * res.family_mape[g] for g in conv) / sum(counts[g] for g in conv))
-    assert expected["attention"] == pytest.approx(res.family_mape["attention"])  # (14 networks hold attention)
+    assert unlike["attention"] == pytest.approx(res.family_mape["attention"])  # (14 networks hold attention)
+    loo = res.network_loo
+    assert loo is not None and len(loo) == len(fams) and res.families == tuple(fams)
+    is_conv = np.isin(fams, A.CONVOLUTIONAL)
+    assert res.expected() == pytest.approx({"convolutional": float(np.mean(loo[is_conv])),
+                                            "attention": float(np.mean(loo[~is_conv]))})
+    # a network of a family the set holds gets a fit that saw its family: less off than one of an unseen family
+    assert res.expected()["convolutional"] < unlike["convolutional"]
     monkeypatch.setattr(A, "_measure_here", lambda runtime, progress: lambda nets: (fake(nets),
                                                                                     np.full(len(nets), 0.01)))
     monkeypatch.setattr(A, "_sweeper", lambda runtime, progress: lambda raw, nets: {})  # (no micro-kernels)
@@ -271,7 +287,8 @@ def test_adapt_says_what_each_family_can_expect(tmp_path, monkeypatch, capsys):
     out = capsys.readouterr().out
     line = next(x for x in out.splitlines() if x.startswith("by family, each predicted from the others: "))
     assert all(f"{g} " in line for g in res.family_mape)
-    assert "(what other networks can expect: convolutional " in out and ", attention " in out
+    assert "expected error on other networks: convolutional " in out and ", attention " in out
+    assert "(leave-one-out); on a family unlike these: convolutional " in out
 
 
 @pytest.fixture(scope="module")
@@ -355,10 +372,10 @@ def test_attention_layers_get_a_factor_of_their_own_where_left_out_families_say_
     y = np.array([1.3 * (t["layers"] + 0.001 * t["executed_layers"] + 0.05) + 1.3 * 1.5 * t["tokens"]
                   for t in terms])
     names = [f"n{i}" for i in range(len(y))]
-    one, err_one, fitted, check, _ = _fit(terms, y, ("layers",), names, True, prior, groups, fresh=False)
+    one, err_one, fitted, check, *_ = _fit(terms, y, ("layers",), names, True, prior, groups, fresh=False)
     assert fitted == ("scale",) and check == CHECKS[1]
-    cal, err, fitted, check, errors = _fit(terms, y, ("layers",), names, True, prior, groups, fresh=False,
-                                           group="tokens")
+    cal, err, fitted, check, errors, _ = _fit(terms, y, ("layers",), names, True, prior, groups, fresh=False,
+                                              group="tokens")
     assert fitted == ("scale", "tokens") and check == CHECKS[1] and err < err_one
     conv = np.array(groups) != "attention"  # (the attention family left out has no group time to fit: one factor)
     assert errors is not None and np.all(errors[conv] < 1e-3) and np.all(_fit(

@@ -61,9 +61,14 @@ def run(args: argparse.Namespace) -> int:
                 out=args.out, progress=sys.stderr.isatty(), sweep=False if args.no_sweep else None)
     print(res.table())
     loo = "n/a (too few networks)" if math.isnan(res.loo_mape) else f"{res.loo_mape:.1%}"
-    can = f": {res.by_kind()}" if len(res.expected()) > 1 else ""
+    if res.expected():  # (by kind, leave-one-out; the family check that chose the terms beside it)
+        expect = f"expected error on other networks: {res.by_kind()} (leave-one-out)"
+        if res.unlike():
+            expect += f"; on a family unlike these: {res.by_kind(unlike=True)} ({res.check}, which chose the terms)"
+    else:
+        expect = f"{res.check} {loo} (what other networks can expect)"
     print(f"\n{len(res.names)} networks: MAPE {res.mape_before:.1%} with {res.base}, {res.mape_after:.1%} adapted; "
-          f"{res.check} {loo} (what other networks can expect{can}); refitted: {res.fitted()}")
+          f"{expect}; refitted: {res.fitted()}")
     if res.family_mape:
         print(f"by family, each predicted from the others: {res.by_family()}")
     if res.median_spread is not None:
