@@ -88,6 +88,47 @@ def test_an_elementwise_layer_with_a_constant_operand_takes_the_const_kind():
     assert ms1["residual"] == pytest.approx((ms0["residual"] - per_layer) * 3.0 + per_layer)
 
 
+def test_the_reorders_of_the_mapping_costs_take_the_reorder_scale_not_their_layers_kind():
+    """With ``reorder_scale`` a layer's reorders (layout, graph ends: what `fused_work` adds) run that times the
+    overhead's scale instead of its kind's factor; the rest of its time keeps the kind's; without it, nothing
+    changes."""
+    from annette_torch.ir import NetworkBuilder
+    b = NetworkBuilder("dw-silu-se")
+    x = b.conv("dw", b.input("x", (1, 96, 56, 56)), 96, 3, padding=1, groups=96)
+    s = b.same(LayerType.SILU, "silu", x)
+    se = b.global_pool("pool", s)
+    b.same(LayerType.MUL, "scale", [s, b.same(LayerType.SIGMOID, "gate", se)])
+    net = b.build()
+    kinds = {"SiLU": 3.0, "Mul": 2.0, "DepthwiseConv": 2.5}
+    plain = _with("ort-cpu", 1.0, kinds)
+    d = plain.to_dict()
+    d["overhead"] = {**d["overhead"], "reorder_scale": 0.8}
+    own = Platform.from_dict(d, "fake-device")
+    assert plain.reorder_scale is None and own.reorder_scale == 0.8
+    e0, e1 = at.estimate(net, plain), at.estimate(net, own)
+    ex = e0.mapped.network
+    costs = plain.mapping.costs
+    reorders = costs.inserted_ms(ex) + costs.layout_ms(ex)
+    assert (reorders > 0.005).sum() >= 2  # (the SiLU's output goes plain for the broadcasting Mul, and back)
+    scale = plain.overhead[0]
+    factor = np.ones(len(ex))
+    for label, f in kinds.items():
+        factor[ex.types == int(LayerType.from_label(label))] = f
+    assert np.allclose(e1.mapped_time_ms, np.maximum(e0.mapped_time_ms + reorders * scale * (0.8 - factor), 0))
+    same = Platform.from_dict({**d, "overhead": {**d["overhead"], "kind_scales": {}, "reorder_scale": 1.0}}, "x")
+    assert np.allclose(at.estimate(net, same).mapped_time_ms,
+                       at.estimate(net, _with("ort-cpu", 1.0, {})).mapped_time_ms)
+
+
+@pytest.mark.parametrize("value", [-1.0, 0.0, "fast"])
+def test_a_bad_reorder_scale_is_one_platform_error(value):
+    d = at.load_platform("ort-cpu").to_dict()
+    d["overhead"] = {**d["overhead"], "reorder_scale": value}  # (a copy: to_dict shares the loaded file's objects)
+    with pytest.raises(PlatformError, match="reorder_scale") as e:
+        Platform.from_dict(d, "bad")
+    assert "\n" not in str(e.value)
+
+
 @pytest.mark.parametrize("kinds, needle", [
     ({"Conv vector": 2.0}, "only a fully connected layer has a vector kind"),
     ({"Relu const": 2.0}, "only Add, Sub, Mul and Div have a const kind"),

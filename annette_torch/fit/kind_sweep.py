@@ -60,7 +60,7 @@ __all__ = ["KIND_SUITES", "VECTOR_SUITE", "ACT_SUITE", "ACT_KINDS", "ACT_CONFIGS
            "features", "sweep_plan", "pick_configs", "sweep_factors", "measure_factors", "activation_kinds", "COLD_KEY",
            "COLD_SUITE", "COLD_CONFIGS", "MIN_COLD_WEIGHT_MB", "MIN_COLD_FLUSH_MB", "streams_weights", "cold_configs",
            "apply_factors", "scale_cache", "fastest", "VECTOR_KIND", "KERNEL_KINDS", "kind_type", "CONST_SUITE",
-           "CONST_KINDS", "ONE_OP"]
+           "CONST_KINDS", "ONE_OP", "REORDER_KEY", "reorder_factor"]
 
 log = logging.getLogger(__name__)
 
@@ -98,6 +98,8 @@ MIN_ACT_ELEMENTS = 16384
 #: the key of the weight-streaming factor among the factors (not a layer type), its suite and configurations: fully
 #: connected layers with at least `MIN_COLD_WEIGHT_MB` of weights after a pool streaming `MIN_COLD_FLUSH_MB` or more
 COLD_KEY = "cold weights"
+#: the factor of the reorders the mapping costs add (`reorder_factor`), written as ``overhead.reorder_scale``
+REORDER_KEY = "reorders"
 COLD_SUITE = "cold_weights"
 COLD_CONFIGS = 4
 MIN_COLD_WEIGHT_MB = 64
@@ -289,12 +291,14 @@ def cold_configs(n: int = COLD_CONFIGS) -> list[dict]:
 
 def apply_factors(d: dict[str, Any], factors: dict[str, float]) -> None:
     """Put swept ``factors`` into the platform dict ``d`` (which has an ``overhead``): each kind's factor times
-    the kind scale the overhead holds already (a type group's own), the weight-streaming one into the cache
-    model (`scale_cache`)."""
+    the kind scale the overhead holds already (a type group's own), the reorders' as ``reorder_scale``, the
+    weight-streaming one into the cache model (`scale_cache`)."""
     ks = dict(d["overhead"].get("kind_scales") or {})
     # (a kernel or vector kind replaces its type's scale: it starts from it)
     d["overhead"]["kind_scales"] = {**ks, **{k: f * ks.get(k, ks.get(k.split(" ")[0], 1.0))
-                                             for k, f in factors.items() if k != COLD_KEY}}
+                                             for k, f in factors.items() if k not in (COLD_KEY, REORDER_KEY)}}
+    if REORDER_KEY in factors:
+        d["overhead"]["reorder_scale"] = factors[REORDER_KEY]
     scale_cache(d, factors)
 
 
@@ -421,6 +425,9 @@ def sweep_factors(raw: Platform, runtime: str, plan: dict[str, dict[str, Target]
             elif medians:
                 w = sum(suites[k].weight for k in medians)
                 factors[kind] = sum(suites[k].weight * m for k, m in medians.items()) / w
+        reorders = reorder_factor(raw, [ls for ls in samples.values() if ls is not None])
+        if reorders is not None:
+            factors[REORDER_KEY] = reorders
         left = budget_s - (time.perf_counter() - t0)
         if cold and left > 0:
             if progress:
@@ -435,6 +442,28 @@ def sweep_factors(raw: Platform, runtime: str, plan: dict[str, dict[str, Target]
             f = np.array(list(by_kernel.values()))
             factors[label] = float(np.average(f, weights=w) if w.sum() > 0 else f.mean())
     return factors
+
+
+def reorder_factor(raw: Platform, samples: Sequence[Any]) -> float | None:
+    """The median, over the measured micro-kernels whose reorders ``raw``'s mapping costs price (at graph inputs
+    and outputs, and between layouts), of the time of the nodes the runtime inserted over that price; None with
+    fewer than `MIN_LAYERS` such configurations. Why apart from the kinds: a reorder is a copy at the machine's
+    memory speed. An AMD EPYC without AVX-512 ran the AMD EPYC ``ort-cpu`` file's convolutions and SiLU 2.6x and
+    3.5x its models and EfficientNet-B0's reorders ~0.9x; priced at the factor of the SiLU or Mul they follow,
+    they came out 2.9 ms where 1.0 ms were profiled."""
+    costs = raw.mapping.costs
+    if costs is None:
+        return None
+    ratios = []
+    for ls in samples:
+        n_cfg = len(ls.configs)
+        if ls.all_inserted_ms.size != n_cfg:
+            continue
+        per_layer = costs.inserted_ms(ls.network) + costs.layout_ms(ls.network)
+        pred = np.bincount(ls.config, weights=per_layer, minlength=n_cfg)
+        ok = (pred > 0) & (ls.all_inserted_ms > 0)
+        ratios.extend((ls.all_inserted_ms[ok] / pred[ok]).tolist())
+    return float(np.median(ratios)) if len(ratios) >= MIN_LAYERS else None
 
 
 def measure_factors(raw: Platform, runtime: str, estimates: Sequence[Estimate],

@@ -63,6 +63,9 @@ class Platform:
         self.kind_scales = _read_kind_scales(self.meta.get("overhead"), name)
         #: layer time (ms) below which the overhead's per-layer cost is paid in proportion (0: every layer in full)
         self.per_layer_ramp_ms = _read_ramp(self.meta.get("overhead"), name)
+        #: factor on the overhead's scale for the reorders the mapping costs add (`_read_reorder_scale`); None:
+        #: a reorder runs at its layer's scale
+        self.reorder_scale = _read_reorder_scale(self.meta.get("overhead"), name)
         #: per layer type (indexed by its value), ms per unit of slow-path work (`_read_slow_ns`); None: none
         self.slow_ms = _read_slow_ns(self.meta.get("slow_ns"), name)
         self.cache = None
@@ -253,6 +256,16 @@ def _read_ramp(d: Any, name: str) -> float:
     if not isinstance(d, Mapping) or d.get("per_layer_ramp_ms") is None:
         return 0.0
     return check_number(d, "per_layer_ramp_ms", f"platform {name!r}: overhead", positive=True)
+
+
+def _read_reorder_scale(d: Any, name: str) -> float | None:
+    """Optional ``overhead.reorder_scale`` (positive): the reorders the mapping costs add (at graph inputs and
+    outputs, and between the blocked and the plain layout) run this times the overhead's scale instead of their
+    layer's (its kind's factor): a reorder is a copy at the machine's memory speed, which another CPU changes
+    unlike its compute (``annette adapt`` measures it on its micro-kernels)."""
+    if not isinstance(d, Mapping) or d.get("reorder_scale") is None:
+        return None
+    return check_number(d, "reorder_scale", f"platform {name!r}: overhead", positive=True)
 
 
 #: a fully connected layer with fewer rows (batch x tokens) than this is a classifier's, a matrix-vector product

@@ -100,11 +100,17 @@ def fused_work(r: Run) -> None:
     if costs is None:
         return
     assert r.mapped is not None and r.time_ms is not None
-    t = r.time_ms + r.mapped.fused_ms
+    reorders = None
     if r.input_reorders or r.output_reorders:
-        t = t + costs.inserted_ms(r.executed, inputs=r.input_reorders, outputs=r.output_reorders)
+        reorders = costs.inserted_ms(r.executed, inputs=r.input_reorders, outputs=r.output_reorders)
     if costs.has_layout:
-        t = t + costs.layout_ms(r.executed, outputs=r.output_reorders)
+        layout = costs.layout_ms(r.executed, outputs=r.output_reorders)
+        reorders = layout if reorders is None else reorders + layout
+    t = r.time_ms + r.mapped.fused_ms
+    if reorders is not None:
+        t = t + reorders
+        if r.platform.reorder_scale is not None:  # (kept apart for `runtime_overhead`)
+            r.reorder_ms = reorders
     r.time_ms = t
 
 
@@ -123,7 +129,7 @@ def slow_paths(r: Run) -> None:
 def runtime_overhead(r: Run) -> None:
     """A CPU runtime's fitted per-layer scale and cost (depthwise layers scaled apart; none for a layer run in
     place, `RUNS_MS`; its share for a layer below the overhead's ramp) and per-inference cost (on the graph
-    input)."""
+    input); the reorders in a layer's time at ``reorder_scale`` where the platform has one."""
     oh = r.platform.overhead
     if oh is None:
         return
@@ -146,7 +152,10 @@ def runtime_overhead(r: Run) -> None:
             factor[m] = f
         scales = scales * factor
     share = ramp_share(r.time_ms, r.platform.per_layer_ramp_ms)  # (1 unless a layer is below the ramp)
-    t = np.maximum(r.time_ms * scales + np.where(is_input | (r.time_ms < RUNS_MS), 0.0, per_layer * share), 0.0)
+    scaled = r.time_ms * scales
+    if r.reorder_ms is not None:  # reorders at their own factor, not their layer's
+        scaled += r.reorder_ms * (scale * r.platform.reorder_scale - scales)  # type: ignore[operator]
+    t = np.maximum(scaled + np.where(is_input | (r.time_ms < RUNS_MS), 0.0, per_layer * share), 0.0)
     t[is_input & (r.executed.n_inputs == 0)] += per_net
     r.time_ms = t
 

@@ -51,6 +51,8 @@ class Run:
     host_ms: np.ndarray | None = None
     #: per executed layer, its time in ms so far
     time_ms: np.ndarray | None = None
+    #: `fused_work`, on a platform with a ``reorder_scale``: per executed layer, the reorders' part of its time
+    reorder_ms: np.ndarray | None = None
 
     @property
     def executed(self) -> Network:
