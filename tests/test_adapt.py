@@ -500,7 +500,8 @@ def test_a_convolution_is_swept_per_kernel_size_and_its_type_factor_is_their_tim
     kernel, and the type's factor (for its other kernels) lies between theirs, weighted by the networks' time."""
     pytest.importorskip("onnxruntime")
     from annette_torch.bench.suites import SUITES
-    from annette_torch.fit.kind_sweep import REORDER_KEY, Target, _select, kind_type, pick_configs, sweep_factors
+    from annette_torch.fit.kind_sweep import (FUSES, NEVER, REORDER_KEY, Target, _select, kind_type, pick_configs,
+                                              rule_checks, sweep_factors)
     assert kind_type("DepthwiseConv 7x7") == ("DepthwiseConv", 7) and kind_type("FullyConnected vector")[1] is None
     assert kind_type("Add") == ("Add", None)
     none = Target(1.0, np.zeros((0, 2)), np.zeros(0))
@@ -510,6 +511,10 @@ def test_a_convolution_is_swept_per_kernel_size_and_its_type_factor_is_their_tim
     small, large = Target(1.0, np.zeros((0, 2)), np.array([0.3])), Target(1.0, np.zeros((0, 2)), np.array([0.1]))
     f = sweep_factors(raw, "ort-cpu", {"DepthwiseConv 3x3": {"dwconv": small}, "DepthwiseConv 7x7": {"dwconv": large}},
                       configs=6, rounds=1)
+    # (and the file's conditional fusions, checked on micro-kernels: the input-channel alignment they fused from)
+    checked = {k: v for k, v in f.items() if k.startswith(FUSES)}
+    assert set(checked) == set(rule_checks(raw)) and all(v in range(NEVER + 1) for v in checked.values())
+    f = {k: v for k, v in f.items() if k not in checked}
     assert set(f) == {"DepthwiseConv 3x3", "DepthwiseConv 7x7", "DepthwiseConv", REORDER_KEY}
     assert f["DepthwiseConv"] == pytest.approx(0.75 * f["DepthwiseConv 3x3"] + 0.25 * f["DepthwiseConv 7x7"])
     # (the reorders ONNX Runtime inserts around its blocked depthwise kernels, over what the mapping costs price)

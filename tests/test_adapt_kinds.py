@@ -325,3 +325,65 @@ def test_eager_cells_with_a_computed_constant_are_eager_and_without_one_eager_fo
     assert f[0] < 0.05 * f[1]  # the constant cell: folded, a per-inference cost
     assert c[0] > 0.3 * c[1]  # computed as the benchmark's code runs it
     assert f[1] == pytest.approx(c[1], rel=0.25)
+
+
+def _conv_act_measured(c_ins, fused):
+    """Measured conv + HardSwish micro-kernels (conv_act), one per input channel count, fused as given."""
+    from annette_torch.bench.records import FUSED, NOT_FUSED, LayerRecord
+    from annette_torch.bench.suites import SUITES
+    from annette_torch.fit.data import Measured
+
+    out = []
+    for c, f in zip(c_ins, fused):
+        net = SUITES["conv_act"].build({"hw": 14, "c": c, "f": 32, "k": 3, "act": "hardswish", "tail": "none"})
+        recs = {n: LayerRecord(n, lab, FUSED if (lab == "HardSwish" and f) else NOT_FUSED)
+                for n, lab in zip(net.names, net.type_labels())}
+        out.append(Measured("conv_act", f"c{c}", net, recs, []))
+    return out
+
+
+def test_a_conditional_fusion_is_checked_by_the_input_channel_alignment_it_happened_from():
+    """`fused_from`: the input-channel alignment from which the measured micro-kernels fused (the blocked
+    kernels' multiple where the measurements allow it), 0 where all fused, `NEVER` where none did, None where no
+    threshold tells them apart; `checked_rules` puts one rule in place of the file's conditional ones."""
+    from annette_torch.fit.kind_sweep import FUSES, NEVER, checked_rules, fused_from, rule_checks
+
+    aligned = [16, 24, 64, 96, 512]
+    odd = [13, 43, 102, 171]
+    assert fused_from(_conv_act_measured(aligned + odd, [True] * 5 + [False] * 4), "Conv", "HardSwish") == 3.0
+    assert fused_from(_conv_act_measured(aligned + odd, [True] * 9), "Conv", "HardSwish") == 0.0
+    assert fused_from(_conv_act_measured(aligned + odd, [False] * 9), "Conv", "HardSwish") == NEVER
+    assert fused_from(_conv_act_measured([16, 24], [False, True]), "Conv", "HardSwish") is None  # (no threshold)
+    assert fused_from([], "Conv", "HardSwish") is None
+
+    raw = without_overhead(at.load_platform("ort-cpu"))
+    checks = rule_checks(raw)
+    assert checks[f"{FUSES}Conv+HardSwish"] == ("conv_act", "hardswish")
+    rules = raw.to_dict()["mapping"]["rules"]
+    pair = [r for r in rules if r["primary"] == ["Conv"] and r["secondary"] == ["HardSwish"]]
+    assert len(pair) >= 2 and all(r.get("when") for r in pair)
+    at_ = rules.index(pair[0])
+    for k, when in ((3.0, [{"layer": "primary", "attr": "c_in_align", "op": ">=", "value": 3}]), (0.0, None)):
+        new = checked_rules(rules, {f"{FUSES}Conv+HardSwish": k})
+        assert len(new) == len(rules) - len(pair) + 1 and new[at_]["name"] == "Conv+HardSwish"
+        assert new[at_].get("when") == when
+        assert [r for r in new if r is not new[at_]] == [r for r in rules if r not in pair]  # (the rest as it was)
+    assert checked_rules(rules, {f"{FUSES}Conv+HardSwish": float(NEVER)}) == [r for r in rules if r not in pair]
+
+
+def test_a_checked_fusion_rule_fuses_by_alignment_in_the_adapted_mapping():
+    """The swept finding goes into the file's mapping (`apply_factors`): a HardSwish after a convolution of 8k
+    input channels is fused, after one of 12 it is not; the network's other rules are unchanged."""
+    from annette_torch.fit.kind_sweep import FUSES, apply_factors
+    from annette_torch.ir import NetworkBuilder
+
+    b = NetworkBuilder("hs")
+    x = b.input("x", (1, 12, 28, 28))
+    y = b.same(LayerType.HARDSWISH, "hs1", b.conv("c1", x, 16, 3, padding=1))
+    b.same(LayerType.HARDSWISH, "hs2", b.conv("c2", y, 24, 3, padding=1))
+    net = b.build()
+    d = without_overhead(at.load_platform("ort-cpu")).to_dict()
+    d["overhead"] = {"scale": 1.0, "per_layer_ms": 0.0, "per_network_ms": 0.0}
+    apply_factors(d, {f"{FUSES}Conv+HardSwish": 3.0})
+    fused = {r["name"]: r["fused_into"] for r in at.estimate(net, Platform.from_dict(d, "x")).table()}
+    assert fused["hs1"] == "" and fused["hs2"] == "c2"  # (c1 reads 12 channels, c2 16)

@@ -105,6 +105,9 @@ class AdaptResult:
     #: per network, its error predicted by the refit's form fitted on all the other networks (leave-one-out:
     #: what a network like the adaptation networks can expect, `expected`); None: not measured
     network_loo: np.ndarray | None = None
+    #: measured here: per conditionally fused pair checked on micro-kernels (``"Conv+HardSwish"``), the input
+    #: channel alignment from which the runtime fused it (`kind_sweep.fused_from`; the file's rules for it follow)
+    fusions: dict[str, float] | None = None
 
     @property
     def median_spread(self) -> float | None:
@@ -135,9 +138,10 @@ class AdaptResult:
         the mean leave-one-out error of the adaptation networks of that kind (`network_loo`). Reported apart as
         the accuracy benchmark reports classic and transformer-era networks: one average would promise a CNN the
         error of attention and the reverse. Why leave-one-out, not the family check that chose the terms: a
-        network of a family the adaptation networks span is predicted by a fit that saw its family; measured on
-        classic networks after eight adaptations (two CPU runtimes, one machine), their MAPE was 0.5-2.1 points
-        below this figure, 0.6-3.6 below the leave-one-family-out one (`unlike`). Empty without `network_loo`."""
+        network of a family the adaptation networks span is predicted by a fit that saw its family. After 14
+        adaptations on one machine (two CPU runtimes), classic networks' MAPE was 0.3-2.8 points below this
+        figure, 0.1-3.6 below the leave-one-family-out one (`unlike`); this one was the closer in 10. Empty
+        without `network_loo`."""
         return self._pooled(self.network_loo)
 
     def unlike(self) -> dict[str, float]:
@@ -178,6 +182,13 @@ class AdaptResult:
             elif rest != ("scale",):
                 level = ", ".join(rest)
             text = f"per-kind scales from micro-kernels measured here ({scales}), then {level}"
+            if self.fusions:
+                from .kind_sweep import NEVER
+
+                text += "; fusions checked on micro-kernels: " + ", ".join(
+                    f"{k} " + ("never" if v >= NEVER else "always" if v == 0 else
+                               f"where the input channels are a multiple of {2 ** int(v)}")
+                    for k, v in self.fusions.items())
         elif self.kind_scales:
             text = f"one factor and per-kind scales ({scales})"
         elif self.terms == ("scale",):
@@ -467,9 +478,10 @@ def _fit(terms: list[dict[str, float]], y: np.ndarray, use: tuple[str, ...], nam
     was fitted (``("scale",)`` or the terms), which check measured the error (`CHECKS`), each network's
     out-of-sample error (None below 3 networks) and, the same form fitted on all networks but one, each network's
     leave-one-out error (`AdaptResult.network_loo`; the same array with that check). Without ``fresh``: the
-    scaled base model, judged by the check the fresh fit would have had, and with ``group`` (one of `TYPE_GROUPS`) the scaled base model with that group's
-    layers at a factor of their own as well, kept where the check's error is lower (``("scale", group)``).
-    ``fixed``: terms of the base model the scaling keeps as they are."""
+    scaled base model, judged by the check the fresh fit would have had, and with ``group`` (one of
+    `TYPE_GROUPS`) the scaled base model with that group's layers at a factor of their own as well, kept where
+    the check's error is lower (``("scale", group)``). ``fixed``: terms of the base model the scaling keeps as
+    they are."""
     from .calibrate_network import CPU_LOSS, CPU_SIGNED_TERMS, SIGNED_TERMS, fit_calibration, fit_cpu_calibration
 
     scaled = _fit_scaled(terms, y, prior, names, cpu, fixed)
@@ -786,6 +798,7 @@ def adapt(platform: PlatformLike, networks: int = DEFAULT_NETWORKS,
     from .calibrate import MEASURABLE, _validation_hashes, adaptation_networks, large_count, modelled_types
     from .calibrate import overhead_entry
     from .calibrate import user_platform_file, without_overhead
+    from .kind_sweep import FUSES
 
     t0 = time.perf_counter()
     base = load_platform(platform)
@@ -885,7 +898,7 @@ def adapt(platform: PlatformLike, networks: int = DEFAULT_NETWORKS,
         family_mape = {g: float(np.mean(errors[fam == g])) for g in dict.fromkeys(groups)}
     d = raw.to_dict()
     origin = f"adapted with annette adapt from {base_file} on {source}"
-    kind_scales = None
+    kind_scales = fusions = None
     if kinds is not None:
         loo, kfit, kdata, semantics, nets = kinds
         check, net_loo = CHECKS[0], None  # (the per-kind fit's own leave-one-out, its mean)
@@ -907,7 +920,8 @@ def adapt(platform: PlatformLike, networks: int = DEFAULT_NETWORKS,
         if factors:  # the swept kinds' factors, times a type group's own (`calibrate.overhead_entry`)
             from .kind_sweep import apply_factors
             apply_factors(d, factors)
-            kind_scales = {k: round(v, 4) for k, v in factors.items()}
+            kind_scales = {k: round(v, 4) for k, v in factors.items() if not k.startswith(FUSES)}
+            fusions = {k[len(FUSES):]: v for k, v in factors.items() if k.startswith(FUSES)} or None
             use = ("micro-kernel scales", *use)
         if latencies is None:
             d["fingerprint"] = machine_fingerprint(1)
@@ -933,7 +947,7 @@ def adapt(platform: PlatformLike, networks: int = DEFAULT_NETWORKS,
     after = np.array([estimate(n, adapted).latency_ms for n in nets])
     res = AdaptResult(adapted, path, base_file, names, y, before, after, loo, tuple(use),
                       time.perf_counter() - t0, "measured" if latencies is None else "given", spread, kind_scales,
-                      semantics, check, family_mape, None if net_loo is None else tuple(groups), net_loo)
+                      semantics, check, family_mape, None if net_loo is None else tuple(groups), net_loo, fusions)
     if res.noisy:
         log.warning("adapt: this machine's speed moved while measuring (a network's two fastest rounds differ by "
                     "%.0f%% at the median); the adapted file may be off by as much: run 'annette adapt' again "

@@ -47,6 +47,7 @@ import numpy as np
 
 from ..bench.suites.layers import ACT_TYPES
 from ..ir import MERGE_TYPES, LayerType
+from ..mapping.layout import ALIGN
 from ..platform import Platform
 from ..platform.platform import CONST, VECTOR, vector_rows
 from .kind_fit import kind_of
@@ -60,7 +61,8 @@ __all__ = ["KIND_SUITES", "VECTOR_SUITE", "ACT_SUITE", "ACT_KINDS", "ACT_CONFIGS
            "features", "sweep_plan", "pick_configs", "sweep_factors", "measure_factors", "activation_kinds", "COLD_KEY",
            "COLD_SUITE", "COLD_CONFIGS", "MIN_COLD_WEIGHT_MB", "MIN_COLD_FLUSH_MB", "streams_weights", "cold_configs",
            "apply_factors", "scale_cache", "fastest", "VECTOR_KIND", "KERNEL_KINDS", "kind_type", "CONST_SUITE",
-           "CONST_KINDS", "ONE_OP", "REORDER_KEY", "reorder_factor"]
+           "CONST_KINDS", "ONE_OP", "REORDER_KEY", "reorder_factor", "RULE_SUITES", "RULE_CONFIGS", "FUSES",
+           "NEVER", "rule_checks", "fused_from", "checked_rules"]
 
 log = logging.getLogger(__name__)
 
@@ -100,6 +102,13 @@ MIN_ACT_ELEMENTS = 16384
 COLD_KEY = "cold weights"
 #: the factor of the reorders the mapping costs add (`reorder_factor`), written as ``overhead.reorder_scale``
 REORDER_KEY = "reorders"
+#: a convolution type's suite of itself plus an activation, for checking a conditional fusion rule (`rule_checks`)
+RULE_SUITES = {"Conv": "conv_act", "DepthwiseConv": "dw_act"}
+#: micro-kernels per checked pair; the key prefix of a pair's finding (``"fuses Conv+HardSwish"``: `fused_from`)
+RULE_CONFIGS = 12
+FUSES = "fuses "
+#: `fused_from`'s value for a pair fused in no micro-kernel (above any `c_in_align`, at most 6)
+NEVER = 7
 COLD_SUITE = "cold_weights"
 COLD_CONFIGS = 4
 MIN_COLD_WEIGHT_MB = 64
@@ -292,13 +301,18 @@ def cold_configs(n: int = COLD_CONFIGS) -> list[dict]:
 def apply_factors(d: dict[str, Any], factors: dict[str, float]) -> None:
     """Put swept ``factors`` into the platform dict ``d`` (which has an ``overhead``): each kind's factor times
     the kind scale the overhead holds already (a type group's own), the reorders' as ``reorder_scale``, the
-    weight-streaming one into the cache model (`scale_cache`)."""
+    checked fusions into the mapping's rules (`checked_rules`), the weight-streaming one into the cache model
+    (`scale_cache`)."""
     ks = dict(d["overhead"].get("kind_scales") or {})
     # (a kernel or vector kind replaces its type's scale: it starts from it)
     d["overhead"]["kind_scales"] = {**ks, **{k: f * ks.get(k, ks.get(k.split(" ")[0], 1.0))
-                                             for k, f in factors.items() if k not in (COLD_KEY, REORDER_KEY)}}
+                                             for k, f in factors.items() if k not in (COLD_KEY, REORDER_KEY)
+                                             and not k.startswith(FUSES)}}
     if REORDER_KEY in factors:
         d["overhead"]["reorder_scale"] = factors[REORDER_KEY]
+    found = {k: f for k, f in factors.items() if k.startswith(FUSES)}
+    if found and isinstance(d.get("mapping"), dict):
+        d["mapping"] = {**d["mapping"], "rules": checked_rules(d["mapping"].get("rules", []), found)}
     scale_cache(d, factors)
 
 
@@ -397,6 +411,23 @@ def sweep_factors(raw: Platform, runtime: str, plan: dict[str, dict[str, Target]
                                 progress=False, max_s=CONFIG_S, process=process)
                 if res.interrupted:
                     raise KeyboardInterrupt
+        checks = rule_checks(raw)
+        if checks:  # (one round: a fusion does not change with the machine's load)
+            for key, (suite, act) in checks.items():
+                left = budget_s - (time.perf_counter() - t0)
+                if left <= 0:
+                    break
+                if progress:
+                    progress(f"fusions of {key[len(FUSES):]}: suite {suite}")
+                cfgs = pick_configs(SUITES[suite], Target(1.0, np.zeros((0, 2)), np.zeros(0)), RULE_CONFIGS,
+                                    suite_options(runtime, suite), select=lambda c, a=act: c["act"] == a)
+                res = run_sweep(st, f"{runtime} {key}", suite, cfgs, runner, kw, iterations=5, warmup=1,
+                                budget_s=left, progress=False, max_s=CONFIG_S, process=process)
+                if res.interrupted:
+                    raise KeyboardInterrupt
+                k = fused_from(load_measured(st, f"{runtime} {key}", suites=[suite]), *key[len(FUSES):].split("+"))
+                if k is not None:
+                    factors[key] = k
         samples = {suite: layer_samples(m, raw.mapping) if (m := fastest(st, keys, suite)) else None
                    for suite in {su for _, su in picked}}
         for kind, suites in plan.items():
@@ -442,6 +473,73 @@ def sweep_factors(raw: Platform, runtime: str, plan: dict[str, dict[str, Target]
             f = np.array(list(by_kernel.values()))
             factors[label] = float(np.average(f, weights=w) if w.sum() > 0 else f.mean())
     return factors
+
+
+def rule_checks(raw: Platform) -> dict[str, tuple[str, str]]:
+    """The pairs of a convolution type (`RULE_SUITES`) and an activation that ``raw``'s mapping fuses only under
+    conditions (a decision tree learned on the file's machine), as {``FUSES`` + "Conv+HardSwish": (suite, its
+    ``act`` value)}. Why: where a runtime fuses can depend on the CPU (its blocked kernels' channel multiple).
+    The AMD EPYC ``ort-cpu`` file's tree left a stride-1 convolution's HardSwish apart below 52 pixels wide;
+    ONNX Runtime on an AMD EPYC without AVX-512 fused it wherever the input channels were a multiple of 8:
+    MobileNetV3-small 6% high."""
+    from ..bench.suites.layers import ACT_TYPES
+
+    act_of = {int(t): k for k, t in ACT_TYPES.items()}
+    out = {}
+    for rule in raw.mapping.rules:
+        if not rule.when or len(rule.primary) != 1 or len(rule.secondary) != 1 or rule.primary[0] not in RULE_SUITES:
+            continue
+        act = act_of.get(int(LayerType.from_label(rule.secondary[0])))
+        if act is not None:
+            out[f"{FUSES}{rule.primary[0]}+{rule.secondary[0]}"] = (RULE_SUITES[rule.primary[0]], act)
+    return out
+
+
+def fused_from(measured: Sequence[Any], primary: str, secondary: str) -> float | None:
+    """The least input-channel alignment of a ``primary`` layer (``c_in_align``: log2 of the largest power of two
+    up to 64 dividing its input channels) from which the runtime fused each ``secondary`` reading one in the
+    ``measured`` configurations, below which it fused none: 0 all fused, `NEVER` none, that of the blocked kernels
+    (`layout.ALIGN`) where the measurements allow it; None where no threshold tells them apart (or none was
+    measured). Why the alignment: a runtime fuses an activation into
+    its blocked kernels, which take whole blocks of input channels (ONNX Runtime on an AMD EPYC without AVX-512:
+    HardSwish fused into every convolution and depthwise convolution of 8k input channels, into none other)."""
+    from ..bench.records import FUSED, NOT_FUSED
+    from ..mapping import attr_values
+
+    p, s = int(LayerType.from_label(primary)), int(LayerType.from_label(secondary))
+    seen = []
+    for m in measured:
+        net = m.network
+        align = attr_values(net.cols, "c_in_align")
+        for a, b in net.edges.tolist():
+            flag = m.records[net.names[b]].fused
+            if net.types[a] == p and net.types[b] == s and flag in (FUSED, NOT_FUSED):
+                seen.append((int(align[a]), flag == FUSED))
+    fits = [k for k in range(NEVER + 1) if seen and all((a >= k) == f for a, f in seen)]
+    block = int(np.log2(ALIGN))  # (of the thresholds the measurements allow, the blocked kernels' channel multiple)
+    if not fits:
+        return None
+    return float(block if block in fits else fits[0] if any(f for _, f in seen) else NEVER)
+
+
+def checked_rules(rules: list[dict[str, Any]], found: dict[str, float]) -> list[dict[str, Any]]:
+    """``rules`` (a platform dict's ``mapping.rules``) with each checked pair's conditional rules (``found``:
+    `FUSES` keys, `fused_from` values) replaced by one rule fusing it from that input-channel alignment on,
+    dropped where it fused nowhere."""
+    out, done = [], set()
+    for r in rules:
+        key = f"{FUSES}{'+'.join(r['primary'])}+{'+'.join(r['secondary'])}"
+        k = found.get(key) if r.get("when") else None
+        if k is None:
+            out.append(r)
+            continue
+        if k < NEVER and key not in done:
+            when = [{"layer": "primary", "attr": "c_in_align", "op": ">=", "value": int(k)}] if k > 0 else []
+            out.append({"name": key[len(FUSES):], "primary": r["primary"], "secondary": r["secondary"],
+                        **({"result": r["result"]} if r.get("result") else {}), **({"when": when} if when else {}),
+                        "origin": f"as the micro-kernels annette adapt measured fused it (was: {r.get('origin', '')})"})
+        done.add(key)
+    return out
 
 
 def reorder_factor(raw: Platform, samples: Sequence[Any]) -> float | None:
