@@ -30,6 +30,11 @@ VGG's classifier. Their measured over predicted time (`COLD_KEY`) rescales the f
 bandwidths (`scale_cache`): a warm micro-kernel shows a CPU's compute, not its memory (the AMD EPYC file streams
 FC weights at 37 GB/s, the Intel Xeon VM at ~13: AlexNet 30% short after adapting without it).
 
+The reorders the runtime inserts in these micro-kernels, over what the file's mapping costs price, give the
+reorders a factor of their own (`reorder_factor`: a copy runs at the machine's memory speed, not at the factor
+of the layer it follows), and a fusion the file makes only under conditions (a convolution's HardSwish) is
+checked on micro-kernels of the pair (`rule_checks`, `fused_from`).
+
 `annette adapt` uses the factors as per-kind scales (``overhead.kind_scales``) and keeps them unless the
 network-level refit on top of them predicts the networks left out worse (`fit.adapt._not_worse`).
 """
@@ -382,8 +387,9 @@ def sweep_factors(raw: Platform, runtime: str, plan: dict[str, dict[str, Target]
     ``openvino-cpu``), the suites' medians averaged by their weights; a suite with fewer than `MIN_LAYERS`
     measured layers does not count. The plan is measured ``rounds`` times over, each layer's fastest time counts
     (`fastest`). A convolution type swept by kernel (`KERNEL_KINDS`) and not as a whole
-    also gets a factor for its other kernels: its kernels' mean, weighted by the networks' time. The
-    measurements go to a temporary store: they are this adaptation's alone."""
+    also gets a factor for its other kernels: its kernels' mean, weighted by the networks' time. Also the
+    reorders' factor (`REORDER_KEY`, `reorder_factor`) and, once over, ``raw``'s conditional fusions (`FUSES`
+    keys, `rule_checks`). The measurements go to a temporary store: they are this adaptation's alone."""
     from ..bench.store import Store
     from ..bench.suites import SUITES
     from ..bench.sweep import measuring_process, run_sweep
@@ -482,8 +488,6 @@ def rule_checks(raw: Platform) -> dict[str, tuple[str, str]]:
     The AMD EPYC ``ort-cpu`` file's tree left a stride-1 convolution's HardSwish apart below 52 pixels wide;
     ONNX Runtime on an AMD EPYC without AVX-512 fused it wherever the input channels were a multiple of 8:
     MobileNetV3-small 6% high."""
-    from ..bench.suites.layers import ACT_TYPES
-
     act_of = {int(t): k for k, t in ACT_TYPES.items()}
     out = {}
     for rule in raw.mapping.rules:
@@ -500,9 +504,9 @@ def fused_from(measured: Sequence[Any], primary: str, secondary: str) -> float |
     up to 64 dividing its input channels) from which the runtime fused each ``secondary`` reading one in the
     ``measured`` configurations, below which it fused none: 0 all fused, `NEVER` none, that of the blocked kernels
     (`layout.ALIGN`) where the measurements allow it; None where no threshold tells them apart (or none was
-    measured). Why the alignment: a runtime fuses an activation into
-    its blocked kernels, which take whole blocks of input channels (ONNX Runtime on an AMD EPYC without AVX-512:
-    HardSwish fused into every convolution and depthwise convolution of 8k input channels, into none other)."""
+    measured). Why the alignment: a runtime fuses an activation into its blocked kernels, which take whole blocks
+    of input channels (ONNX Runtime on an AMD EPYC without AVX-512: HardSwish fused into every convolution and
+    depthwise convolution of 8k input channels, into none other)."""
     from ..bench.records import FUSED, NOT_FUSED
     from ..mapping import attr_values
 
@@ -568,7 +572,7 @@ def measure_factors(raw: Platform, runtime: str, estimates: Sequence[Estimate],
                     progress: Callable[[str], None] | None = None) -> dict[str, float]:
     """`sweep_factors` of the `sweep_plan` of ``estimates`` (the networks estimated by ``raw``), of the
     activations ``raw`` models and the ops with a constant operand, and of weights streamed from memory where
-    ``raw`` has a cache model."""
+    ``raw`` has a cache model; with the reorders' factor and the checked fusions."""
     cold = raw.cache is not None
     return sweep_factors(raw, runtime, sweep_plan(estimates, (*activation_kinds(raw), *CONST_KINDS), cold),
                          progress=progress, cold=cold)
