@@ -510,7 +510,7 @@ def test_a_convolution_is_swept_per_kernel_size_and_its_type_factor_is_their_tim
     raw = without_overhead(at.load_platform("ort-cpu"))
     small, large = Target(1.0, np.zeros((0, 2)), np.array([0.3])), Target(1.0, np.zeros((0, 2)), np.array([0.1]))
     f = sweep_factors(raw, "ort-cpu", {"DepthwiseConv 3x3": {"dwconv": small}, "DepthwiseConv 7x7": {"dwconv": large}},
-                      configs=6, rounds=1)
+                      configs=6, rounds=1, fusions=True)
     # (and the file's conditional fusions, checked on micro-kernels: the input-channel alignment they fused from)
     checked = {k: v for k, v in f.items() if k.startswith(FUSES)}
     assert set(checked) == set(rule_checks(raw)) and all(v in range(NEVER + 1) for v in checked.values())

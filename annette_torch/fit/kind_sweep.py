@@ -380,7 +380,7 @@ def _total(m: Any) -> float:
 
 def sweep_factors(raw: Platform, runtime: str, plan: dict[str, dict[str, Target]], configs: int = CONFIGS,
                   budget_s: float = BUDGET_S, progress: Callable[[str], None] | None = None,
-                  cold: bool = False, rounds: int = ROUNDS) -> dict[str, float]:
+                  cold: bool = False, rounds: int = ROUNDS, fusions: bool = False) -> dict[str, float]:
     """Per kind of ``plan`` (`sweep_plan`): the median of measured over modelled time (by ``raw``, a platform
     without network-level overhead) of that kind's layers in ``configs`` micro-kernels of each of its suites
     (`pick_configs`: those like the networks' layers), measured here on ``runtime`` (``ort-cpu`` or
@@ -388,8 +388,8 @@ def sweep_factors(raw: Platform, runtime: str, plan: dict[str, dict[str, Target]
     measured layers does not count. The plan is measured ``rounds`` times over, each layer's fastest time counts
     (`fastest`). A convolution type swept by kernel (`KERNEL_KINDS`) and not as a whole
     also gets a factor for its other kernels: its kernels' mean, weighted by the networks' time. Also the
-    reorders' factor (`REORDER_KEY`, `reorder_factor`) and, once over, ``raw``'s conditional fusions (`FUSES`
-    keys, `rule_checks`). The measurements go to a temporary store: they are this adaptation's alone."""
+    reorders' factor (`REORDER_KEY`, `reorder_factor`) and, with ``fusions``, once over, ``raw``'s conditional
+    fusions (`FUSES` keys, `rule_checks`). The measurements go to a temporary store: they are this adaptation's alone."""
     from ..bench.store import Store
     from ..bench.suites import SUITES
     from ..bench.sweep import measuring_process, run_sweep
@@ -417,7 +417,7 @@ def sweep_factors(raw: Platform, runtime: str, plan: dict[str, dict[str, Target]
                                 progress=False, max_s=CONFIG_S, process=process)
                 if res.interrupted:
                     raise KeyboardInterrupt
-        checks = rule_checks(raw)
+        checks = rule_checks(raw) if fusions else {}
         if checks:  # (one round: a fusion does not change with the machine's load)
             for key, (suite, act) in checks.items():
                 left = budget_s - (time.perf_counter() - t0)
@@ -575,4 +575,4 @@ def measure_factors(raw: Platform, runtime: str, estimates: Sequence[Estimate],
     ``raw`` has a cache model; with the reorders' factor and the checked fusions."""
     cold = raw.cache is not None
     return sweep_factors(raw, runtime, sweep_plan(estimates, (*activation_kinds(raw), *CONST_KINDS), cold),
-                         progress=progress, cold=cold)
+                         progress=progress, cold=cold, fusions=True)
