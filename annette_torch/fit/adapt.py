@@ -468,7 +468,7 @@ def _family_groups(groups: Sequence[str] | None, n: int, need: int) -> Sequence[
 def _fit(terms: list[dict[str, float]], y: np.ndarray, use: tuple[str, ...], names: Sequence[str],
          cpu: bool, prior: dict[str, float], groups: Sequence[str] | None = None, fresh: bool = True,
          fixed: tuple[str, ...] = (), group: str | None = None
-         ) -> tuple[Any, float, tuple[str, ...], str, np.ndarray | None, np.ndarray | None]:
+         ) -> tuple[Any, float, tuple[str, ...], str, np.ndarray | None, Callable[[], np.ndarray | None]]:
     """The refit: the base model scaled by one factor, or the terms ``use`` fitted afresh. The fresh fit wins
     only when its out-of-sample error is lower by more than its own standard error (the one-standard-error
     rule: more parameters need clear evidence). With the networks' ``groups`` (`family`) the out-of-sample
@@ -476,8 +476,8 @@ def _fit(terms: list[dict[str, float]], y: np.ndarray, use: tuple[str, ...], nam
     which fits one family and no other loses (within a family, leave-one-out approves it). Below 3 networks:
     the scaled base model. Returns the `Calibration`, its out-of-sample MAPE (nan below 3 networks), what
     was fitted (``("scale",)`` or the terms), which check measured the error (`CHECKS`), each network's
-    out-of-sample error (None below 3 networks) and, the same form fitted on all networks but one, each network's
-    leave-one-out error (`AdaptResult.network_loo`; the same array with that check). Without ``fresh``: the
+    out-of-sample error (None below 3 networks) and a function giving, the same form fitted on all networks but
+    one, each network's leave-one-out error (`AdaptResult.network_loo`; the same array with that check). Without ``fresh``: the
     scaled base model, judged by the check the fresh fit would have had, and with ``group`` (one of
     `TYPE_GROUPS`) the scaled base model with that group's layers at a factor of their own as well, kept where
     the check's error is lower (``("scale", group)``). ``fixed``: terms of the base model the scaling keeps as
@@ -489,8 +489,12 @@ def _fit(terms: list[dict[str, float]], y: np.ndarray, use: tuple[str, ...], nam
 
     def done(cal: Any, how: tuple[str, ...], fit: Callable[..., Any], errors: np.ndarray | None,
              groups: Sequence[str] | None) -> tuple[Any, float, tuple[str, ...], str, np.ndarray | None,
-                                                    np.ndarray | None]:
-        loo = errors if groups is None or errors is None else _loo(fit, terms, y)
+                                                    Callable[[], np.ndarray | None]]:
+        def loo() -> np.ndarray | None:  # (on request, of the refit kept; a CPU fit measured its own on the way)
+            if groups is None or errors is None:
+                return errors
+            own = getattr(cal, "loo_errors", None)
+            return np.abs(own) if own is not None and len(own) == len(y) else _loo(fit, terms, y)
         return cal, cal.loo_mape, how, CHECKS[groups is not None], errors, loo
 
     if few or not fresh:
@@ -901,7 +905,7 @@ def adapt(platform: PlatformLike, networks: int = DEFAULT_NETWORKS,
     kind_scales = fusions = None
     if kinds is not None:
         loo, kfit, kdata, semantics, nets = kinds
-        check, net_loo = CHECKS[0], None  # (the per-kind fit's own leave-one-out, its mean)
+        check, net_loo = CHECKS[0], lambda: None  # (the per-kind fit's own leave-one-out, its mean)
         scale, _, _, dw = base.overhead  # type: ignore[misc]
         entry: dict[str, Any] = {"scale": kfit.g * scale, "per_layer_ms": kfit.g * kfit.per_layer,
                                  "per_network_ms": kfit.per_network}
@@ -945,9 +949,11 @@ def adapt(platform: PlatformLike, networks: int = DEFAULT_NETWORKS,
         adapted.save(path)
         adapted.source = os.path.abspath(path)
     after = np.array([estimate(n, adapted).latency_ms for n in nets])
+    loo_errors = net_loo()  # (of the refit kept)
     res = AdaptResult(adapted, path, base_file, names, y, before, after, loo, tuple(use),
                       time.perf_counter() - t0, "measured" if latencies is None else "given", spread, kind_scales,
-                      semantics, check, family_mape, None if net_loo is None else tuple(groups), net_loo, fusions)
+                      semantics, check, family_mape, None if loo_errors is None else tuple(groups), loo_errors,
+                      fusions)
     if res.noisy:
         log.warning("adapt: this machine's speed moved while measuring (a network's two fastest rounds differ by "
                     "%.0f%% at the median); the adapted file may be off by as much: run 'annette adapt' again "

@@ -149,14 +149,15 @@ def fit_cpu_calibration(terms: Sequence[dict[str, float]], measured_ms: Sequence
     options = [(dw, g, r) for r in ramps for g in [None, *groups]
                for dw in ((False, True) if _has(terms, "depthwise") else (False,))]
 
-    def loo_of(o: tuple[bool, str | None, bool]) -> float:
+    def loo_of(o: tuple[bool, str | None, bool]) -> np.ndarray:
         fit = lambda t, m: _fit_cpu(t, m, depthwise=o[0], group=o[1], ramped=o[2])  # noqa: E731
-        return float(np.mean(np.abs(leave_one_out(terms, y, fit=fit))))
+        return leave_one_out(terms, y, fit=fit)
 
-    loo = {o: loo_of(o) for o in options}
+    errors = {o: loo_of(o) for o in options}
+    loo = {o: float(np.mean(np.abs(e))) for o, e in errors.items()}
     best = min(options, key=loo.__getitem__)  # a tie keeps the simpler term set, listed first
     cal = _fit_cpu(terms, y, names, depthwise=best[0], group=best[1], ramped=best[2])
-    cal.loo_mape = loo[best]
+    cal.loo_mape, cal.loo_errors = loo[best], errors[best]
     return cal
 
 

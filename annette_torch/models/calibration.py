@@ -16,7 +16,7 @@ common scale fitted mostly on CNNs cannot follow them).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -66,6 +66,8 @@ class Calibration:
     loo_mape: float | None = None
     fitted_on: tuple[str, ...] = ()
     predicts: str = "end-to-end latency (ms)"
+    #: where the fit measured them: each network's signed leave-one-out error behind ``loo_mape`` (not saved)
+    loo_errors: np.ndarray | None = field(default=None, repr=False, compare=False)
 
     def predict(self, terms: dict[str, float]) -> float:
         """End-to-end ms of one network from its terms."""
