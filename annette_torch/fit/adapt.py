@@ -477,11 +477,11 @@ def _fit(terms: list[dict[str, float]], y: np.ndarray, use: tuple[str, ...], nam
     the scaled base model. Returns the `Calibration`, its out-of-sample MAPE (nan below 3 networks), what
     was fitted (``("scale",)`` or the terms), which check measured the error (`CHECKS`), each network's
     out-of-sample error (None below 3 networks) and a function giving, the same form fitted on all networks but
-    one, each network's leave-one-out error (`AdaptResult.network_loo`; the same array with that check). Without ``fresh``: the
-    scaled base model, judged by the check the fresh fit would have had, and with ``group`` (one of
-    `TYPE_GROUPS`) the scaled base model with that group's layers at a factor of their own as well, kept where
-    the check's error is lower (``("scale", group)``). ``fixed``: terms of the base model the scaling keeps as
-    they are."""
+    one, each network's leave-one-out error (`AdaptResult.network_loo`; the same array with that check).
+    Without ``fresh``: the scaled base model, judged by the check the fresh fit would have had, and with
+    ``group`` (one of `TYPE_GROUPS`) the scaled base model with that group's layers at a factor of their own as
+    well, kept where the check's error is lower (``("scale", group)``). ``fixed``: terms of the base model the
+    scaling keeps as they are."""
     from .calibrate_network import CPU_LOSS, CPU_SIGNED_TERMS, SIGNED_TERMS, fit_calibration, fit_cpu_calibration
 
     scaled = _fit_scaled(terms, y, prior, names, cpu, fixed)

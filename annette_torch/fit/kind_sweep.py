@@ -389,7 +389,8 @@ def sweep_factors(raw: Platform, runtime: str, plan: dict[str, dict[str, Target]
     (`fastest`). A convolution type swept by kernel (`KERNEL_KINDS`) and not as a whole
     also gets a factor for its other kernels: its kernels' mean, weighted by the networks' time. Also the
     reorders' factor (`REORDER_KEY`, `reorder_factor`) and, with ``fusions``, once over, ``raw``'s conditional
-    fusions (`FUSES` keys, `rule_checks`). The measurements go to a temporary store: they are this adaptation's alone."""
+    fusions (`FUSES` keys, `rule_checks`). The measurements go to a temporary store: they are this
+    adaptation's alone."""
     from ..bench.store import Store
     from ..bench.suites import SUITES
     from ..bench.sweep import measuring_process, run_sweep

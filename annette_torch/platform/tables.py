@@ -2,9 +2,9 @@
 
 Per layer type the index of the model that serves it (its own, else its fallback group's, else ``Base``),
 and on a platform with a host the host's models after the accelerator's with their own index per type (one
-pass costs the layers of both sides); per model its roofline parameters and bit widths (NaN roofline parameters for models that are not plain
-rooflines: those are costed on their own rows) and the tree ensembles of all its statistical and mixed
-models merged into one forest walked once per prediction.
+pass costs the layers of both sides); per model its roofline parameters and bit widths (NaN roofline
+parameters for models that are not plain rooflines: those are costed on their own rows) and the tree
+ensembles of all its statistical and mixed models merged into one forest walked once per prediction.
 """
 
 from __future__ import annotations
