@@ -493,13 +493,12 @@ def _fit(terms: list[dict[str, float]], y: np.ndarray, use: tuple[str, ...], nam
         def loo() -> np.ndarray | None:  # (on request, of the refit kept; a CPU fit measured its own on the way)
             if groups is None or errors is None:
                 return errors
-            own = getattr(cal, "loo_errors", None)
-            return np.abs(own) if own is not None and len(own) == len(y) else _loo(fit, terms, y)
+            return np.abs(cal.loo_errors) if cal.loo_errors is not None else _loo(fit, terms, y)
         return cal, cal.loo_mape, how, CHECKS[groups is not None], errors, loo
 
+    plain = lambda t, m: _fit_scaled(t, m, prior, (), cpu, fixed)  # noqa: E731  (the scaled file, refitted)
     if few or not fresh:
         groups = _family_groups(groups, len(y), 1 if few else len(use) + 2)
-        plain = lambda t, m: _fit_scaled(t, m, prior, (), cpu, fixed)  # noqa: E731
         errors = _loo(plain, terms, y, groups) if len(y) >= 3 else None
         scaled.loo_mape = float(np.mean(errors)) if errors is not None else float("nan")
         if group is not None and errors is not None and any(t.get(group, 0.0) > 0 for t in terms):
@@ -516,7 +515,6 @@ def _fit(terms: list[dict[str, float]], y: np.ndarray, use: tuple[str, ...], nam
     else:
         loss, signed = (CPU_LOSS, CPU_SIGNED_TERMS) if cpu else (None, SIGNED_TERMS)
         refit = lambda t, m, n=(): fit_calibration(t, m, use, n, loss=loss, signed=signed)  # noqa: E731
-    plain = lambda t, m: _fit_scaled(t, m, prior, (), cpu, fixed)  # noqa: E731
     err_scaled = _loo(plain, terms, y, groups)
     err_fresh = _loo(refit, terms, y, groups)
     scaled.loo_mape = float(np.mean(err_scaled))

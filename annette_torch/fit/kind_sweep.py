@@ -151,6 +151,10 @@ class Target:
     times: np.ndarray
 
 
+#: a suite's configurations stand for no layers in particular: `pick_configs` spreads over the suite
+NO_TARGET = Target(1.0, np.zeros((0, 2)), np.zeros(0))
+
+
 def features(ops: Any, act: Any, weights: Any) -> np.ndarray:
     """Where a layer (or a micro-kernel) sits among its kind: log10 of its operations and of the elements it
     reads and writes (activations and weights), one row each."""
@@ -266,7 +270,7 @@ def sweep_plan(estimates: Sequence[Estimate], elementwise: Sequence[str] = (),
         covered += s
     for kind in elementwise:  # like the networks' layers of it where they hold it
         if kind in ONE_OP:
-            plan[kind] = targets(kind) or {_suites(kind)[0]: Target(1.0, np.zeros((0, 2)), np.zeros(0))}
+            plan[kind] = targets(kind) or {_suites(kind)[0]: NO_TARGET}
     return plan
 
 
@@ -407,34 +411,34 @@ def sweep_factors(raw: Platform, runtime: str, plan: dict[str, dict[str, Target]
     keys = [runtime if r == 0 else f"{runtime} round {r + 1}" for r in range(rounds)]
     with tempfile.TemporaryDirectory(prefix="annette-adapt-") as tmp, Store(os.path.join(tmp, "m.sqlite")) as st, \
             measuring_process(runner, kw) as process:  # one for all the suites
+
+        def measure(key: str, suite: str, cfgs: list[dict], what: str, iterations: int = 20, warmup: int = 3
+                    ) -> bool:
+            """Measure ``cfgs`` of ``suite`` under the store key ``key``; False once the budget is spent."""
+            left = budget_s - (time.perf_counter() - t0)
+            if left <= 0:
+                return False
+            if progress:
+                progress(f"{what}: suite {suite}")
+            res = run_sweep(st, key, suite, cfgs, runner, kw, iterations=iterations, warmup=warmup, budget_s=left,
+                            progress=False, max_s=CONFIG_S, process=process)
+            if res.interrupted:
+                raise KeyboardInterrupt
+            return True
+
         for r, key in enumerate(keys):  # the whole plan once per round: a slow spell of the machine hits one
             for (kind, suite), cfgs in picked.items():
-                left = budget_s - (time.perf_counter() - t0)
-                if left <= 0:
+                if not measure(key, suite, cfgs, f"micro-kernels of {kind}" + (f" (round {r + 1})" if r else "")):
                     break
-                if progress:
-                    progress(f"micro-kernels of {kind}: suite {suite}" + (f" (round {r + 1})" if r else ""))
-                res = run_sweep(st, key, suite, cfgs, runner, kw, iterations=20, warmup=3, budget_s=left,
-                                progress=False, max_s=CONFIG_S, process=process)
-                if res.interrupted:
-                    raise KeyboardInterrupt
-        checks = rule_checks(raw) if fusions else {}
-        if checks:  # (one round: a fusion does not change with the machine's load)
-            for key, (suite, act) in checks.items():
-                left = budget_s - (time.perf_counter() - t0)
-                if left <= 0:
-                    break
-                if progress:
-                    progress(f"fusions of {key[len(FUSES):]}: suite {suite}")
-                cfgs = pick_configs(SUITES[suite], Target(1.0, np.zeros((0, 2)), np.zeros(0)), RULE_CONFIGS,
-                                    suite_options(runtime, suite), select=lambda c, a=act: c["act"] == a)
-                res = run_sweep(st, f"{runtime} {key}", suite, cfgs, runner, kw, iterations=5, warmup=1,
-                                budget_s=left, progress=False, max_s=CONFIG_S, process=process)
-                if res.interrupted:
-                    raise KeyboardInterrupt
-                k = fused_from(load_measured(st, f"{runtime} {key}", suites=[suite]), *key[len(FUSES):].split("+"))
-                if k is not None:
-                    factors[key] = k
+        for key, (suite, act) in (rule_checks(raw) if fusions else {}).items():
+            # (one round: a fusion does not change with the machine's load)
+            cfgs = pick_configs(SUITES[suite], NO_TARGET, RULE_CONFIGS, suite_options(runtime, suite),
+                                select=lambda c, a=act: c["act"] == a)
+            if not measure(f"{runtime} {key}", suite, cfgs, f"fusions of {'+'.join(_pair(key))}", 5, 1):
+                break
+            k = fused_from(load_measured(st, f"{runtime} {key}", suites=[suite]), *_pair(key))
+            if k is not None:
+                factors[key] = k
         samples = {suite: layer_samples(m, raw.mapping) if (m := fastest(st, keys, suite)) else None
                    for suite in {su for _, su in picked}}
         for kind, suites in plan.items():
@@ -496,8 +500,18 @@ def rule_checks(raw: Platform) -> dict[str, tuple[str, str]]:
             continue
         act = act_of.get(int(LayerType.from_label(rule.secondary[0])))
         if act is not None:
-            out[f"{FUSES}{rule.primary[0]}+{rule.secondary[0]}"] = (RULE_SUITES[rule.primary[0]], act)
+            out[_pair_key([rule.primary[0], rule.secondary[0]])] = (RULE_SUITES[rule.primary[0]], act)
     return out
+
+
+def _pair_key(pair: Sequence[str]) -> str:
+    """The factors' key of a checked (primary, secondary) pair (``"fuses Conv+HardSwish"``; `_pair` reads it)."""
+    return FUSES + "+".join(pair)
+
+
+def _pair(key: str) -> list[str]:
+    """The (primary, secondary) pair of a `_pair_key`."""
+    return key[len(FUSES):].split("+")
 
 
 def fused_from(measured: Sequence[Any], primary: str, secondary: str) -> float | None:
@@ -533,14 +547,14 @@ def checked_rules(rules: list[dict[str, Any]], found: dict[str, float]) -> list[
     dropped where it fused nowhere."""
     out, done = [], set()
     for r in rules:
-        key = f"{FUSES}{'+'.join(r['primary'])}+{'+'.join(r['secondary'])}"
+        key = _pair_key([*r["primary"], *r["secondary"]])
         k = found.get(key) if r.get("when") else None
         if k is None:
             out.append(r)
             continue
         if k < NEVER and key not in done:
             when = [{"layer": "primary", "attr": "c_in_align", "op": ">=", "value": int(k)}] if k > 0 else []
-            out.append({"name": key[len(FUSES):], "primary": r["primary"], "secondary": r["secondary"],
+            out.append({"name": "+".join(_pair(key)), "primary": r["primary"], "secondary": r["secondary"],
                         **({"result": r["result"]} if r.get("result") else {}), **({"when": when} if when else {}),
                         "origin": f"as the micro-kernels annette adapt measured fused it (was: {r.get('origin', '')})"})
         done.add(key)

@@ -212,7 +212,7 @@ def apply_folds(net: Network, folds: Sequence[str]) -> Folded:
     absorber = np.arange(n)
     folded, pinned = np.zeros(n, dtype=bool), np.zeros(n, dtype=bool)
     extra_in = np.zeros(n)
-    added: list[tuple[int, int]] = []
+    added: list[np.ndarray] = []  # (edges the folds add, (k, 2) arrays)
     if "swish" in folds:
         sig, mul = swish_diamonds(net)
         if sig.size:
@@ -234,7 +234,7 @@ def apply_folds(net: Network, folds: Sequence[str]) -> Folded:
             chain_end = np.array([g.members[(g.member_group == k)][-1] for k in np.flatnonzero(is_mul)],
                                  dtype=np.int64)
             extra_in[g.survivor[is_mul]] -= net.out_elems[chain_end]
-            added = [(int(x), int(s)) for x, s in zip(g.x[~is_mul], g.survivor[~is_mul])]
+            added.append(np.column_stack([g.x[~is_mul], g.survivor[~is_mul]]))
     if "shuffle" in folds:
         sg = shuffle_groups(net)
         if sg.size:
@@ -244,9 +244,7 @@ def apply_folds(net: Network, folds: Sequence[str]) -> Folded:
             absorber[sg[:, :2]] = back[:, None]
             folded[sg[:, :2]] = True
             pinned[back] = True
-            into_view = np.isin(edges[:, 1], view)  # the view's producer now feeds the shuffle
-            at = {int(v): int(k) for k, v in enumerate(view)}
-            added += [(int(p), int(back[at[int(v)]])) for p, v in edges[into_view]]
+            added.append(_rerouted(edges, n, view, back))  # the view's producer now feeds the shuffle
     if "pad" in folds:
         pc = pad_consumers(net)
         if pc.size:
@@ -254,12 +252,18 @@ def apply_folds(net: Network, folds: Sequence[str]) -> Folded:
             absorber[pad] = conv
             folded[pad] = True
             extra_in[conv] -= net.out_elems[pad] - net.in_elems[pad]  # (it reads the unpadded input)
-            into_pad = np.isin(edges[:, 1], pad)  # the Pad's producer now feeds the convolution
-            at = {int(v): int(k) for k, v in enumerate(pad)}
-            added += [(int(x), int(conv[at[int(v)]])) for x, v in edges[into_pad]]
+            added.append(_rerouted(edges, n, pad, conv))  # the Pad's producer now feeds the convolution
     if folded.any():
         live = ~(folded[edges[:, 0]] | folded[edges[:, 1]])
         edges = edges[live]
         if added:
-            edges = np.concatenate([edges, np.array(added, dtype=np.int64).reshape(-1, 2)])
+            edges = np.concatenate([edges, *(a.astype(np.int64).reshape(-1, 2) for a in added)])
     return Folded(types, edges, absorber, folded, pinned, extra_in)
+
+
+def _rerouted(edges: np.ndarray, n: int, gone: np.ndarray, to: np.ndarray) -> np.ndarray:
+    """The edges into each layer of ``gone`` (folded away), each leading into its layer of ``to`` instead."""
+    into = edges[np.isin(edges[:, 1], gone)]
+    lut = np.zeros(n, dtype=np.int64)
+    lut[gone] = to
+    return np.column_stack([into[:, 0], lut[into[:, 1]]])
