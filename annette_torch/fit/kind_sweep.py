@@ -80,7 +80,7 @@ log = logging.getLogger(__name__)
 KIND_SUITES: dict[str, str] = {
     "Conv": "conv", "DepthwiseConv": "dwconv", "GroupConv": "gconv", "FullyConnected": "linear",
     "MatMul": "matmul", "MaxPool": "maxpool", "AvgPool": "avgpool", "Add": "add", "Concat": "concat",
-    "Softmax": "softmax", "LayerNorm": "layernorm", "GELU": "gelu",
+    "Softmax": "softmax", "LayerNorm": "layernorm", "GELU": "gelu", "ConvTranspose": "convtranspose",
 }
 VECTOR_SUITE = "fc"
 #: the activations' suite, and per activation kind its ``act`` value there (GELU has a token suite of its own)
