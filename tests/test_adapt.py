@@ -513,7 +513,7 @@ def test_a_convolution_is_swept_per_kernel_size_and_its_type_factor_is_their_tim
                       configs=6, rounds=1, fusions=True)
     # (and the file's conditional fusions, checked on micro-kernels: the input-channel alignment they fused from)
     checked = {k: v for k, v in f.items() if k.startswith(FUSES)}
-    assert set(checked) == set(rule_checks(raw)) and all(v in range(NEVER + 1) for v in checked.values())
+    assert set(checked) == set(rule_checks(raw)) and all(int(v) in range(NEVER + 1) for v in checked.values())
     f = {k: v for k, v in f.items() if k not in checked}
     assert set(f) == {"DepthwiseConv 3x3", "DepthwiseConv 7x7", "DepthwiseConv", REORDER_KEY}
     assert f["DepthwiseConv"] == pytest.approx(0.75 * f["DepthwiseConv 3x3"] + 0.25 * f["DepthwiseConv 7x7"])

@@ -345,8 +345,9 @@ def _conv_act_measured(c_ins, fused):
 def test_a_conditional_fusion_is_checked_by_the_input_channel_alignment_it_happened_from():
     """`fused_from`: the input-channel alignment from which the measured micro-kernels fused (the blocked
     kernels' multiple where the measurements allow it), 0 where all fused, `NEVER` where none did, None where no
-    threshold tells them apart; `checked_rules` puts one rule in place of the file's conditional ones."""
-    from annette_torch.fit.kind_sweep import FUSES, NEVER, checked_rules, fused_from, rule_checks
+    threshold tells them apart, plus `NARROW` where every layer narrower than one block fused as well;
+    `checked_rules` puts one rule in place of the file's conditional ones (two for a narrow finding)."""
+    from annette_torch.fit.kind_sweep import FUSES, NARROW, NEVER, checked_rules, fused_from, fusion_words, rule_checks
 
     aligned = [16, 24, 64, 96, 512]
     odd = [13, 43, 102, 171]
@@ -355,6 +356,20 @@ def test_a_conditional_fusion_is_checked_by_the_input_channel_alignment_it_happe
     assert fused_from(_conv_act_measured(aligned + odd, [False] * 9), "Conv", "HardSwish") == NEVER
     assert fused_from(_conv_act_measured([16, 24], [False, True]), "Conv", "HardSwish") is None  # (no threshold)
     assert fused_from([], "Conv", "HardSwish") is None
+    # (narrower than one block of 8: all fused -> NARROW; not all -> the alignment alone; 4 and 8 fused alike: 2)
+    four = [12, 20, 36]
+    assert fused_from(_conv_act_measured([3, 6] + aligned + odd, [True] * 7 + [False] * 4), "Conv",
+                      "HardSwish") == 3.0 + NARROW
+    assert fused_from(_conv_act_measured([3, 6] + aligned + four + odd, [True] * 10 + [False] * 4), "Conv",
+                      "HardSwish") == 2.0 + NARROW
+    assert fused_from(_conv_act_measured([3, 4] + aligned + four + odd, [False, True] + [True] * 8 + [False] * 4),
+                      "Conv", "HardSwish") == 2.0  # (4 is aligned as the others: nothing narrow about it)
+    assert fused_from(_conv_act_measured([3] + aligned + odd, [True] + [False] * 9), "Conv", "HardSwish") == \
+        NEVER + NARROW
+    assert fusion_words(2.0 + NARROW) == "where the input channels are a multiple of 4 or fewer than 8"
+    assert fusion_words(NEVER + NARROW) == "where the input channels are fewer than 8"
+    assert (fusion_words(3.0), fusion_words(0.0), fusion_words(NEVER)) == (
+        "where the input channels are a multiple of 8", "always", "never")
 
     raw = without_overhead(at.load_platform("ort-cpu"))
     checks = rule_checks(raw)
@@ -369,12 +384,20 @@ def test_a_conditional_fusion_is_checked_by_the_input_channel_alignment_it_happe
         assert new[at_].get("when") == when
         assert [r for r in new if r is not new[at_]] == [r for r in rules if r not in pair]  # (the rest as it was)
     assert checked_rules(rules, {f"{FUSES}Conv+HardSwish": float(NEVER)}) == [r for r in rules if r not in pair]
+    narrow = [{"layer": "primary", "attr": "c_in", "op": "<", "value": 8}]
+    new = checked_rules(rules, {f"{FUSES}Conv+HardSwish": 2.0 + NARROW})
+    assert [r.get("when") for r in new[at_:at_ + 2]] == [
+        [{"layer": "primary", "attr": "c_in_align", "op": ">=", "value": 2}], narrow]
+    assert len(new) == len(rules) - len(pair) + 2
+    new = checked_rules(rules, {f"{FUSES}Conv+HardSwish": NEVER + NARROW})
+    assert len(new) == len(rules) - len(pair) + 1 and new[at_]["when"] == narrow
 
 
 def test_a_checked_fusion_rule_fuses_by_alignment_in_the_adapted_mapping():
     """The swept finding goes into the file's mapping (`apply_factors`): a HardSwish after a convolution of 8k
-    input channels is fused, after one of 12 it is not; the network's other rules are unchanged."""
-    from annette_torch.fit.kind_sweep import FUSES, apply_factors
+    input channels is fused, after one of 12 it is not (with a narrow finding, after one of 3 too); the network's
+    other rules are unchanged."""
+    from annette_torch.fit.kind_sweep import FUSES, NARROW, apply_factors
     from annette_torch.ir import NetworkBuilder
 
     b = NetworkBuilder("hs")
@@ -387,3 +410,13 @@ def test_a_checked_fusion_rule_fuses_by_alignment_in_the_adapted_mapping():
     apply_factors(d, {f"{FUSES}Conv+HardSwish": 3.0})
     fused = {r["name"]: r["fused_into"] for r in at.estimate(net, Platform.from_dict(d, "x")).table()}
     assert fused["hs1"] == "" and fused["hs2"] == "c2"  # (c1 reads 12 channels, c2 16)
+    # (a narrow finding: an image's convolution fused too, a 12-channel one still not)
+    b = NetworkBuilder("hs")
+    x = b.input("x", (1, 3, 28, 28))
+    y = b.same(LayerType.HARDSWISH, "hs0", b.conv("c0", x, 12, 3, padding=1))
+    b.same(LayerType.HARDSWISH, "hs1", b.conv("c1", y, 16, 3, padding=1))
+    d = without_overhead(at.load_platform("ort-cpu")).to_dict()
+    d["overhead"] = {"scale": 1.0, "per_layer_ms": 0.0, "per_network_ms": 0.0}
+    apply_factors(d, {f"{FUSES}Conv+HardSwish": 3.0 + NARROW})
+    fused = {r["name"]: r["fused_into"] for r in at.estimate(b.build(), Platform.from_dict(d, "x")).table()}
+    assert fused["hs0"] == "c0" and fused["hs1"] == ""

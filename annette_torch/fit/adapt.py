@@ -106,7 +106,8 @@ class AdaptResult:
     #: what a network like the adaptation networks can expect, `expected`); None: not measured
     network_loo: np.ndarray | None = None
     #: measured here: per conditionally fused pair checked on micro-kernels (``"Conv+HardSwish"``), the input
-    #: channel alignment from which the runtime fused it (`kind_sweep.fused_from`; the file's rules for it follow)
+    #: channel alignment from which the runtime fused it, + `kind_sweep.NARROW` where it also fused every input
+    #: narrower than one block (`kind_sweep.fused_from`, `kind_sweep.fusion_words`; the file's rules for it follow)
     fusions: dict[str, float] | None = None
 
     @property
@@ -183,12 +184,10 @@ class AdaptResult:
                 level = ", ".join(rest)
             text = f"per-kind scales from micro-kernels measured here ({scales}), then {level}"
             if self.fusions:
-                from .kind_sweep import NEVER
+                from .kind_sweep import fusion_words
 
                 text += "; fusions checked on micro-kernels: " + ", ".join(
-                    f"{k} " + ("never" if v >= NEVER else "always" if v == 0 else
-                               f"where the input channels are a multiple of {2 ** int(v)}")
-                    for k, v in self.fusions.items())
+                    f"{k} {fusion_words(v)}" for k, v in self.fusions.items())
         elif self.kind_scales:
             text = f"one factor and per-kind scales ({scales})"
         elif self.terms == ("scale",):

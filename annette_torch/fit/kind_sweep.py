@@ -66,8 +66,8 @@ __all__ = ["KIND_SUITES", "VECTOR_SUITE", "ACT_SUITE", "ACT_KINDS", "ACT_CONFIGS
            "features", "sweep_plan", "pick_configs", "sweep_factors", "measure_factors", "activation_kinds", "COLD_KEY",
            "COLD_SUITE", "COLD_CONFIGS", "MIN_COLD_WEIGHT_MB", "MIN_COLD_FLUSH_MB", "streams_weights", "cold_configs",
            "apply_factors", "scale_cache", "fastest", "VECTOR_KIND", "KERNEL_KINDS", "kind_type", "CONST_SUITE",
-           "CONST_KINDS", "ONE_OP", "REORDER_KEY", "reorder_factor", "RULE_SUITES", "RULE_CONFIGS", "FUSES",
-           "NEVER", "rule_checks", "fused_from", "checked_rules"]
+           "CONST_KINDS", "ONE_OP", "REORDER_KEY", "reorder_factor", "RULE_SUITES", "RULE_BASES", "RULE_CHANNELS",
+           "FUSES", "NEVER", "NARROW", "rule_checks", "fused_from", "checked_rules", "fusion_words"]
 
 log = logging.getLogger(__name__)
 
@@ -109,11 +109,20 @@ COLD_KEY = "cold weights"
 REORDER_KEY = "reorders"
 #: a convolution type's suite of itself plus an activation, for checking a conditional fusion rule (`rule_checks`)
 RULE_SUITES = {"Conv": "conv_act", "DepthwiseConv": "dw_act"}
-#: micro-kernels per checked pair; the key prefix of a pair's finding (``"fuses Conv+HardSwish"``: `fused_from`)
-RULE_CONFIGS = 12
+#: per checked pair, this many configurations of its suite, each measured with every input-channel count of
+#: `RULE_CHANNELS`: narrower than one block of the blocked kernels (`layout.ALIGN`), then of each alignment from
+#: odd to 64. Why set, not drawn: the suite's channel counts are mostly multiples of 8 or odd, and ONNX
+#: Runtime on an AMD EPYC without AVX-512 fused a HardSwish into every convolution of 4k input channels (12, 20,
+#: 36 too) and of fewer than 8, into a depthwise one of 4k channels; twelve drawn micro-kernels had told 4k from
+#: 8k apart nowhere. The key prefix of a pair's finding (``"fuses Conv+HardSwish"``: `fused_from`)
+RULE_BASES = 2
+RULE_CHANNELS = (3, 6, 51, 18, 30, 12, 20, 36, 24, 64)
 FUSES = "fuses "
 #: `fused_from`'s value for a pair fused in no micro-kernel (above any `c_in_align`, at most 6)
 NEVER = 7
+#: added to a `fused_from` value where the runtime also fused every layer narrower than one block (fewer input
+#: channels than `layout.ALIGN`, which blocked kernels read as they are: ONNX Runtime's convolution of an image)
+NARROW = 0.5
 COLD_SUITE = "cold_weights"
 COLD_CONFIGS = 4
 MIN_COLD_WEIGHT_MB = 64
@@ -399,7 +408,7 @@ def sweep_factors(raw: Platform, runtime: str, plan: dict[str, dict[str, Target]
     fusions (`FUSES` keys, `rule_checks`). The measurements go to a temporary store: they are this
     adaptation's alone."""
     from ..bench.store import Store
-    from ..bench.suites import SUITES
+    from ..bench.suites import SUITES, config_id
     from ..bench.sweep import measuring_process, run_sweep
     from ..prediction.passes import model_times
     from .calibrate import suite_options, sweep_runner
@@ -435,8 +444,9 @@ def sweep_factors(raw: Platform, runtime: str, plan: dict[str, dict[str, Target]
                     break
         for key, (suite, act) in (rule_checks(raw) if fusions else {}).items():
             # (one round: a fusion does not change with the machine's load)
-            cfgs = pick_configs(SUITES[suite], NO_TARGET, RULE_CONFIGS, suite_options(runtime, suite),
-                                select=lambda c, a=act: c["act"] == a)
+            bases = pick_configs(SUITES[suite], NO_TARGET, RULE_BASES, suite_options(runtime, suite),
+                                 select=lambda c, a=act: c["act"] == a)
+            cfgs = [{**b, "c": c, "config_id": config_id({**b, "c": c})} for b in bases for c in RULE_CHANNELS]
             if not measure(f"{runtime} {key}", suite, cfgs, f"fusions of {'+'.join(_pair(key))}", 5, 1):
                 break
             k = fused_from(load_measured(st, f"{runtime} {key}", suites=[suite]), *_pair(key))
@@ -494,8 +504,8 @@ def rule_checks(raw: Platform) -> dict[str, tuple[str, str]]:
     conditions (a decision tree learned on the file's machine), as {``FUSES`` + "Conv+HardSwish": (suite, its
     ``act`` value)}. Why: where a runtime fuses can depend on the CPU (its blocked kernels' channel multiple).
     The AMD EPYC ``ort-cpu`` file's tree left a stride-1 convolution's HardSwish apart below 52 pixels wide;
-    ONNX Runtime on an AMD EPYC without AVX-512 fused it wherever the input channels were a multiple of 8:
-    MobileNetV3-small 6% high."""
+    ONNX Runtime on an AMD EPYC without AVX-512 fused it wherever the input channels were a multiple of 4 or
+    fewer than 8 (an image's): MobileNetV3-small 6% high."""
     act_of = {int(t): k for k, t in ACT_TYPES.items()}
     out = {}
     for rule in raw.mapping.rules:
@@ -520,48 +530,70 @@ def _pair(key: str) -> list[str]:
 def fused_from(measured: Sequence[Any], primary: str, secondary: str) -> float | None:
     """The least input-channel alignment of a ``primary`` layer (``c_in_align``: log2 of the largest power of two
     up to 64 dividing its input channels) from which the runtime fused each ``secondary`` reading one in the
-    ``measured`` configurations, below which it fused none: 0 all fused, `NEVER` none, that of the blocked kernels
-    (`layout.ALIGN`) where the measurements allow it; None where no threshold tells them apart (or none was
+    ``measured`` configurations of one block's width or more (`layout.ALIGN`), below which it fused none: 0 all
+    fused, `NEVER` none, that of the blocked kernels where the measurements allow it; plus `NARROW` where it also
+    fused every narrower layer that alignment leaves apart. None where no threshold tells them apart (or none was
     measured). Why the alignment: a runtime fuses an activation into its blocked kernels, which take whole blocks
-    of input channels (ONNX Runtime on an AMD EPYC without AVX-512: HardSwish fused into every convolution and
-    depthwise convolution of 8k input channels, into none other)."""
+    of input channels, and a narrower input as it is (ONNX Runtime on an AMD EPYC without AVX-512: HardSwish fused
+    into every convolution of 4k input channels or fewer than 8, into every depthwise one of 4k channels)."""
     from ..bench.records import FUSED, NOT_FUSED
     from ..mapping import attr_values
 
     p, s = int(LayerType.from_label(primary)), int(LayerType.from_label(secondary))
-    seen = []
+    wide, narrow = [], []
     for m in measured:
         net = m.network
         align = attr_values(net.cols, "c_in_align")
         for a, b in net.edges.tolist():
             flag = m.records[net.names[b]].fused
             if net.types[a] == p and net.types[b] == s and flag in (FUSED, NOT_FUSED):
-                seen.append((int(align[a]), flag == FUSED))
-    fits = [k for k in range(NEVER + 1) if seen and all((a >= k) == f for a, f in seen)]
+                (wide if net.cols["c_in"][a] >= ALIGN else narrow).append((int(align[a]), flag == FUSED))
+    fits = [k for k in range(NEVER + 1) if wide and all((a >= k) == f for a, f in wide)]
     block = int(np.log2(ALIGN))  # (of the thresholds the measurements allow, the blocked kernels' channel multiple)
     if not fits:
         return None
-    return float(block if block in fits else fits[0] if any(f for _, f in seen) else NEVER)
+    k = block if block in fits else fits[0] if any(f for _, f in wide) else NEVER
+    # (narrow layers all fused where the alignment alone would leave some apart: fused as they are)
+    return k + (NARROW if narrow and all(f for _, f in narrow) and any(a < k for a, _ in narrow) else 0.0)
 
 
 def checked_rules(rules: list[dict[str, Any]], found: dict[str, float]) -> list[dict[str, Any]]:
     """``rules`` (a platform dict's ``mapping.rules``) with each checked pair's conditional rules (``found``:
-    `FUSES` keys, `fused_from` values) replaced by one rule fusing it from that input-channel alignment on,
-    dropped where it fused nowhere."""
+    `FUSES` keys, `fused_from` values) replaced by one rule fusing it from that input-channel alignment on, and
+    one fusing it below one block's input channels where `NARROW` says so; dropped where it fused nowhere."""
     out, done = [], set()
     for r in rules:
         key = _pair_key([*r["primary"], *r["secondary"]])
-        k = found.get(key) if r.get("when") else None
-        if k is None:
+        v = found.get(key) if r.get("when") else None
+        if v is None:
             out.append(r)
             continue
-        if k < NEVER and key not in done:
-            when = [{"layer": "primary", "attr": "c_in_align", "op": ">=", "value": int(k)}] if k > 0 else []
-            out.append({"name": "+".join(_pair(key)), "primary": r["primary"], "secondary": r["secondary"],
-                        **({"result": r["result"]} if r.get("result") else {}), **({"when": when} if when else {}),
-                        "origin": f"as the micro-kernels annette adapt measured fused it (was: {r.get('origin', '')})"})
+        if key not in done:
+            k, narrow = int(v), v - int(v) == NARROW
+            conditions = [[{"layer": "primary", "attr": "c_in_align", "op": ">=", "value": k}] if k else []] \
+                if k < NEVER else []
+            if narrow:
+                conditions.append([{"layer": "primary", "attr": "c_in", "op": "<", "value": ALIGN}])
+            for i, when in enumerate(conditions):
+                out.append({"name": "+".join(_pair(key)) + (" (narrow)" if i else ""), "primary": r["primary"],
+                            "secondary": r["secondary"], **({"result": r["result"]} if r.get("result") else {}),
+                            **({"when": when} if when else {}),
+                            "origin": f"as the micro-kernels annette adapt measured fused it (was: "
+                                      f"{r.get('origin', '')})"})
         done.add(key)
     return out
+
+
+def fusion_words(v: float) -> str:
+    """Where a `fused_from` finding ``v`` fuses, in words (``"where the input channels are a multiple of 4 or
+    fewer than 8"``)."""
+    k, narrow = int(v), v - int(v) == NARROW
+    where = ("never" if k >= NEVER else "always" if k == 0 else
+             f"where the input channels are a multiple of {2 ** k}")
+    if narrow:
+        where = (f"where the input channels are fewer than {ALIGN}" if k >= NEVER else
+                 f"{where} or fewer than {ALIGN}")
+    return where
 
 
 def reorder_factor(raw: Platform, samples: Sequence[Any]) -> float | None:

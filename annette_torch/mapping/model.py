@@ -49,8 +49,8 @@ _OPS = {"==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.l
         ">=": operator.ge}
 #: Derived attributes a condition may test: the channel counts' alignment, log2 of the largest power of two
 #: (<= 64) dividing them (``c_align``: dividing both). Runtimes pick blocked-layout kernels, and fuse more
-#: into them, only for aligned counts (ONNX Runtime fuses a HardSwish into a depthwise conv exactly when its
-#: channels are a multiple of 8).
+#: into them, only for aligned counts (ONNX Runtime fuses a HardSwish into a depthwise conv only when its
+#: channels are a multiple of 8, on an AMD EPYC without AVX-512 of 4).
 ALIGN_ATTRS = {"c_in_align": ("c_in",), "c_out_align": ("c_out",), "c_align": ("c_in", "c_out")}
 #: Layer types that are activations: a fused layer that applied one computes ``act(...)``, so what it fuses next
 #: comes after it
