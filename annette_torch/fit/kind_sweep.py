@@ -446,7 +446,8 @@ def sweep_factors(raw: Platform, runtime: str, plan: dict[str, dict[str, Target]
             # (one round: a fusion does not change with the machine's load)
             bases = pick_configs(SUITES[suite], NO_TARGET, RULE_BASES, suite_options(runtime, suite),
                                  select=lambda c, a=act: c["act"] == a)
-            cfgs = [{**b, "c": c, "config_id": config_id({**b, "c": c})} for b in bases for c in RULE_CHANNELS]
+            set_c = SUITES[suite].filter([{**b, "c": c} for b in bases for c in RULE_CHANNELS])  # (feasible ones)
+            cfgs = [dict(c, config_id=config_id(c)) for c in set_c]
             if not measure(f"{runtime} {key}", suite, cfgs, f"fusions of {'+'.join(_pair(key))}", 5, 1):
                 break
             k = fused_from(load_measured(st, f"{runtime} {key}", suites=[suite]), *_pair(key))
@@ -569,9 +570,10 @@ def checked_rules(rules: list[dict[str, Any]], found: dict[str, float]) -> list[
             out.append(r)
             continue
         if key not in done:
-            k, narrow = int(v), v - int(v) == NARROW
-            conditions = [[{"layer": "primary", "attr": "c_in_align", "op": ">=", "value": k}] if k else []] \
-                if k < NEVER else []
+            k, narrow = _finding(v)
+            conditions: list[list[dict[str, Any]]] = []  # (a rule per list; an empty list: fused always)
+            if k < NEVER:
+                conditions.append([{"layer": "primary", "attr": "c_in_align", "op": ">=", "value": k}] if k else [])
             if narrow:
                 conditions.append([{"layer": "primary", "attr": "c_in", "op": "<", "value": ALIGN}])
             for i, when in enumerate(conditions):
@@ -584,10 +586,16 @@ def checked_rules(rules: list[dict[str, Any]], found: dict[str, float]) -> list[
     return out
 
 
+def _finding(v: float) -> tuple[int, bool]:
+    """A `fused_from` finding ``v`` as (the input-channel alignment it fuses from, whether narrower inputs fuse
+    too: `NARROW`)."""
+    return int(v), v - int(v) == NARROW
+
+
 def fusion_words(v: float) -> str:
     """Where a `fused_from` finding ``v`` fuses, in words (``"where the input channels are a multiple of 4 or
     fewer than 8"``)."""
-    k, narrow = int(v), v - int(v) == NARROW
+    k, narrow = _finding(v)
     where = ("never" if k >= NEVER else "always" if k == 0 else
              f"where the input channels are a multiple of {2 ** k}")
     if narrow:
