@@ -13,7 +13,8 @@ BatchNorm+Relu rule, and OpenVINO runs such a ReLU inside the BatchNorm: DenseNe
 before the add, as NAS-Bench-101 cells sum them): both runtimes fuse a residual Add into the convolution before it
 as ``act(conv + z)``, so never after its ReLU, and the files' Conv+Add rule, learned without such pairs, fused
 every one (a NAS-Bench-101 cell's adds, ~4% of its time, priced at 0). ``annette calibrate`` sweeps both now;
-this adds what it would have learned.
+this adds what it would have learned. And before the ``fc_act`` suite (a classifier's fully connected layer and
+its activation): both runtimes run the ReLU of AlexNet's and VGG's heads inside the fully connected layer.
 
 Steps, per runtime (``ort-cpu``, ``openvino-cpu``): ``--configs`` configurations of each sweep (`SWEEPS`) are
 measured per layer (the hardware module and settings of ``annette calibrate``: one thread), the fusion examples are
@@ -41,7 +42,8 @@ from typing import Any, Collection
 ROOT = Path(__file__).resolve().parent.parent
 PLATFORMS = ("ort-cpu", "openvino-cpu")
 #: sweeps (suite, options) the shipped files were calibrated without
-SWEEPS: tuple[tuple[str, dict[str, str]], ...] = (("preact", {}), ("residual", {}), ("residual", {"post": "relu"}))
+SWEEPS: tuple[tuple[str, dict[str, str]], ...] = (("preact", {}), ("residual", {}), ("residual", {"post": "relu"}),
+                                                  ("fc_act", {}))
 
 
 def measure_rules(platform: str, sweeps: tuple[tuple[str, dict[str, str]], ...], configs: int,

@@ -473,16 +473,19 @@ def test_the_sweep_is_kept_unless_left_out_networks_say_it_is_worse_beyond_their
 
 def test_the_sweep_plan_follows_the_networks_time():
     """The kinds swept are those carrying the networks' time (largest first); a fully connected layer's suites
-    by the time of classifier rows (one per image) and of token rows."""
+    by the time of classifier rows (one per image) and of token rows; a classifier layer that runs its ReLU inside
+    (AlexNet's first two) a kind of its own."""
     from annette_torch import zoo
-    from annette_torch.fit.kind_sweep import KIND_SUITES, MAX_KINDS, VECTOR_SUITE, kind_type, sweep_plan
+    from annette_torch.fit.kind_sweep import (KIND_SUITES, MAX_KINDS, VECTOR_ACT_KIND, VECTOR_ACT_SUITE, VECTOR_SUITE,
+                                              kind_type, sweep_plan)
     raw = without_overhead(at.load_platform(ORT_CPU))
     def plan(*names):
         return sweep_plan([at.estimate(at.trace(zoo.get(n), (1, 3, 224, 224)), raw) for n in names])
     cnn = plan("alexnet")
-    assert "FullyConnected" in list(cnn)[:2] and any(kind_type(k) == ("Conv", 3) for k in list(cnn)[:2])
+    assert VECTOR_ACT_KIND in list(cnn)[:2] and any(kind_type(k) == ("Conv", 3) for k in list(cnn)[:2])
     assert {k: t.weight for k, t in cnn["FullyConnected"].items()} == {VECTOR_SUITE: 1.0}
-    assert len(cnn["FullyConnected"][VECTOR_SUITE].times) == 3
+    assert len(cnn["FullyConnected"][VECTOR_SUITE].times) == 1
+    assert len(cnn[VECTOR_ACT_KIND][VECTOR_ACT_SUITE].times) == 2
     # a convolution per kernel size: AlexNet's 5x5 and three 3x3 layers (its 11x11 one has no configuration in
     # the conv suite: the type's factor covers it, and it takes no slot)
     convs = {k: len(t["conv"].times) for k, t in cnn.items() if kind_type(k)[0] == "Conv"}
@@ -535,15 +538,23 @@ def test_the_swept_refit_scales_the_per_layer_cost_with_the_layers():
 
 def test_classifiers_streamed_from_memory_are_left_to_the_cold_weights_factor():
     """With a cache model (``cold``), a classifier with `MIN_COLD_WEIGHT_MB` of weights or more does not weigh the
-    classifier suite of the fully connected factor (the ``cold_weights`` micro-kernels rescale its bandwidth):
-    AlexNet's two 4096-wide layers (151 MB, 67 MB) drop out of it, its 16 MB last one and ViT's head stay."""
+    classifier suite of the fully connected factor (the ``cold_weights`` micro-kernels rescale its bandwidth): a
+    128 MB head drops out of it, AlexNet's 16 MB last layer and ViT's head stay. AlexNet's two 4096-wide layers,
+    which run their ReLU inside, are the activated kind's: on its own suite, or with a cache model on the
+    ``cold_weights`` micro-kernels."""
     from annette_torch import zoo
-    from annette_torch.fit.kind_sweep import VECTOR_SUITE, sweep_plan
+    from annette_torch.fit.kind_sweep import COLD_SUITE, VECTOR_ACT_KIND, VECTOR_ACT_SUITE, VECTOR_SUITE, sweep_plan
+    from annette_torch.ir import NetworkBuilder
+    b = NetworkBuilder("wide-head")
+    b.linear("head", b.global_pool("pool", b.input("x", (1, 16384, 2, 2))), 2048)
     raw = without_overhead(at.load_platform(ORT_CPU))
     ests = [at.estimate(at.trace(zoo.get(n), (1, 3, 224, 224)), raw) for n in ("alexnet", "vit_ti16")]
+    ests.append(at.estimate(b.build(), raw))
     warm, cold = sweep_plan(ests), sweep_plan(ests, cold=True)
-    assert len(warm["FullyConnected"][VECTOR_SUITE].times) == 4 and len(cold["FullyConnected"][VECTOR_SUITE].times) == 2
+    assert len(warm["FullyConnected"][VECTOR_SUITE].times) == 3 and len(cold["FullyConnected"][VECTOR_SUITE].times) == 2
     assert cold["FullyConnected"][VECTOR_SUITE].weight < warm["FullyConnected"][VECTOR_SUITE].weight
+    assert {k: len(t.times) for k, t in warm[VECTOR_ACT_KIND].items()} == {VECTOR_ACT_SUITE: 2}
+    assert {k: len(t.times) for k, t in cold[VECTOR_ACT_KIND].items()} == {COLD_SUITE: 2}
 
 
 def test_the_sweep_plans_every_activation_of_the_file_with_its_own_micro_kernels():

@@ -70,6 +70,61 @@ def test_a_classifiers_fully_connected_layer_takes_the_vector_kind_and_a_transfo
         assert np.allclose(t1.mapped_time_ms[~fc], t0.mapped_time_ms[~fc])
 
 
+def test_a_classifier_layer_that_runs_its_activation_inside_takes_the_vector_act_kind():
+    """``FullyConnected vector act`` scales a vector layer that absorbed its ReLU (the file's FullyConnected+Relu
+    rule) and wins over ``FullyConnected vector`` there; a vector layer without one (or whose activation the
+    mapping leaves apart: a Tanh) keeps the vector kind's; the format takes the kind for fully connected layers only."""
+    from annette_torch.ir import NetworkBuilder
+    b = NetworkBuilder("head")
+    x = b.linear("fc1", b.input("x", (1, 4096)), 2048)
+    x = b.linear("fc2", b.same(LayerType.RELU, "relu", x), 1024)
+    b.linear("fc3", b.same(LayerType.TANH, "tanh", x), 1000)
+    net = b.build()
+    per_layer = at.load_platform("ort-cpu").overhead[1]
+    plain = _with("ort-cpu", 1.0, {"FullyConnected vector": 2.0})
+    acted = _with("ort-cpu", 1.0, {"FullyConnected vector": 2.0, "FullyConnected vector act": 3.0})
+    e0, e1 = at.estimate(net, plain), at.estimate(net, acted)
+    assert list(e0.mapped.activated()) == [name in ("fc1",) for name in e0.mapped.network.names]
+    ms0, ms1 = ({r["name"]: r["time_ms"] for r in e.table()} for e in (e0, e1))
+    assert ms0["relu"] == 0.0 and ms0["fc1"] > 0.01  # (fused: its kernel applies it)
+    assert ms1["fc1"] == pytest.approx((ms0["fc1"] - per_layer) * 1.5 + per_layer)
+    assert ms1["fc2"] == pytest.approx(ms0["fc2"]) and ms1["fc3"] == pytest.approx(ms0["fc3"])
+    d = plain.to_dict()
+    d["overhead"]["kind_scales"] = {"Conv vector act": 2.0}
+    with pytest.raises(PlatformError, match="only a fully connected layer has a vector kind"):
+        Platform.from_dict(d, "bad")
+
+
+def test_the_sweep_plans_activated_classifier_layers_on_streamed_micro_kernels_with_a_cache_model():
+    """The activated vector layers get a kind of their own in the sweep plan: on the ``fc_act`` suite, or with a
+    cache model (``cold``) on the ``cold_weights`` micro-kernels with and without the activation; the plain vector
+    kind keeps the plain ones."""
+    from annette_torch.fit.kind_sweep import COLD_SUITE, VECTOR_ACT_KIND, VECTOR_ACT_SUITE, VECTOR_KIND, sweep_plan
+    from annette_torch.ir import NetworkBuilder
+    b = NetworkBuilder("alexnet-head")
+    x = b.linear("fc1", b.global_pool("pool", b.input("x", (1, 1024, 4, 4))), 4096)
+    x = b.linear("fc2", b.same(LayerType.RELU, "relu", x), 4096)
+    b.linear("fc3", b.same(LayerType.RELU, "relu2", x), 1000)
+    raw = without_overhead(at.load_platform("openvino-cpu"))
+    est = [at.estimate(b.build(), raw)]
+    for cold, suite in ((False, VECTOR_ACT_SUITE), (True, COLD_SUITE)):
+        plan = sweep_plan(est, cold=cold)
+        assert list(plan[VECTOR_ACT_KIND]) == [suite]
+        assert len(plan[VECTOR_ACT_KIND][suite].times) == 2  # (fc1, fc2: each absorbed its ReLU)
+    assert VECTOR_KIND not in plan and "FullyConnected" in plan  # (fc3 alone: the type's kind, its vector suite)
+    assert len(plan["FullyConnected"]["fc"].times) == 1
+
+
+def test_the_cold_weights_micro_kernels_take_an_activation_after_the_classifier_layer():
+    from annette_torch.bench.suites import SUITES
+    from annette_torch.fit.kind_sweep import cold_configs
+    plain, acted = cold_configs(2), cold_configs(2, act="relu")
+    assert [c["act"] for c in acted] == ["relu", "relu"] and all("act" not in c for c in plain)
+    assert {c["config_id"] for c in plain}.isdisjoint(c["config_id"] for c in acted)
+    assert SUITES["cold_weights"].build(acted[0]).type_labels()[-2:] == ["FullyConnected", "Relu"]
+    assert SUITES["cold_weights"].build(plain[0]).type_labels()[-1] == "FullyConnected"
+
+
 def test_an_elementwise_layer_with_a_constant_operand_takes_the_const_kind():
     """``Add const`` scales the one-input Adds (a constant operand: hard-swish's ``x + 3``) and wins over the
     type's scale there; a residual Add of two tensors keeps the type's."""

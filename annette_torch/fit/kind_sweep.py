@@ -54,7 +54,7 @@ from ..bench.suites.layers import ACT_TYPES
 from ..ir import MERGE_TYPES, LayerType
 from ..mapping.layout import ALIGN
 from ..platform import Platform
-from ..platform.platform import CONST, VECTOR, vector_rows
+from ..platform.platform import CONST, VECTOR, VECTOR_ACT, vector_rows
 from .kind_fit import kind_of
 
 if TYPE_CHECKING:
@@ -65,7 +65,8 @@ __all__ = ["KIND_SUITES", "VECTOR_SUITE", "ACT_SUITE", "ACT_KINDS", "ACT_CONFIGS
            "CONFIGS", "ROUNDS", "MAX_KINDS", "TIME_SHARE", "MIN_LAYERS", "BUDGET_S", "POOL", "NEAREST", "Target",
            "features", "sweep_plan", "pick_configs", "sweep_factors", "measure_factors", "activation_kinds", "COLD_KEY",
            "COLD_SUITE", "COLD_CONFIGS", "MIN_COLD_WEIGHT_MB", "MIN_COLD_FLUSH_MB", "streams_weights", "cold_configs",
-           "apply_factors", "scale_cache", "fastest", "VECTOR_KIND", "KERNEL_KINDS", "kind_type", "CONST_SUITE",
+           "apply_factors", "scale_cache", "fastest", "VECTOR_KIND", "VECTOR_ACT_KIND", "VECTOR_ACT_SUITE",
+           "KERNEL_KINDS", "kind_type", "CONST_SUITE",
            "CONST_KINDS", "ONE_OP", "REORDER_KEY", "reorder_factor", "RULE_SUITES", "RULE_BASES", "RULE_CHANNELS",
            "FUSES", "NEVER", "NARROW", "rule_checks", "fused_from", "checked_rules", "fusion_words"]
 
@@ -129,6 +130,11 @@ MIN_COLD_WEIGHT_MB = 64
 MIN_COLD_FLUSH_MB = 96
 #: the kind a classifier's fully connected layers get their own factor under (`Platform` kind scales)
 VECTOR_KIND = f"FullyConnected {VECTOR}"
+#: ... those that run their activation inside, swept apart on the ``fc_act`` suite (with a ReLU, which both runtimes
+#: fuse): OpenVINO on an AMD EPYC with AVX-512 ran AlexNet's classifier layers with their ReLU at 1.4-1.8x the
+#: time of the same layers alone (AlexNet 23% short, VGG-11 12% after adapting without it)
+VECTOR_ACT_KIND = f"FullyConnected {VECTOR_ACT}"
+VECTOR_ACT_SUITE = "fc_act"
 #: the types swept per square kernel size (kinds ``"Conv 3x3"``; `Platform` kind scales)
 KERNEL_KINDS = ("Conv", "DepthwiseConv", "GroupConv")
 #: configurations measured per kind (per suite of a kind)
@@ -186,6 +192,8 @@ def _suites(kind: str) -> tuple[str, ...]:
     `VECTOR_SUITE`; `ACT_SUITE` for an activation, `CONST_SUITE` for an op with a constant operand)."""
     if kind in ONE_OP:
         return (ONE_OP[kind][0],)
+    if kind == VECTOR_ACT_KIND:  # (or, with a cache model, `cold_configs` with and without the activation)
+        return (VECTOR_ACT_SUITE, COLD_SUITE)
     label = kind_type(kind)[0]
     return (KIND_SUITES[label], VECTOR_SUITE) if label == "FullyConnected" else (KIND_SUITES[label],)
 
@@ -211,6 +219,8 @@ def _select(kind: str) -> Callable[[dict], bool] | None:
     k = kind_type(kind)[1]
     if k is not None:
         return lambda c: c.get("k") == k
+    if kind == VECTOR_ACT_KIND:
+        return lambda c: c["act"] == "relu"
     if kind not in ONE_OP:
         return None
     _, key, value = ONE_OP[kind]
@@ -240,6 +250,7 @@ def sweep_plan(estimates: Sequence[Estimate], elementwise: Sequence[str] = (),
         ex, t = e.mapped.network, e.mapped_time_ms / total
         labels = np.asarray(ex.type_labels(), dtype=object)
         vector = vector_rows(ex.cols)
+        fused_act = vector & e.mapped.activated()
         streamed = cold & streams_weights(ex.weights)
         feats = features(ex.ops, np.asarray(ex.in_elems, np.float64) + ex.out_elems, ex.weights)
         kh, kw = ex.cols["kh"], ex.cols["kw"]
@@ -258,9 +269,15 @@ def sweep_plan(estimates: Sequence[Estimate], elementwise: Sequence[str] = (),
                     share[kk] = share.get(kk, 0.0) + float(t[part].sum())
                     layers.setdefault((kk, _suites(kind)[0]), []).append((feats[part], t[part]))
                 continue
-            parts = (sel & ~vector, sel & vector & ~streamed) if kind == "FullyConnected" else (sel,)
+            parts = (sel & ~vector, sel & vector & ~streamed & ~fused_act) if kind == "FullyConnected" else (sel,)
             for suite, part in zip(_suites(kind), parts):
                 layers.setdefault((kind, suite), []).append((feats[part], t[part]))
+            if kind == "FullyConnected" and (sel & fused_act).any():
+                share[VECTOR_ACT_KIND] = share.get(VECTOR_ACT_KIND, 0.0) + float(t[sel & fused_act].sum())
+                share[kind] -= float(t[sel & fused_act].sum())
+                # (with a cache model: measured as `cold_configs` with and without the activation, `sweep_factors`)
+                suite = COLD_SUITE if cold else VECTOR_ACT_SUITE
+                layers.setdefault((VECTOR_ACT_KIND, suite), []).append((feats[sel & fused_act], t[sel & fused_act]))
 
     def targets(kind: str) -> dict[str, Target]:  # per suite of ``kind``: its layers, weighted by their time
         found = {}
@@ -311,10 +328,11 @@ def streams_weights(weights: Any) -> Any:
     return 4.0 * np.asarray(weights, np.float64) >= MIN_COLD_WEIGHT_MB * 2**20
 
 
-def cold_configs(n: int = COLD_CONFIGS) -> list[dict]:
-    """``n`` ``cold_weights`` configurations in the DRAM regime (`MIN_COLD_WEIGHT_MB`, `MIN_COLD_FLUSH_MB`)."""
+def cold_configs(n: int = COLD_CONFIGS, act: str | None = None) -> list[dict]:
+    """``n`` ``cold_weights`` configurations in the DRAM regime (`MIN_COLD_WEIGHT_MB`, `MIN_COLD_FLUSH_MB`); with
+    ``act``, the fully connected layer followed by that activation."""
     from ..bench.suites import SUITES
-    cands = SUITES[COLD_SUITE].configs(n=POOL, seed=0)
+    cands = SUITES[COLD_SUITE].configs(n=POOL, seed=0, options={"act": act} if act else None)
     return [c for c in cands if c["layer"] == "fc" and c["flush"] >= MIN_COLD_FLUSH_MB
             and streams_weights(c["c"] * c["f"])][:n]
 
@@ -355,19 +373,20 @@ def scale_cache(d: dict[str, Any], factors: dict[str, float]) -> None:
 
 
 def _cold_factor(raw: Platform, runtime: str, st: Any, runner: Any, kw: Any, budget_s: float,
-                 process: MeasuringProcess | None = None) -> float | None:
+                 process: MeasuringProcess | None = None, act: str | None = None) -> float | None:
     """Measured over predicted (``raw``, in its cache model's context) time of the fully connected layer of
-    `cold_configs`; None when too few ran."""
+    `cold_configs` (with ``act``: followed by that activation); None when too few ran."""
     from ..bench.sweep import run_sweep
     from ..estimator import estimate
     from .data import load_measured
 
-    res = run_sweep(st, runtime, COLD_SUITE, cold_configs(), runner, kw, iterations=10, warmup=2,
+    key = f"{runtime} {act}" if act else runtime
+    res = run_sweep(st, key, COLD_SUITE, cold_configs(act=act), runner, kw, iterations=10, warmup=2,
                     budget_s=budget_s, progress=False, process=process)
     if res.interrupted:
         raise KeyboardInterrupt
     ratios = []
-    for m in load_measured(st, runtime, suites=[COLD_SUITE]):
+    for m in load_measured(st, key, suites=[COLD_SUITE]):
         rec = m.records.get("w")
         pred = {r["name"]: r["time_ms"] for r in estimate(m.network, raw).table()}.get("w", 0.0)
         if rec is not None and rec.time_ms > 0 and pred > 0:
@@ -419,7 +438,7 @@ def sweep_factors(raw: Platform, runtime: str, plan: dict[str, dict[str, Target]
     factors: dict[str, float] = {}
     picked = {(kind, suite): pick_configs(SUITES[suite], target, ACT_CONFIGS if kind in ONE_OP else configs,
                                           suite_options(runtime, suite), select=_select(kind))
-              for kind, suites in plan.items() for suite, target in suites.items()}
+              for kind, suites in plan.items() for suite, target in suites.items() if suite != COLD_SUITE}
     keys = [runtime if r == 0 else f"{runtime} round {r + 1}" for r in range(rounds)]
     with tempfile.TemporaryDirectory(prefix="annette-adapt-") as tmp, Store(os.path.join(tmp, "m.sqlite")) as st, \
             measuring_process(runner, kw) as process:  # one for all the suites
@@ -460,7 +479,7 @@ def sweep_factors(raw: Platform, runtime: str, plan: dict[str, dict[str, Target]
             t = int(LayerType.from_label(label))
             medians: dict[str, float] = {}
             for suite in suites:
-                ls = samples[suite]
+                ls = samples.get(suite)
                 if ls is None:
                     continue
                 of_kind = (ls.network.types == t) & (ls.time_ms > 0)
@@ -491,6 +510,14 @@ def sweep_factors(raw: Platform, runtime: str, plan: dict[str, dict[str, Target]
             f = _cold_factor(raw, runtime, st, runner, kw, left, process)
             if f is not None:
                 factors[COLD_KEY] = f
+            left = budget_s - (time.perf_counter() - t0)
+            if f is not None and COLD_SUITE in plan.get(VECTOR_ACT_KIND, {}) and left > 0:
+                # a classifier layer with its activation: the plain one's factor times what the activation adds
+                # where it costs most, in the streamed layers of AlexNet's and VGG's heads (OpenVINO on an AMD EPYC
+                # with AVX-512: x1.4-1.8 there, x1.1 on warm micro-kernels of a few MB)
+                fa = _cold_factor(raw, runtime, st, runner, kw, left, process, act="relu")
+                if fa is not None:
+                    factors[VECTOR_ACT_KIND] = factors.get(VECTOR_KIND, factors.get("FullyConnected", 1.0)) * fa / f
     for label in KERNEL_KINDS:
         by_kernel = {k: f for k, f in factors.items() if kind_type(k)[0] == label and k != label}
         if by_kernel and label not in factors:

@@ -219,6 +219,15 @@ class MappedNetwork:
     #: per executed layer: ms of the fused layers it carries (`MappingCosts.fused_ms`; zeros without costs)
     fused_ms: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
+    def activated(self) -> np.ndarray:
+        """Per executed layer: whether it absorbed an activation layer (its kernel applies it: a runtime may run
+        such a fused kernel at another speed, the ``"FullyConnected vector act"`` kind)."""
+        rows = np.arange(len(self.fused_into))
+        took = (self.fused_into != rows) & ~self.folded & _IS_ACTIVATION[self.layer_types]
+        out = np.zeros(len(self.kept), dtype=bool)
+        out[np.searchsorted(self.kept, self.fused_into[took])] = True
+        return out
+
 
 class MappingModel:
     """An ordered list of fusion rules; ``apply`` runs them to a fixed point, vectorised over edges.

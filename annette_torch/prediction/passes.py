@@ -20,7 +20,7 @@ from ..models.base import layer_bytes
 from ..models.calibration import ramp_share
 from ..models.roofline import roofline_ms
 from ..platform import Platform
-from ..platform.platform import CONST, VECTOR, vector_rows
+from ..platform.platform import CONST, VECTOR, VECTOR_ACT, vector_rows
 from ..platform.tables import ModelTables
 from .original import original_layer_models
 from .state import RUNS_MS, Run
@@ -145,6 +145,8 @@ def runtime_overhead(r: Run) -> None:
             m = types == t
             if k == VECTOR:
                 m &= vector_rows(cols)
+            elif k == VECTOR_ACT:
+                m &= vector_rows(cols) & r.mapped.activated()  # type: ignore[union-attr]
             elif k == CONST:
                 m &= r.executed.n_inputs == 1
             elif k is not None:

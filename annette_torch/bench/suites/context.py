@@ -8,7 +8,7 @@ import numpy as np
 
 from ...ir import Network, NetworkBuilder
 from .base import SuiteError
-from .layers import add_conv
+from .layers import add_act, add_conv
 
 __all__ = ["COLD_LAYERS", "COLD_FLUSH_MB", "COLD_MAX_ACT_BYTES", "build_cold_weights", "cost_cold_weights",
            "valid_cold_weights"]
@@ -40,7 +40,9 @@ def build_cold_weights(c: dict) -> Network:
     b = NetworkBuilder("cold_weights")
     x = b.input("x", (1, int(c["c"]), side, side))
     if k == 0:
-        b.linear("w", b.global_pool("pool", x), int(c["f"]))
+        w = b.linear("w", b.global_pool("pool", x), int(c["f"]))
+        if c.get("act", "none") != "none":  # (a classifier's activation, which a runtime may run inside the layer)
+            add_act(b, str(c["act"]), "act", w)
     else:
         if side > int(c["s"]):
             x = b.pool("pool", x, "max", side // int(c["s"]))

@@ -26,11 +26,11 @@ from .transformer import (CONVNEXT_CHANNELS, CONVNEXT_SPATIAL, MLP_RATIOS, WINDO
                           build_linear_bn, build_mlp, build_window_attention, cost_attention, cost_convnext,
                           cost_linear_bn, cost_mlp, cost_window_attention)
 from .tensor import build_concat, build_resize, build_slice, cost_concat, cost_resize, cost_slice
-from .values import (ACT_KINDS, ACTIVATIONS, CHANNELS, FC_INPUTS, FEATURES, GROUP_CHANNELS, GROUPS, KERNELS,
-                     ODD_SPATIAL, POOL_KERNELS, PW_ACTIVATIONS, SPATIAL, STEM_SPATIAL, STRIDES)
-from .weighted import (DECONV, build_conv, build_convtranspose, build_dwconv, build_fc, build_gconv,
-                       build_gconv_same, cost_conv, cost_convtranspose, cost_dwconv, cost_fc, cost_gconv,
-                       cost_gconv_same, valid_gconv, valid_gconv_same)
+from .values import (ACT_KINDS, ACTIVATIONS, CHANNELS, FC_ACTIVATIONS, FC_INPUTS, FEATURES, GROUP_CHANNELS, GROUPS,
+                     KERNELS, ODD_SPATIAL, POOL_KERNELS, PW_ACTIVATIONS, SPATIAL, STEM_SPATIAL, STRIDES)
+from .weighted import (DECONV, build_conv, build_convtranspose, build_dwconv, build_fc, build_fc_act,
+                       build_gconv, build_gconv_same, cost_conv, cost_convtranspose, cost_dwconv, cost_fc,
+                       cost_fc_act, cost_gconv, cost_gconv_same, valid_gconv, valid_gconv_same)
 
 __all__ = ["SUITES", "get_suite", "list_suites"]
 
@@ -65,6 +65,10 @@ def _suites() -> dict[str, Suite]:
               "s": STRIDES}, build_avgpool, cost=cost_pool, valid=valid_pool, optional={"lead": "none"}),
         Suite("fc", "fully connected (batch rows n, in features c, out features f)",
               {"n": [1, 4, 16], "c": FC_INPUTS, "f": FEATURES}, build_fc, cost=cost_fc, max_weight_bytes=512 * 2**20),
+        Suite("fc_act", "classifier fully connected layer + activation (batch rows n, in features c, out features f, "
+              "kind " + "/".join(FC_ACTIVATIONS) + "): whether a runtime fuses it, and how fast the fused kernel runs",
+              {"n": [1, 2, 4], "c": FEATURES, "f": FEATURES, "act": FC_ACTIVATIONS}, build_fc_act, kind="multi",
+              cost=cost_fc_act),
         Suite("add", "element-wise add of two inputs (h, w, c)", {**hw, "c": ch}, build_add, cost=cost_add),
         Suite("eltwise_const", "element-wise op of a tensor and a per-channel constant (h, w, c, op: "
               + "/".join(CONST_OPS) + ")", {**hw, "c": ch, "op": list(CONST_OPS)}, build_eltwise_const,
@@ -184,7 +188,8 @@ def _suites() -> dict[str, Suite]:
               {"layer": list(COLD_LAYERS), "c": [128, 256, 512, 1024, 2048, 4096, 8192, 16384],
                "f": [128, 256, 512, 1000, 2048, 4096], "s": [1, 2, 4, 7], "flush": COLD_FLUSH_MB},
               build_cold_weights, kind="multi", default_sampler="random", cost=cost_cold_weights,
-              valid=valid_cold_weights, max_weight_bytes=256 * 2**20, max_act_bytes=COLD_MAX_ACT_BYTES),
+              valid=valid_cold_weights, max_weight_bytes=256 * 2**20, max_act_bytes=COLD_MAX_ACT_BYTES,
+              optional={"act": "none"}),
         Suite("paper_conv", "the paper's conv configurations (paper35k.csv of the ANNETTE reference data)",
               {"h": PAPER_SPATIAL, "w": PAPER_SPATIAL, "c": PAPER_CHANNELS, "f": PAPER_CHANNELS, "k": KERNELS,
                "s": [1]}, build_conv, default_sampler="table", cost=cost_conv, optional={"d": 1, "n": 1},

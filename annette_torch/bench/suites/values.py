@@ -34,3 +34,5 @@ ACTIVATIONS = ["relu", "relu6", "leaky", "sigmoid", "silu", "hardswish", "tanh",
 ACT_KINDS = ACTIVATIONS + ["softplus", "hardsigmoid"]
 #: activations behind the pointwise (1x1) convolutions of mobile networks (the ``pw_act`` suite)
 PW_ACTIVATIONS = ["relu", "relu6", "hardswish", "silu"]
+#: activations of the ``fc_act`` suite: a classifier's (AlexNet, VGG: ReLU; MobileNetV3: HardSwish)
+FC_ACTIVATIONS = ["relu", "relu6", "hardswish", "sigmoid", "gelu"]

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from ...ir import LayerType, Network, NetworkBuilder
-from .layers import add_conv, add_input, add_lead, same_out
+from .layers import add_act, add_conv, add_input, add_lead, same_out
 
 __all__ = ["DECONV", "build_conv", "cost_conv", "build_dwconv", "cost_dwconv", "build_gconv", "cost_gconv",
            "valid_gconv", "build_gconv_same", "cost_gconv_same", "valid_gconv_same", "build_convtranspose",
@@ -113,3 +113,16 @@ def build_fc(c: dict) -> Network:
 
 def cost_fc(c):
     return 2 * c["n"] * c["f"] * c["c"], c["n"] * (c["c"] + c["f"]), c["c"] * c["f"]
+
+
+def build_fc_act(c: dict) -> Network:
+    """A classifier's fully connected layer and its activation (AlexNet's and VGG's heads, MobileNetV3's)."""
+    b = NetworkBuilder("fc_act")
+    x = b.linear("fc", b.input("x", (int(c["n"]), int(c["c"]))), int(c["f"]))
+    add_act(b, str(c["act"]), str(c["act"]), x)
+    return b.build()
+
+
+def cost_fc_act(c):
+    ops, act, weights = cost_fc(c)
+    return ops + c["n"] * c["f"], act + c["n"] * c["f"], weights
