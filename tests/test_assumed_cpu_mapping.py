@@ -145,3 +145,22 @@ def test_shipped_openvino_default_prices_no_reshape_and_scales_attention():
     assert rows["heads"]["time_ms"] == 0.0
     assert sum(r["time_ms"] for r in at.estimate(_attention_tokens(), pre).table() if r["name"] == "heads") > 0
     assert {t for t, _, _ in shipped.kind_scales} == {int(T.MATMUL), int(T.SOFTMAX)}
+
+
+def test_the_shipped_ort_files_price_a_mean_over_one_axis_and_run_a_classifiers_relu_inside():
+    """scripts/add_assumed_cpu_types.py gave ort-cpu a ReduceMean model (a TensorFlow squeeze-excite block's
+    two-step spatial mean: no longer its Base roofline, which priced it at 0), and
+    scripts/add_measured_cpu_rules.py both runtimes' FullyConnected+Relu rule (the ReLU runs inside the layer)."""
+    b = NetworkBuilder("se-mean-head")
+    x = b.input("x", (1, 144, 28, 28))
+    x = b.add(T.REDUCE_MEAN, "mean_w", [x], (1, 144, 28, 1))
+    x = b.add(T.REDUCE_MEAN, "mean_h", [x], (1, 144, 1, 1))
+    x = b.linear("fc", b.add(T.FLATTEN, "flat", [x], (1, 144)), 256)
+    b.same(T.RELU, "relu", x)
+    net = b.build()
+    for name in ("ort-cpu.json", f"machines/ort-cpu/{MACHINE}"):
+        rows = {r["name"]: r for r in at.estimate(net, at.load_platform(ROOT / "platforms" / name)).table()}
+        assert rows["mean_w"]["model"].split(":")[-1].startswith("ReduceMean") and rows["mean_w"]["time_ms"] > 0.005
+    for name in ("ort-cpu", "openvino-cpu"):
+        rows = {r["name"]: r for r in at.estimate(net, at.load_platform(ROOT / "platforms" / f"{name}.json")).table()}
+        assert rows["relu"]["fused_into"] == "fc" and rows["relu"]["time_ms"] == 0.0

@@ -133,8 +133,8 @@ def session_ok(model: onnx.ModelProto) -> ort.InferenceSession:
 
 
 MICRO = ["conv", "conv_odd", "dwconv", "gconv", "gconv_same", "maxpool", "avgpool", "fc", "add", "eltwise_const",
-         "concat", "slice", "act", "bn", "resize", "convtranspose", "linear", "matmul", "softmax", "layernorm", "gelu",
-         "heads", "pick", "interp", "dilconv"]
+         "concat", "slice", "reduce", "act", "bn", "resize", "convtranspose", "linear", "matmul", "softmax",
+         "layernorm", "gelu", "heads", "pick", "interp", "dilconv"]
 MULTI = ["conv_bn_relu", "conv_pool", "preact", "residual", "concat_branches", "dwsep", "conv_act", "dw_act", "stem", "shuffle",
          "se", "conv_mul", "stride_prop", "head", "gconv_bn_relu", "pw_act", "cold_weights", "attention", "mlp",
          "convnext", "window_attention", "linear_bn", "pad_conv", "fc_act"]
@@ -142,8 +142,8 @@ MULTI = ["conv_bn_relu", "conv_pool", "preact", "residual", "concat_branches", "
 
 #: the listing order of the suites (``annette bench --list``, calibration sweeps)
 ORDER = ["conv", "conv_odd", "dwconv", "gconv", "gconv_same", "convtranspose", "maxpool", "avgpool", "fc", "fc_act",
-         "add", "eltwise_const", "concat", "slice", "act", "bn", "resize", "linear", "matmul", "softmax", "layernorm",
-         "gelu", "heads", "pick", "interp", "dilconv", "conv_bn_relu", "conv_pool", "preact", "residual",
+         "add", "eltwise_const", "concat", "slice", "reduce", "act", "bn", "resize", "linear", "matmul", "softmax",
+         "layernorm", "gelu", "heads", "pick", "interp", "dilconv", "conv_bn_relu", "conv_pool", "preact", "residual",
          "concat_branches", "pad_conv", "dwsep", "conv_act", "pw_act", "conv_mul", "stride_prop", "dw_act", "stem",
          "shuffle", "se", "gconv_bn_relu", "head", "attention", "mlp", "convnext", "window_attention", "linear_bn",
          "cold_weights", "paper_conv"]

@@ -281,7 +281,7 @@ def test_quick_plan_sweeps_the_attention_era_suites():
     assert {"matmul", "softmax", "layernorm", "gelu", "heads", "attention", "mlp", "convnext",
             "window_attention"} <= set(counts)
     assert all(counts[s] >= MIN_SAMPLES for s in TOKENS_MICRO + TOKENS_MULTI)
-    assert sum(counts.values()) <= 2600  # the quick plan's size: about 10 minutes on 2 cores (fc_act's 40: ~2 s)
+    assert sum(counts.values()) <= 2650  # the quick plan's size: about 10 minutes on 2 cores (fc_act, reduce: ~5 s)
     assert all(plan_counts(PLANS["full"])[s] > n for s, n in counts.items())
 
 

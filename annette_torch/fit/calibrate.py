@@ -31,7 +31,7 @@ log = logging.getLogger(__name__)
 
 MEASURABLE = ("ort-cpu", "openvino-cpu")
 MICRO = ("conv", "conv_odd", "dwconv", "gconv", "gconv_same", "maxpool", "avgpool", "fc", "add", "eltwise_const",
-         "concat", "slice", "act", "bn", "resize", "convtranspose")
+         "concat", "slice", "act", "bn", "resize", "convtranspose", "reduce")
 MULTI = ("conv_bn_relu", "conv_pool", "residual", "concat_branches", "dwsep", "conv_act", "dw_act", "stem",
          "shuffle", "se", "conv_mul", "stride_prop", "head", "gconv_bn_relu", "pw_act", "preact", "fc_act")
 #: multi-layer suites that only decide a pattern fold (`fit.data.learned_folds`: does the runtime run an explicit

@@ -82,6 +82,7 @@ KIND_SUITES: dict[str, str] = {
     "Conv": "conv", "DepthwiseConv": "dwconv", "GroupConv": "gconv", "FullyConnected": "linear",
     "MatMul": "matmul", "MaxPool": "maxpool", "AvgPool": "avgpool", "Add": "add", "Concat": "concat",
     "Softmax": "softmax", "LayerNorm": "layernorm", "GELU": "gelu", "ConvTranspose": "convtranspose",
+    "ReduceMean": "reduce",
 }
 VECTOR_SUITE = "fc"
 #: the activations' suite, and per activation kind its ``act`` value there (GELU has a token suite of its own)

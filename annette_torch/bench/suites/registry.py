@@ -25,7 +25,8 @@ from .tokens import (DIL_SPATIAL, DILATIONS, EMBED, HEAD_DIMS, HEAD_KINDS, HEADS
 from .transformer import (CONVNEXT_CHANNELS, CONVNEXT_SPATIAL, MLP_RATIOS, WINDOWS, build_attention, build_convnext,
                           build_linear_bn, build_mlp, build_window_attention, cost_attention, cost_convnext,
                           cost_linear_bn, cost_mlp, cost_window_attention)
-from .tensor import build_concat, build_resize, build_slice, cost_concat, cost_resize, cost_slice
+from .tensor import (REDUCE_AXES, build_concat, build_reduce, build_resize, build_slice, cost_concat, cost_reduce,
+                     cost_resize, cost_slice, valid_reduce)
 from .values import (ACT_KINDS, ACTIVATIONS, CHANNELS, FC_ACTIVATIONS, FC_INPUTS, FEATURES, GROUP_CHANNELS, GROUPS,
                      KERNELS, ODD_SPATIAL, POOL_KERNELS, PW_ACTIVATIONS, SPATIAL, STEM_SPATIAL, STRIDES)
 from .weighted import (DECONV, build_conv, build_convtranspose, build_dwconv, build_fc, build_fc_act,
@@ -78,6 +79,8 @@ def _suites() -> dict[str, Suite]:
         Suite("slice", "leading channels of a tensor (h, w, c, drop % of the channels, at least one)",
               {**hw, "c": [c for c in ch if c >= 2], "drop": [0, 25, 50, 75]}, build_slice, cost=cost_slice,
               optional={"lead": "none"}),
+        Suite("reduce", "mean over one axis of a feature map, kept as 1 (h, w, c, axis " + "/".join(REDUCE_AXES) + ")",
+              {**hw, "c": ch, "axis": REDUCE_AXES}, build_reduce, cost=cost_reduce, valid=valid_reduce),
         Suite("act", "activation (h, w, c, kind: " + "/".join(ACT_KINDS) + ")",
               {**hw, "c": ch, "act": ACT_KINDS}, build_act, cost=cost_elementwise),
         Suite("bn", "batch normalization (h, w, c)", {**hw, "c": ch}, build_bn, cost=cost_bn),

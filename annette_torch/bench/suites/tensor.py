@@ -1,4 +1,5 @@
-"""Single-layer suites that move data without arithmetic: channel concat, channel slice, nearest upsampling."""
+"""Single-layer suites that move data with little or no arithmetic: channel concat, channel slice, a mean over one
+axis, nearest upsampling."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ import numpy as np
 from ...ir import LayerType, Network, NetworkBuilder
 from .layers import add_input, add_lead
 
-__all__ = ["build_concat", "cost_concat", "build_slice", "cost_slice", "build_resize", "cost_resize"]
+__all__ = ["build_concat", "cost_concat", "build_slice", "cost_slice", "build_reduce", "cost_reduce", "valid_reduce",
+           "REDUCE_AXES", "build_resize", "cost_resize"]
 
 T = LayerType
 
@@ -42,6 +44,36 @@ def _slice_keep(ch, drop):
 def cost_slice(c):
     e = c["c"] * c["h"] * c["w"]
     return 0 * e, e + _slice_keep(c["c"], c["drop"]) * c["h"] * c["w"], 0 * e
+
+
+#: the axis a ``reduce`` configuration averages over, keeping it as 1: a feature map's width or height (the
+#: two-step spatial mean of TensorFlow graphs' squeeze-excite blocks) or its channels
+REDUCE_AXES = ["w", "h", "c"]
+
+
+def build_reduce(c: dict) -> Network:
+    """A mean over one axis of a feature map (ONNX ``ReduceMean``, keepdims)."""
+    b = NetworkBuilder("reduce")
+    x = add_input(b, c)
+    n, ch, h, w = b.out_shape(x)
+    b.add(T.REDUCE_MEAN, "reduce", [x], {"w": (n, ch, h, 1), "h": (n, ch, 1, w), "c": (n, 1, h, w)}[str(c["axis"])])
+    return b.build()
+
+
+def _reduce_out(c):
+    axis = np.asarray(c["axis"], dtype=object)
+    return np.where(axis == "w", c["c"] * c["h"], np.where(axis == "h", c["c"] * c["w"], c["h"] * c["w"]))
+
+
+def cost_reduce(c):
+    e = c["c"] * c["h"] * c["w"]
+    return e, e + _reduce_out(c), 0 * e
+
+
+def valid_reduce(c):
+    """The averaged axis has more than one element."""
+    axis = np.asarray(c["axis"], dtype=object)
+    return np.where(axis == "w", c["w"] > 1, np.where(axis == "h", c["h"] > 1, c["c"] > 1))
 
 
 def build_resize(c: dict) -> Network:
