@@ -1,6 +1,6 @@
 """Give the shipped CPU platform files models for the layer types their sweeps lacked (Softplus, HardSigmoid,
-RowBatchNorm, ChannelShuffle, OpenVINO's PlainMaxPool, PlainAvgPool and Pick, ReduceMean), measured with the benchmark tool
-on *this* machine; marked as assumed in the files of other machines.
+RowBatchNorm, ChannelShuffle, OpenVINO's PlainMaxPool, PlainAvgPool and Pick, ONNX Runtime's ReduceMean), measured
+with the benchmark tool on *this* machine; marked as assumed in the files of other machines.
 
 Run from the repository root::
 

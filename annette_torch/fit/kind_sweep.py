@@ -28,7 +28,9 @@ A file with a cache model (`annette_torch.models.cache`) also gets a few ``cold_
 DRAM regime: a large fully connected layer after a pool streaming hundreds of MB, the traffic of AlexNet's or
 VGG's classifier. Their measured over predicted time (`COLD_KEY`) rescales the file's weight-streaming
 bandwidths (`scale_cache`): a warm micro-kernel shows a CPU's compute, not its memory (the AMD EPYC file streams
-FC weights at 37 GB/s, the Intel Xeon VM at ~13: AlexNet 30% short after adapting without it).
+FC weights at 37 GB/s, the Intel Xeon VM at ~13: AlexNet 30% short after adapting without it). The same micro-kernels
+with a ReLU after the layer give a classifier layer that runs its activation inside a factor of its own
+(`VECTOR_ACT_KIND`).
 
 The reorders the runtime inserts in these micro-kernels, over what the file's mapping costs price, give the
 reorders a factor of their own (`reorder_factor`: a copy runs at the machine's memory speed, not at the factor
@@ -131,9 +133,10 @@ MIN_COLD_WEIGHT_MB = 64
 MIN_COLD_FLUSH_MB = 96
 #: the kind a classifier's fully connected layers get their own factor under (`Platform` kind scales)
 VECTOR_KIND = f"FullyConnected {VECTOR}"
-#: ... those that run their activation inside, swept apart on the ``fc_act`` suite (with a ReLU, which both runtimes
-#: fuse): OpenVINO on an AMD EPYC with AVX-512 ran AlexNet's classifier layers with their ReLU at 1.4-1.8x the
-#: time of the same layers alone (AlexNet 23% short, VGG-11 12% after adapting without it)
+#: ... those that run their activation inside (`MappedNetwork.activated`), swept apart with a ReLU, which both runtimes
+#: fuse: on the ``fc_act`` suite, or with a cache model as `cold_configs` with and without it. OpenVINO on an AMD EPYC
+#: with AVX-512 ran AlexNet's classifier layers with their ReLU at 1.4-1.8x the time of the same layers alone
+#: (AlexNet 23% short, VGG-11 12% after adapting without it)
 VECTOR_ACT_KIND = f"FullyConnected {VECTOR_ACT}"
 VECTOR_ACT_SUITE = "fc_act"
 #: the types swept per square kernel size (kinds ``"Conv 3x3"``; `Platform` kind scales)
