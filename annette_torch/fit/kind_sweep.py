@@ -276,12 +276,13 @@ def sweep_plan(estimates: Sequence[Estimate], elementwise: Sequence[str] = (),
             parts = (sel & ~vector, sel & vector & ~streamed & ~fused_act) if kind == "FullyConnected" else (sel,)
             for suite, part in zip(_suites(kind), parts):
                 layers.setdefault((kind, suite), []).append((feats[part], t[part]))
-            if kind == "FullyConnected" and (sel & fused_act).any():
-                share[VECTOR_ACT_KIND] = share.get(VECTOR_ACT_KIND, 0.0) + float(t[sel & fused_act].sum())
-                share[kind] -= float(t[sel & fused_act].sum())
+            acted = sel & fused_act if kind == "FullyConnected" else None
+            if acted is not None and acted.any():
+                share[VECTOR_ACT_KIND] = share.get(VECTOR_ACT_KIND, 0.0) + float(t[acted].sum())
+                share[kind] -= float(t[acted].sum())
                 # (with a cache model: measured as `cold_configs` with and without the activation, `sweep_factors`)
                 suite = COLD_SUITE if cold else VECTOR_ACT_SUITE
-                layers.setdefault((VECTOR_ACT_KIND, suite), []).append((feats[sel & fused_act], t[sel & fused_act]))
+                layers.setdefault((VECTOR_ACT_KIND, suite), []).append((feats[acted], t[acted]))
 
     def targets(kind: str) -> dict[str, Target]:  # per suite of ``kind``: its layers, weighted by their time
         found = {}
@@ -368,12 +369,17 @@ def scale_cache(d: dict[str, Any], factors: dict[str, float]) -> None:
     if not cold or not isinstance(cache, dict):
         return
     cache = d["cache"] = dict(cache)  # (a platform's to_dict shares its meta's objects)
-    ratio = cold / factors.get(VECTOR_KIND, factors.get("FullyConnected", 1.0))
+    ratio = cold / _vector_factor(factors)
     for key in ("stream_bandwidth", "dram_bandwidth"):
         if isinstance(cache.get(key), dict):
             cache[key] = {t: bw / ratio for t, bw in cache[key].items()}
     cache["origin"] = (f"{cache.get('origin', '')}; streaming bandwidths / {ratio:.2f}: large fully connected "
                        "layers measured here after hundreds of MB of traffic").lstrip("; ")
+
+
+def _vector_factor(factors: dict[str, float]) -> float:
+    """The classifier rows' factor among swept ``factors``: `VECTOR_KIND`'s, else the fully connected type's."""
+    return factors.get(VECTOR_KIND, factors.get("FullyConnected", 1.0))
 
 
 def _cold_factor(raw: Platform, runtime: str, st: Any, runner: Any, kw: Any, budget_s: float,
@@ -521,7 +527,7 @@ def sweep_factors(raw: Platform, runtime: str, plan: dict[str, dict[str, Target]
                 # with AVX-512: x1.4-1.8 there, x1.1 on warm micro-kernels of a few MB)
                 fa = _cold_factor(raw, runtime, st, runner, kw, left, process, act="relu")
                 if fa is not None:
-                    factors[VECTOR_ACT_KIND] = factors.get(VECTOR_KIND, factors.get("FullyConnected", 1.0)) * fa / f
+                    factors[VECTOR_ACT_KIND] = _vector_factor(factors) * fa / f
     for label in KERNEL_KINDS:
         by_kernel = {k: f for k, f in factors.items() if kind_type(k)[0] == label and k != label}
         if by_kernel and label not in factors:

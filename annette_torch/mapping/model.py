@@ -218,15 +218,15 @@ class MappedNetwork:
     source: Network
     #: per executed layer: ms of the fused layers it carries (`MappingCosts.fused_ms`; zeros without costs)
     fused_ms: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    #: per original layer: 1 once the group it heads absorbed an activation (the fusion rounds' ``activated``)
+    group_activated: np.ndarray | None = None
 
     def activated(self) -> np.ndarray:
         """Per executed layer: whether it absorbed an activation layer (its kernel applies it: a runtime may run
         such a fused kernel at another speed, the ``"FullyConnected vector act"`` kind)."""
-        rows = np.arange(len(self.fused_into))
-        took = (self.fused_into != rows) & ~self.folded & _IS_ACTIVATION[self.layer_types]
-        out = np.zeros(len(self.kept), dtype=bool)
-        out[np.searchsorted(self.kept, self.fused_into[took])] = True
-        return out
+        if self.group_activated is None:
+            return np.zeros(len(self.kept), dtype=bool)
+        return self.group_activated[self.kept] > 0
 
 
 class MappingModel:
@@ -471,7 +471,7 @@ class MappingModel:
         if self.costs is not None:
             gone = (~alive & ~f.folded).nonzero()[0]
             fused = self.costs.fused_ms(f.layer_types[gone], net.out_elems[gone], new_index[root[gone]], kept.size)
-        return MappedNetwork(out, kept, root, f.rule_of, f.layer_types, f.folded, net, fused)
+        return MappedNetwork(out, kept, root, f.rule_of, f.layer_types, f.folded, net, fused, f.activated)
 
 
 def _picker(rows: list[int]) -> Callable[[Sequence[Any]], list[Any]]:

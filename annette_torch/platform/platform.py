@@ -306,8 +306,10 @@ def _read_kind_scales(d: Any, name: str) -> tuple[tuple[int, tuple[int, int] | s
         k: tuple[int, ...] | str | None
         try:
             t = int(LayerType.from_label(label))
-            k = kernel if kernel in (VECTOR, VECTOR_ACT, CONST) else tuple(int(x) for x in kernel.split("x")) \
-                if kernel else None
+            if kernel in ("", VECTOR, VECTOR_ACT, CONST):  # ("": the type alone)
+                k = kernel or None
+            else:
+                k = tuple(int(x) for x in kernel.split("x"))
         except (ValueError, KeyError):
             raise PlatformError(f"{where}: {kind!r} is not a layer type, a type and kernel like 'Conv 3x3', "
                                 "'FullyConnected vector', 'FullyConnected vector act' or 'Add const'") from None
